@@ -1,0 +1,275 @@
+//! The SQS poller actor: receives batches, hands them to the intake router, and deletes a message
+//! only once the router reports its effects durable. Errors back off exponentially; nothing here
+//! crashes the process.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::{Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, AtomicResponse, Context, Handler, Message, WrapFuture};
+use tokio::sync::{oneshot, watch};
+use tracing::{debug, error, info, warn};
+
+use super::messages::Ingest;
+use super::router::IntakeRouter;
+use crate::failpoint;
+use crate::intake::{InboundMessage, Verdict};
+use crate::policy::Backoff;
+use crate::queue::{Queue, Receipt};
+
+/// How the poller talks to its queue.
+#[derive(Debug, Clone, Copy)]
+pub struct PollerSettings {
+    pub max_messages: i32,
+    pub wait_time_seconds: i32,
+    pub visibility_timeout_seconds: i32,
+}
+
+/// Counters the poller exposes.
+#[derive(Debug, Default)]
+pub struct PollerCounters {
+    pub messages_received: AtomicU64,
+    pub messages_deleted: AtomicU64,
+    pub messages_kept_invalid: AtomicU64,
+    pub delete_failures: AtomicU64,
+    pub visibility_extensions: AtomicU64,
+    pub queue_errors: AtomicU64,
+    pub commit_failures: AtomicU64,
+}
+
+pub struct SqsPoller {
+    queue: Arc<dyn Queue>,
+    router: Addr<IntakeRouter>,
+    settings: PollerSettings,
+    shutdown: watch::Receiver<bool>,
+    counters: Arc<PollerCounters>,
+    backoff: Backoff,
+    on_stopped: Option<oneshot::Sender<()>>,
+}
+
+impl SqsPoller {
+    pub fn new(
+        queue: Arc<dyn Queue>,
+        router: Addr<IntakeRouter>,
+        settings: PollerSettings,
+        shutdown: watch::Receiver<bool>,
+        on_stopped: oneshot::Sender<()>,
+    ) -> Self {
+        SqsPoller {
+            queue,
+            router,
+            settings,
+            shutdown,
+            counters: Arc::new(PollerCounters::default()),
+            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+            on_stopped: Some(on_stopped),
+        }
+    }
+
+    pub fn counters(&self) -> Arc<PollerCounters> {
+        self.counters.clone()
+    }
+
+    fn after_cycle(&mut self, outcome: CycleOutcome, ctx: &mut Context<Self>) {
+        if *self.shutdown.borrow() {
+            ctx.stop();
+            return;
+        }
+        match outcome {
+            CycleOutcome::Processed => {
+                self.backoff.reset();
+                ctx.notify(PollOnce);
+            }
+            CycleOutcome::Empty => {
+                self.backoff.reset();
+                if self.settings.wait_time_seconds == 0 {
+                    // Short polling with nothing to do: do not spin.
+                    ctx.notify_later(PollOnce, Duration::from_secs(1));
+                } else {
+                    ctx.notify(PollOnce);
+                }
+            }
+            CycleOutcome::Failed => {
+                let delay = self.backoff.next_delay();
+                warn!(
+                    attempt = self.backoff.attempts(),
+                    delay_ms = delay.as_millis() as u64,
+                    "backing off before polling again"
+                );
+                ctx.notify_later(PollOnce, delay);
+            }
+            CycleOutcome::ShuttingDown => ctx.stop(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CycleOutcome {
+    Processed,
+    Empty,
+    Failed,
+    ShuttingDown,
+}
+
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+struct PollOnce;
+
+impl Actor for SqsPoller {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        info!(
+            max_messages = self.settings.max_messages,
+            wait_time_seconds = self.settings.wait_time_seconds,
+            "polling the queue"
+        );
+        ctx.notify(PollOnce);
+    }
+
+    fn stopped(&mut self, _ctx: &mut Context<Self>) {
+        info!("poller stopped");
+        if let Some(on_stopped) = self.on_stopped.take() {
+            let _ = on_stopped.send(());
+        }
+    }
+}
+
+impl Handler<PollOnce> for SqsPoller {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, _message: PollOnce, _ctx: &mut Context<Self>) -> Self::Result {
+        let cycle = poll_cycle(
+            self.queue.clone(),
+            self.router.clone(),
+            self.settings,
+            self.shutdown.clone(),
+            self.counters.clone(),
+        );
+        AtomicResponse::new(Box::pin(
+            cycle
+                .into_actor(self)
+                .map(|outcome, poller, ctx| poller.after_cycle(outcome, ctx)),
+        ))
+    }
+}
+
+/// One receive → ingest → delete round.
+async fn poll_cycle(
+    queue: Arc<dyn Queue>,
+    router: Addr<IntakeRouter>,
+    settings: PollerSettings,
+    mut shutdown: watch::Receiver<bool>,
+    counters: Arc<PollerCounters>,
+) -> CycleOutcome {
+    if *shutdown.borrow() {
+        return CycleOutcome::ShuttingDown;
+    }
+    let received = tokio::select! {
+        received = queue.receive(settings.max_messages, settings.wait_time_seconds, settings.visibility_timeout_seconds) => received,
+        // Nothing received yet is lost by abandoning the call: messages stay in the queue.
+        _ = shutdown.wait_for(|stop| *stop) => return CycleOutcome::ShuttingDown,
+    };
+    let messages = match received {
+        Ok(messages) => messages,
+        Err(error) => {
+            counters.queue_errors.fetch_add(1, Ordering::Relaxed);
+            warn!(%error, "cannot receive from the queue");
+            return CycleOutcome::Failed;
+        }
+    };
+    if messages.is_empty() {
+        return CycleOutcome::Empty;
+    }
+    counters
+        .messages_received
+        .fetch_add(messages.len() as u64, Ordering::Relaxed);
+    let receipts: Vec<Receipt> = messages.iter().map(Receipt::from).collect();
+    let inbound: Vec<InboundMessage> = messages
+        .iter()
+        .map(|message| InboundMessage {
+            id: message.id.clone(),
+            body: message.body.clone(),
+        })
+        .collect();
+
+    // Keep the batch hidden while it is being counted, however long the commit takes.
+    let extend_every = Duration::from_secs((settings.visibility_timeout_seconds as u64 / 2).max(1));
+    let ingest = router.send(Ingest { messages: inbound });
+    tokio::pin!(ingest);
+    let report = loop {
+        tokio::select! {
+            report = &mut ingest => break report,
+            _ = tokio::time::sleep(extend_every) => {
+                counters.visibility_extensions.fetch_add(1, Ordering::Relaxed);
+                match queue.extend_visibility(&receipts, settings.visibility_timeout_seconds).await {
+                    Ok(failed) if failed.is_empty() => debug!(num_messages = receipts.len(), "extended visibility"),
+                    Ok(failed) => warn!(num_failed = failed.len(), "cannot extend visibility of some messages; they may be redelivered and will not be counted twice"),
+                    Err(error) => warn!(%error, "cannot extend visibility; messages may be redelivered and will not be counted twice"),
+                }
+            }
+        }
+    };
+    let report = match report {
+        Ok(Ok(report)) => report,
+        Ok(Err(error)) => {
+            counters.commit_failures.fetch_add(1, Ordering::Relaxed);
+            error!(%error, num_messages = receipts.len(), "cannot count the batch durably; no message of it is deleted");
+            return CycleOutcome::Failed;
+        }
+        Err(error) => {
+            error!(%error, "intake router unavailable; no message deleted");
+            return CycleOutcome::Failed;
+        }
+    };
+
+    failpoint::hit("poller.before_delete");
+    let mut deletable = Vec::new();
+    for ((message, receipt), verdict) in messages.iter().zip(receipts).zip(&report.verdicts) {
+        match verdict {
+            Verdict::Delete => deletable.push(receipt),
+            Verdict::Keep { error } => {
+                counters.messages_kept_invalid.fetch_add(1, Ordering::Relaxed);
+                warn!(
+                    message_id = %message.id,
+                    receive_count = message.receive_count,
+                    %error,
+                    "invalid message left in the queue; its redrive policy moves it to the dead-letter queue"
+                );
+            }
+        }
+    }
+    let mut outcome = CycleOutcome::Processed;
+    for chunk in deletable.chunks(10) {
+        match queue.delete(chunk).await {
+            Ok(failed) => {
+                counters
+                    .messages_deleted
+                    .fetch_add((chunk.len() - failed.len()) as u64, Ordering::Relaxed);
+                for entry in failed {
+                    counters.delete_failures.fetch_add(1, Ordering::Relaxed);
+                    warn!(
+                        message_id = %entry.id,
+                        code = %entry.code,
+                        reason = %entry.message,
+                        "queue refused to delete a counted message; a redelivery will not be counted twice"
+                    );
+                }
+            }
+            Err(error) => {
+                counters
+                    .delete_failures
+                    .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                counters.queue_errors.fetch_add(1, Ordering::Relaxed);
+                warn!(%error, "cannot delete counted messages; a redelivery will not be counted twice");
+                outcome = CycleOutcome::Failed;
+            }
+        }
+    }
+    debug!(
+        messages = report.summary.messages,
+        counted = report.summary.counted,
+        "batch done"
+    );
+    outcome
+}

@@ -1,0 +1,93 @@
+//! Time as a dependency: the service reads the wall clock, tests and the simulator move a fake one.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+/// Milliseconds since the Unix epoch, UTC.
+pub type UnixMillis = i64;
+
+/// A source of the current time.
+pub trait Clock: Send + Sync + 'static {
+    fn now_millis(&self) -> UnixMillis;
+}
+
+/// The real wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_millis(&self) -> UnixMillis {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_millis() as i64)
+            .unwrap_or(0)
+    }
+}
+
+/// A clock that only moves when told to; clones share the same time.
+#[derive(Debug, Clone)]
+pub struct FakeClock {
+    now: Arc<AtomicI64>,
+}
+
+impl FakeClock {
+    pub fn new(now: UnixMillis) -> Self {
+        FakeClock {
+            now: Arc::new(AtomicI64::new(now)),
+        }
+    }
+
+    pub fn advance(&self, by: Duration) {
+        self.now.fetch_add(by.as_millis() as i64, Ordering::SeqCst);
+    }
+
+    pub fn set(&self, now: UnixMillis) {
+        self.now.store(now, Ordering::SeqCst);
+    }
+}
+
+impl Clock for FakeClock {
+    fn now_millis(&self) -> UnixMillis {
+        self.now.load(Ordering::SeqCst)
+    }
+}
+
+/// Parses an RFC 3339 timestamp (as S3 and EventBridge write them) into Unix milliseconds.
+pub fn parse_rfc3339(text: &str) -> Option<UnixMillis> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|time| time.timestamp_millis())
+}
+
+/// Formats Unix milliseconds as RFC 3339 UTC with millisecond precision.
+pub fn format_rfc3339(millis: UnixMillis) -> String {
+    DateTime::<Utc>::from_timestamp_millis(millis)
+        .map(|time| time.to_rfc3339_opts(SecondsFormat::Millis, true))
+        .unwrap_or_else(|| millis.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_round_trip() {
+        let millis = parse_rfc3339("2024-05-01T12:30:00.250Z").unwrap();
+        assert_eq!(format_rfc3339(millis), "2024-05-01T12:30:00.250Z");
+        assert_eq!(parse_rfc3339("2021-11-12T00:00:00Z"), Some(1_636_675_200_000));
+        assert_eq!(parse_rfc3339("yesterday"), None);
+    }
+
+    #[test]
+    fn fake_clock_moves_only_when_told() {
+        let clock = FakeClock::new(1_000);
+        let shared = clock.clone();
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(shared.now_millis(), 3_000);
+        shared.set(10);
+        assert_eq!(clock.now_millis(), 10);
+    }
+}

@@ -1,0 +1,17 @@
+//! icepack keeps Apache Iceberg tables healthy: it counts the small files S3 event notifications
+//! announce, per table and durably, and compacts a table when its thresholds are crossed.
+
+pub mod accumulator;
+pub mod actors;
+pub mod clock;
+pub mod config;
+pub mod event;
+pub mod failpoint;
+pub mod intake;
+pub mod policy;
+pub mod queue;
+pub mod routing;
+pub mod service;
+pub mod state;
+pub mod status;
+pub mod store;

@@ -1,0 +1,282 @@
+//! The `icepack` command line: run the service, check a configuration, replay events, show status.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio::sync::{oneshot, watch};
+use tracing::{error, info, warn};
+
+use icepack::actors::messages::Ingest;
+use icepack::actors::poller::{PollerSettings, SqsPoller};
+use icepack::clock::{Clock, SystemClock};
+use icepack::config::Config;
+use icepack::intake::{InboundMessage, IntakeSummary};
+use icepack::queue::SqsQueue;
+use icepack::service::start_pipeline;
+use icepack::status::{table_status, StatusReport};
+use icepack::store::{RocksStore, StateStore};
+
+#[derive(Debug, Parser)]
+#[command(name = "icepack", version, about = "Compacts small files of Apache Iceberg tables as S3 events announce them")]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the service: poll SQS, count small files per table, report due tables.
+    Run {
+        #[arg(long, env = "ICEPACK_CONFIG")]
+        config: PathBuf,
+    },
+    /// Validate a configuration file; exit 0 when valid.
+    CheckConfig {
+        #[arg(long, env = "ICEPACK_CONFIG")]
+        config: PathBuf,
+    },
+    /// Count SQS message bodies from a file (one per line, `-` for stdin) through the service's path.
+    Replay {
+        #[arg(long, env = "ICEPACK_CONFIG")]
+        config: PathBuf,
+        /// Only count: never start a compaction.
+        #[arg(long)]
+        no_compact: bool,
+        /// Path of the events file, or `-` for stdin.
+        events: String,
+    },
+    /// Show each table's pending small files and whether it is due.
+    Status {
+        #[arg(long, env = "ICEPACK_CONFIG")]
+        config: PathBuf,
+        /// One JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let result = match cli.command {
+        Command::Run { config } => run(&config),
+        Command::CheckConfig { config } => check_config(&config),
+        Command::Replay {
+            config,
+            no_compact: _,
+            events,
+        } => replay(&config, &events),
+        Command::Status { config, json } => status(&config, json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn load_config(path: &Path) -> Result<Config> {
+    Config::load(path).with_context(|| format!("invalid configuration {}", path.display()))
+}
+
+fn check_config(path: &Path) -> Result<()> {
+    let config = load_config(path)?;
+    println!(
+        "{}: valid, {} table(s)",
+        path.display(),
+        config.tables.len()
+    );
+    Ok(())
+}
+
+fn open_store(config: &Config) -> Result<Arc<dyn StateStore>> {
+    let store = RocksStore::open(&config.service.state_dir)?;
+    Ok(Arc::new(store))
+}
+
+fn run(path: &Path) -> Result<()> {
+    let config = load_config(path)?;
+    if config.tables.is_empty() {
+        warn!("no [[tables]] configured: every record will be ignored as unrouted");
+    }
+    let store = open_store(&config)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let system = actix::System::new();
+    system.block_on(async move {
+        let pipeline = start_pipeline(
+            config.table_specs(),
+            store,
+            clock,
+            config.service.dedup_retention_days,
+        )?;
+        let queue = Arc::new(SqsQueue::connect(&config.sqs).await);
+        let (shutdown_sender, shutdown) = watch::channel(false);
+        let (stopped_sender, stopped) = oneshot::channel();
+        let settings = PollerSettings {
+            max_messages: config.sqs.max_messages as i32,
+            wait_time_seconds: config.sqs.wait_time_seconds as i32,
+            visibility_timeout_seconds: config.sqs.visibility_timeout_seconds as i32,
+        };
+        actix::Actor::start(SqsPoller::new(
+            queue,
+            pipeline.router.clone(),
+            settings,
+            shutdown,
+            stopped_sender,
+        ));
+        info!(
+            tables = pipeline.tables.len(),
+            state_dir = %config.service.state_dir.display(),
+            "icepack is running"
+        );
+        wait_for_signal().await;
+        info!("shutting down: polling stops, the batch in flight is committed");
+        let _ = shutdown_sender.send(true);
+        if tokio::time::timeout(Duration::from_secs(120), stopped)
+            .await
+            .is_err()
+        {
+            error!("the batch in flight did not finish within 120 s; its messages stay in the queue");
+        }
+        info!("stopped");
+        Ok::<(), anyhow::Error>(())
+    })?;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut interrupt = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = terminate.recv() => info!("SIGTERM received"),
+        _ = interrupt.recv() => info!("SIGINT received"),
+    }
+}
+
+fn replay(path: &Path, events: &str) -> Result<()> {
+    let config = load_config(path)?;
+    let input: Box<dyn Read> = if events == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(
+            std::fs::File::open(events).with_context(|| format!("cannot open events file {events}"))?,
+        )
+    };
+    let store = open_store(&config)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let system = actix::System::new();
+    let summary = system.block_on(async move {
+        let pipeline = start_pipeline(
+            config.table_specs(),
+            store,
+            clock,
+            config.service.dedup_retention_days,
+        )?;
+        let mut summary = IntakeSummary::default();
+        let mut batch = Vec::new();
+        let mut line_number = 0u64;
+        for line in BufReader::new(input).lines() {
+            let line = line.context("cannot read the events file")?;
+            line_number += 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            batch.push(InboundMessage {
+                id: format!("line-{line_number}"),
+                body: line,
+            });
+            if batch.len() == REPLAY_BATCH {
+                ingest(&pipeline.router, std::mem::take(&mut batch), &mut summary).await?;
+            }
+        }
+        ingest(&pipeline.router, batch, &mut summary).await?;
+        Ok::<IntakeSummary, anyhow::Error>(summary)
+    })?;
+    println!("{}", serde_json::to_string(&summary)?);
+    Ok(())
+}
+
+/// Replay groups lines as the poller groups SQS messages.
+const REPLAY_BATCH: usize = 10;
+
+async fn ingest(
+    router: &actix::Addr<icepack::actors::router::IntakeRouter>,
+    messages: Vec<InboundMessage>,
+    summary: &mut IntakeSummary,
+) -> Result<()> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = messages.iter().map(|message| message.id.clone()).collect();
+    let report = router
+        .send(Ingest { messages })
+        .await
+        .context("intake router stopped")??;
+    for (id, verdict) in ids.iter().zip(&report.verdicts) {
+        if let icepack::intake::Verdict::Keep { error } = verdict {
+            warn!(message = %id, %error, "invalid message");
+        }
+    }
+    summary.merge(&report.summary);
+    Ok(())
+}
+
+fn status(path: &Path, json: bool) -> Result<()> {
+    let config = load_config(path)?;
+    let specs = config.table_specs();
+    let now = SystemClock.now_millis();
+    let state_dir = &config.service.state_dir;
+    let report = if state_dir.join("CURRENT").exists() {
+        let store = RocksStore::open_read_only(state_dir)?;
+        let mut tables = Vec::new();
+        for spec in &specs {
+            tables.push(table_status(spec, &store.load_table(&spec.table)?, now));
+        }
+        StatusReport { tables }
+    } else {
+        StatusReport {
+            tables: specs
+                .iter()
+                .map(|spec| table_status(spec, &Default::default(), now))
+                .collect(),
+        }
+    };
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.render_text());
+    }
+    if specs.is_empty() {
+        bail!("no tables configured in {}", path.display());
+    }
+    Ok(())
+}

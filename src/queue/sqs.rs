@@ -1,0 +1,168 @@
+//! [`Queue`] over Amazon SQS (or any server speaking its JSON protocol: ElasticMQ, moto, LocalStack).
+//! Credentials come from the standard AWS provider chain.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
+    MessageSystemAttributeName,
+};
+use aws_sdk_sqs::Client;
+
+use super::{FailedEntry, Queue, QueueError, Receipt, ReceivedMessage};
+use crate::config::SqsConfig;
+
+pub struct SqsQueue {
+    client: Client,
+    queue_url: String,
+}
+
+impl SqsQueue {
+    pub async fn connect(config: &SqsConfig) -> SqsQueue {
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .operation_attempt_timeout(Duration::from_secs(config.wait_time_seconds as u64 + 15))
+            .build();
+        let shared = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(config.region.clone()))
+            .timeout_config(timeouts)
+            .load()
+            .await;
+        let mut builder = aws_sdk_sqs::config::Builder::from(&shared);
+        if !config.endpoint_url.is_empty() {
+            builder = builder.endpoint_url(&config.endpoint_url);
+        }
+        SqsQueue {
+            client: Client::from_conf(builder.build()),
+            queue_url: config.queue_url.clone(),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+fn queue_error(operation: &'static str, error: impl std::error::Error) -> QueueError {
+    QueueError {
+        operation,
+        message: DisplayErrorContext(error).to_string(),
+    }
+}
+
+/// Batch entry ids are positions: SQS limits their characters, and message ids are not ours.
+fn failed_entries(receipts: &[Receipt], failed: &[aws_sdk_sqs::types::BatchResultErrorEntry]) -> Vec<FailedEntry> {
+    failed
+        .iter()
+        .map(|entry| FailedEntry {
+            id: entry
+                .id()
+                .parse::<usize>()
+                .ok()
+                .and_then(|position| receipts.get(position))
+                .map(|receipt| receipt.id.clone())
+                .unwrap_or_else(|| entry.id().to_string()),
+            code: entry.code().to_string(),
+            message: entry.message().unwrap_or_default().to_string(),
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Queue for SqsQueue {
+    async fn receive(
+        &self,
+        max_messages: i32,
+        wait_time_seconds: i32,
+        visibility_timeout_seconds: i32,
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
+        let output = self
+            .client
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(max_messages)
+            .wait_time_seconds(wait_time_seconds)
+            .visibility_timeout(visibility_timeout_seconds)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(|error| queue_error("ReceiveMessage", error))?;
+        Ok(output
+            .messages()
+            .iter()
+            .map(|message| ReceivedMessage {
+                id: message.message_id().unwrap_or_default().to_string(),
+                receipt_handle: message.receipt_handle().unwrap_or_default().to_string(),
+                body: message.body().unwrap_or_default().to_string(),
+                receive_count: message
+                    .attributes()
+                    .and_then(|attributes| {
+                        attributes.get(&MessageSystemAttributeName::ApproximateReceiveCount)
+                    })
+                    .and_then(|count| count.parse().ok())
+                    .unwrap_or(1),
+            })
+            .collect())
+    }
+
+    async fn delete(&self, receipts: &[Receipt]) -> Result<Vec<FailedEntry>, QueueError> {
+        if receipts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entries = receipts
+            .iter()
+            .enumerate()
+            .map(|(position, receipt)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(position.to_string())
+                    .receipt_handle(&receipt.receipt_handle)
+                    .build()
+                    .map_err(|error| queue_error("DeleteMessageBatch", error))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let output = self
+            .client
+            .delete_message_batch()
+            .queue_url(&self.queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|error| queue_error("DeleteMessageBatch", error))?;
+        Ok(failed_entries(receipts, output.failed()))
+    }
+
+    async fn extend_visibility(
+        &self,
+        receipts: &[Receipt],
+        visibility_timeout_seconds: i32,
+    ) -> Result<Vec<FailedEntry>, QueueError> {
+        if receipts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entries = receipts
+            .iter()
+            .enumerate()
+            .map(|(position, receipt)| {
+                ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(position.to_string())
+                    .receipt_handle(&receipt.receipt_handle)
+                    .visibility_timeout(visibility_timeout_seconds)
+                    .build()
+                    .map_err(|error| queue_error("ChangeMessageVisibilityBatch", error))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let output = self
+            .client
+            .change_message_visibility_batch()
+            .queue_url(&self.queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|error| queue_error("ChangeMessageVisibilityBatch", error))?;
+        Ok(failed_entries(receipts, output.failed()))
+    }
+}

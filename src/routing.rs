@@ -1,0 +1,253 @@
+//! Which table does an S3 object belong to? Pure, and the longest matching prefix wins.
+
+use std::collections::HashMap;
+
+use crate::config::TableSpec;
+use crate::event::S3Record;
+
+/// Index of a table in the configured table list.
+pub type TableIndex = usize;
+
+/// Why a record was not counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IgnoreReason {
+    NotCreated,
+    Unrouted,
+    NotDataFile,
+    LargeFile,
+    Duplicate,
+}
+
+impl IgnoreReason {
+    pub const ALL: [IgnoreReason; 5] = [
+        IgnoreReason::NotCreated,
+        IgnoreReason::Unrouted,
+        IgnoreReason::NotDataFile,
+        IgnoreReason::LargeFile,
+        IgnoreReason::Duplicate,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IgnoreReason::NotCreated => "not_created",
+            IgnoreReason::Unrouted => "unrouted",
+            IgnoreReason::NotDataFile => "not_data_file",
+            IgnoreReason::LargeFile => "large_file",
+            IgnoreReason::Duplicate => "duplicate",
+        }
+    }
+}
+
+/// What to do with one record before duplicates are looked up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposition {
+    /// A small data file of this table, pending the duplicate check.
+    Candidate { table: TableIndex, size: u64 },
+    Ignore(IgnoreReason),
+}
+
+/// Longest-prefix routing over the configured tables.
+#[derive(Debug, Clone)]
+pub struct Router {
+    buckets: HashMap<String, BucketRoutes>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct BucketRoutes {
+    /// Distinct prefix lengths, longest first: a key is looked up once per length.
+    lengths: Vec<usize>,
+    by_prefix: HashMap<String, TableIndex>,
+}
+
+impl Router {
+    pub fn new(tables: &[TableSpec]) -> Router {
+        let mut buckets: HashMap<String, BucketRoutes> = HashMap::new();
+        for (index, table) in tables.iter().enumerate() {
+            let routes = buckets.entry(table.bucket.clone()).or_default();
+            routes.by_prefix.insert(table.prefix.clone(), index);
+            routes.lengths.push(table.prefix.len());
+        }
+        for routes in buckets.values_mut() {
+            routes.lengths.sort_unstable_by(|a, b| b.cmp(a));
+            routes.lengths.dedup();
+        }
+        Router { buckets }
+    }
+
+    /// The table whose prefix is the longest one the key starts with, in this bucket.
+    pub fn route(&self, bucket: &str, key: &str) -> Option<TableIndex> {
+        let routes = self.buckets.get(bucket)?;
+        routes.lengths.iter().find_map(|&length| {
+            key.get(..length)
+                .and_then(|prefix| routes.by_prefix.get(prefix).copied())
+        })
+    }
+
+    /// Applies every rule but the duplicate check, in the order the README documents.
+    pub fn classify(&self, tables: &[TableSpec], record: &S3Record) -> Disposition {
+        if !record.is_object_created() {
+            return Disposition::Ignore(IgnoreReason::NotCreated);
+        }
+        let Some(table) = self.route(&record.bucket, &record.key) else {
+            return Disposition::Ignore(IgnoreReason::Unrouted);
+        };
+        let spec = &tables[table];
+        if !spec
+            .file_suffixes
+            .iter()
+            .any(|suffix| record.key.ends_with(suffix.as_str()))
+        {
+            return Disposition::Ignore(IgnoreReason::NotDataFile);
+        }
+        match record.size {
+            Some(size) if size < spec.thresholds.small_file_bytes => {
+                Disposition::Candidate { table, size }
+            }
+            _ => Disposition::Ignore(IgnoreReason::LargeFile),
+        }
+    }
+}
+
+/// The partition path of a data file: the `k=v/...` directories between the table prefix (and
+/// its `data/` directory, where Iceberg puts data files) and the file name. Empty when unpartitioned.
+pub fn partition_of(prefix: &str, key: &str) -> String {
+    let relative = key.strip_prefix(prefix).unwrap_or(key);
+    let relative = relative.strip_prefix("data/").unwrap_or(relative);
+    let Some((directories, _file)) = relative.rsplit_once('/') else {
+        return String::new();
+    };
+    directories
+        .split('/')
+        .filter(|segment| {
+            segment
+                .split_once('=')
+                .is_some_and(|(name, _)| !name.is_empty())
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Thresholds;
+    use proptest::prelude::*;
+
+    fn spec(table: &str, bucket: &str, prefix: &str) -> TableSpec {
+        TableSpec {
+            table: table.to_string(),
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+            thresholds: Thresholds {
+                small_file_bytes: 100,
+                min_files: 10,
+                min_total_bytes: 1000,
+                max_wait_millis: None,
+            },
+            target_file_bytes: 1000,
+            file_suffixes: vec![".parquet".to_string()],
+        }
+    }
+
+    fn record(event_name: &str, bucket: &str, key: &str, size: Option<u64>) -> S3Record {
+        S3Record {
+            event_name: event_name.to_string(),
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            size,
+            event_millis: 0,
+            sequencer: None,
+        }
+    }
+
+    #[test]
+    fn longest_prefix_wins() {
+        let tables = vec![
+            spec("a.wide", "b", "warehouse/"),
+            spec("a.narrow", "b", "warehouse/sales/"),
+            spec("a.other", "other", "warehouse/sales/"),
+        ];
+        let router = Router::new(&tables);
+        assert_eq!(router.route("b", "warehouse/sales/data/f.parquet"), Some(1));
+        assert_eq!(router.route("b", "warehouse/ops/data/f.parquet"), Some(0));
+        assert_eq!(router.route("other", "warehouse/sales/x"), Some(2));
+        assert_eq!(router.route("b", "elsewhere/f.parquet"), None);
+        assert_eq!(router.route("nope", "warehouse/sales/f"), None);
+    }
+
+    #[test]
+    fn classification_order_and_reasons() {
+        let tables = vec![spec("a.t", "b", "t/")];
+        let router = Router::new(&tables);
+        let classify = |r: S3Record| router.classify(&tables, &r);
+        assert_eq!(
+            classify(record("ObjectRemoved:Delete", "b", "t/f.parquet", None)),
+            Disposition::Ignore(IgnoreReason::NotCreated)
+        );
+        assert_eq!(
+            classify(record("ObjectCreated:Put", "b", "u/f.parquet", Some(1))),
+            Disposition::Ignore(IgnoreReason::Unrouted)
+        );
+        assert_eq!(
+            classify(record("ObjectCreated:Put", "c", "t/f.parquet", Some(1))),
+            Disposition::Ignore(IgnoreReason::Unrouted)
+        );
+        assert_eq!(
+            classify(record("ObjectCreated:Put", "b", "t/metadata/v1.json", Some(1))),
+            Disposition::Ignore(IgnoreReason::NotDataFile)
+        );
+        assert_eq!(
+            classify(record("ObjectCreated:Put", "b", "t/f.parquet", Some(100))),
+            Disposition::Ignore(IgnoreReason::LargeFile),
+            "the small-file limit is strict"
+        );
+        assert_eq!(
+            classify(record("ObjectCreated:Put", "b", "t/f.parquet", None)),
+            Disposition::Ignore(IgnoreReason::LargeFile),
+            "an unknown size is not a known small file"
+        );
+        assert_eq!(
+            classify(record("ObjectCreated:CompleteMultipartUpload", "b", "t/f.parquet", Some(99))),
+            Disposition::Candidate { table: 0, size: 99 }
+        );
+    }
+
+    #[test]
+    fn partitions_come_from_key_directories() {
+        assert_eq!(partition_of("w/t/", "w/t/data/dt=2024-01-01/h=3/f.parquet"), "dt=2024-01-01/h=3");
+        assert_eq!(partition_of("w/t/", "w/t/data/f.parquet"), "");
+        assert_eq!(partition_of("w/t/", "w/t/f.parquet"), "");
+        assert_eq!(partition_of("w/t/", "w/t/data/00001/dt=1/f.parquet"), "dt=1");
+        assert_eq!(partition_of("w/t/", "w/t/data/=x/f.parquet"), "");
+    }
+
+    proptest! {
+        #[test]
+        fn a_key_routes_to_at_most_one_table_and_it_is_the_longest_match(
+            prefixes in prop::collection::btree_set("[ab/]{0,6}", 1..12),
+            key in "[ab/]{0,10}",
+        ) {
+            let tables: Vec<TableSpec> = prefixes
+                .iter()
+                .enumerate()
+                .map(|(i, prefix)| spec(&format!("n.t{i}"), "bkt", prefix))
+                .collect();
+            let router = Router::new(&tables);
+            let matching: Vec<usize> = tables
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| key.starts_with(t.prefix.as_str()))
+                .map(|(i, _)| i)
+                .collect();
+            let routed = router.route("bkt", &key);
+            match routed {
+                None => prop_assert!(matching.is_empty()),
+                Some(index) => {
+                    prop_assert!(matching.contains(&index));
+                    let longest = matching.iter().map(|&i| tables[i].prefix.len()).max().unwrap();
+                    prop_assert_eq!(tables[index].prefix.len(), longest);
+                }
+            }
+        }
+    }
+}

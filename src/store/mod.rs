@@ -1,0 +1,78 @@
+//! Durable table state behind a narrow trait: RocksDB in the service, memory in unit tests.
+//!
+//! Every logical change is one list of [`Op`]s committed atomically and synced to disk before
+//! anything depending on it (an SQS delete) happens.
+
+mod memory;
+mod rocks;
+
+pub use memory::MemoryStore;
+pub use rocks::RocksStore;
+
+use crate::clock::UnixMillis;
+use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("state directory {path} is in use by another icepack process (its RocksDB LOCK is held); stop that process or point service.state_dir elsewhere")]
+    Locked { path: String },
+    #[error("state store at {path}: {message}")]
+    Open { path: String, message: String },
+    #[error("state store write failed: {0}")]
+    Write(String),
+    #[error("state store read failed: {0}")]
+    Read(String),
+    #[error("state store holds a value it cannot decode under {key}: {message}")]
+    Corrupt { key: String, message: String },
+    #[error("state store is open read-only")]
+    ReadOnly,
+}
+
+/// One change to the durable state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    PutTable {
+        table: String,
+        state: TableState,
+    },
+    PutPartition {
+        table: String,
+        partition: String,
+        counts: PartitionCounts,
+    },
+    DeletePartition {
+        table: String,
+        partition: String,
+    },
+    PutSeen {
+        bucket: String,
+        key: String,
+        entry: SeenEntry,
+    },
+    PutFile {
+        table: String,
+        seq: u64,
+        entry: FileEntry,
+    },
+}
+
+/// The state store every component talks to.
+pub trait StateStore: Send + Sync + 'static {
+    /// A table's state and partitions; the default (empty) state for a table never seen.
+    fn load_table(&self, table: &str) -> Result<TableSnapshot, StoreError>;
+
+    /// For each (bucket, key), whether it was counted before.
+    fn seen(&self, objects: &[(&str, &str)]) -> Result<Vec<bool>, StoreError>;
+
+    /// Applies all ops atomically and syncs them to disk before returning.
+    fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError>;
+
+    /// Forgets object keys first seen before `cutoff`; returns how many were forgotten.
+    fn purge_seen_before(&self, cutoff: UnixMillis) -> Result<u64, StoreError>;
+
+    /// The counted-file log of a table, in sequence order.
+    fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests;

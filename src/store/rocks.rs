@@ -1,0 +1,262 @@
+//! The RocksDB [`StateStore`]: one column family per kind of record, one synced `WriteBatch` per
+//! commit (atomic across column families, one WAL).
+
+use std::path::{Path, PathBuf};
+
+use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{Op, StateStore, StoreError};
+use crate::clock::UnixMillis;
+use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
+
+/// Column families, defined in this one place.
+pub mod cf {
+    /// table → [`TableState`](crate::state::TableState)
+    pub const TABLES: &str = "tables";
+    /// table \0 partition → [`PartitionCounts`](crate::state::PartitionCounts)
+    pub const PARTITIONS: &str = "partitions";
+    /// bucket \0 key → [`SeenEntry`](crate::state::SeenEntry)
+    pub const SEEN: &str = "seen";
+    /// table \0 sequence (big endian) → [`FileEntry`](crate::state::FileEntry)
+    pub const FILES: &str = "files";
+    pub const ALL: [&str; 4] = [TABLES, PARTITIONS, SEEN, FILES];
+}
+
+const SEPARATOR: u8 = 0;
+
+pub struct RocksStore {
+    db: DB,
+    path: PathBuf,
+    read_only: bool,
+}
+
+impl RocksStore {
+    /// Opens (or creates) the store for writing; fails fast when another process holds it.
+    pub fn open(path: &Path) -> Result<RocksStore, StoreError> {
+        std::fs::create_dir_all(path).map_err(|error| StoreError::Open {
+            path: path.display().to_string(),
+            message: format!("cannot create the directory: {error}"),
+        })?;
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.create_missing_column_families(true);
+        options.set_keep_log_file_num(5);
+        let descriptors = Self::family_names(&options, path)
+            .into_iter()
+            .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
+        let db = DB::open_cf_descriptors(&options, path, descriptors)
+            .map_err(|error| open_error(path, error))?;
+        Ok(RocksStore {
+            db,
+            path: path.to_path_buf(),
+            read_only: false,
+        })
+    }
+
+    /// Opens a point-in-time, read-only view; works while a service holds the store.
+    pub fn open_read_only(path: &Path) -> Result<RocksStore, StoreError> {
+        let options = Options::default();
+        let names = Self::family_names(&options, path);
+        let db = DB::open_cf_for_read_only(&options, path, names, false)
+            .map_err(|error| open_error(path, error))?;
+        Ok(RocksStore {
+            db,
+            path: path.to_path_buf(),
+            read_only: true,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every family the directory already has (a read-write open must name them all) plus ours.
+    fn family_names(options: &Options, path: &Path) -> Vec<String> {
+        let mut names = DB::list_cf(options, path).unwrap_or_default();
+        for name in cf::ALL.iter().chain(std::iter::once(&"default")) {
+            if !names.iter().any(|existing| existing == name) {
+                names.push(name.to_string());
+            }
+        }
+        names
+    }
+
+    fn family(&self, name: &str) -> Result<&ColumnFamily, StoreError> {
+        self.db
+            .cf_handle(name)
+            .ok_or_else(|| StoreError::Read(format!("column family {name} is missing")))
+    }
+
+    fn scan_prefix<T: DeserializeOwned>(
+        &self,
+        family: &str,
+        prefix: &[u8],
+    ) -> Result<Vec<(Vec<u8>, T)>, StoreError> {
+        let handle = self.family(family)?;
+        let mut found = Vec::new();
+        for item in self
+            .db
+            .iterator_cf(handle, IteratorMode::From(prefix, Direction::Forward))
+        {
+            let (key, value) = item.map_err(|error| StoreError::Read(error.to_string()))?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let decoded = decode(&key, &value)?;
+            found.push((key[prefix.len()..].to_vec(), decoded));
+        }
+        Ok(found)
+    }
+}
+
+impl StateStore for RocksStore {
+    fn load_table(&self, table: &str) -> Result<TableSnapshot, StoreError> {
+        let state = match self
+            .db
+            .get_cf(self.family(cf::TABLES)?, table.as_bytes())
+            .map_err(|error| StoreError::Read(error.to_string()))?
+        {
+            Some(bytes) => decode::<TableState>(table.as_bytes(), &bytes)?,
+            None => TableState::default(),
+        };
+        let partitions = self
+            .scan_prefix::<PartitionCounts>(cf::PARTITIONS, &joined(table.as_bytes(), b""))?
+            .into_iter()
+            .map(|(partition, counts)| (String::from_utf8_lossy(&partition).into_owned(), counts))
+            .collect();
+        Ok(TableSnapshot { state, partitions })
+    }
+
+    fn seen(&self, objects: &[(&str, &str)]) -> Result<Vec<bool>, StoreError> {
+        let handle = self.family(cf::SEEN)?;
+        let keys: Vec<Vec<u8>> = objects
+            .iter()
+            .map(|(bucket, key)| joined(bucket.as_bytes(), key.as_bytes()))
+            .collect();
+        self.db
+            .multi_get_cf(keys.iter().map(|key| (handle, key.as_slice())))
+            .into_iter()
+            .map(|result| {
+                result
+                    .map(|value| value.is_some())
+                    .map_err(|error| StoreError::Read(error.to_string()))
+            })
+            .collect()
+    }
+
+    fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        let mut batch = WriteBatch::default();
+        for op in ops {
+            match op {
+                Op::PutTable { table, state } => {
+                    batch.put_cf(self.family(cf::TABLES)?, table.as_bytes(), encode(&state));
+                }
+                Op::PutPartition {
+                    table,
+                    partition,
+                    counts,
+                } => batch.put_cf(
+                    self.family(cf::PARTITIONS)?,
+                    joined(table.as_bytes(), partition.as_bytes()),
+                    encode(&counts),
+                ),
+                Op::DeletePartition { table, partition } => batch.delete_cf(
+                    self.family(cf::PARTITIONS)?,
+                    joined(table.as_bytes(), partition.as_bytes()),
+                ),
+                Op::PutSeen { bucket, key, entry } => batch.put_cf(
+                    self.family(cf::SEEN)?,
+                    joined(bucket.as_bytes(), key.as_bytes()),
+                    encode(&entry),
+                ),
+                Op::PutFile { table, seq, entry } => batch.put_cf(
+                    self.family(cf::FILES)?,
+                    joined(table.as_bytes(), &seq.to_be_bytes()),
+                    encode(&entry),
+                ),
+            }
+        }
+        let mut options = WriteOptions::default();
+        options.set_sync(true);
+        self.db
+            .write_opt(batch, &options)
+            .map_err(|error| StoreError::Write(error.to_string()))
+    }
+
+    fn purge_seen_before(&self, cutoff: UnixMillis) -> Result<u64, StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        let handle = self.family(cf::SEEN)?;
+        let mut purged = 0;
+        let mut batch = WriteBatch::default();
+        for item in self.db.iterator_cf(handle, IteratorMode::Start) {
+            let (key, value) = item.map_err(|error| StoreError::Read(error.to_string()))?;
+            let entry: SeenEntry = decode(&key, &value)?;
+            if entry.first_seen_millis < cutoff {
+                batch.delete_cf(handle, &key);
+                purged += 1;
+            }
+            if batch.len() >= 10_000 {
+                self.db
+                    .write(std::mem::take(&mut batch))
+                    .map_err(|error| StoreError::Write(error.to_string()))?;
+            }
+        }
+        self.db
+            .write(batch)
+            .map_err(|error| StoreError::Write(error.to_string()))?;
+        Ok(purged)
+    }
+
+    fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError> {
+        self.scan_prefix::<FileEntry>(cf::FILES, &joined(table.as_bytes(), b""))?
+            .into_iter()
+            .map(|(seq, entry)| {
+                let seq: [u8; 8] = seq.as_slice().try_into().map_err(|_| StoreError::Corrupt {
+                    key: format!("{table}/files"),
+                    message: "sequence number is not 8 bytes".to_string(),
+                })?;
+                Ok((u64::from_be_bytes(seq), entry))
+            })
+            .collect()
+    }
+}
+
+fn joined(first: &[u8], second: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(first.len() + 1 + second.len());
+    key.extend_from_slice(first);
+    key.push(SEPARATOR);
+    key.extend_from_slice(second);
+    key
+}
+
+fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("state values always serialize")
+}
+
+fn decode<T: DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(value).map_err(|error| StoreError::Corrupt {
+        key: String::from_utf8_lossy(key).replace('\0', "/"),
+        message: error.to_string(),
+    })
+}
+
+fn open_error(path: &Path, error: rocksdb::Error) -> StoreError {
+    let message = error.to_string();
+    if message.contains("lock file") || message.contains("LOCK") {
+        StoreError::Locked {
+            path: path.display().to_string(),
+        }
+    } else {
+        StoreError::Open {
+            path: path.display().to_string(),
+            message,
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! One suite, run against every store implementation.
+
+use super::*;
+use crate::state::PendingCounts;
+
+fn file(key: &str) -> FileEntry {
+    FileEntry {
+        bucket: "b".to_string(),
+        key: key.to_string(),
+        size: 10,
+        event_millis: 5,
+        partition: "dt=1".to_string(),
+    }
+}
+
+fn exercise(store: &dyn StateStore) {
+    assert_eq!(store.load_table("n.t").unwrap(), TableSnapshot::default());
+    let state = TableState {
+        pending: PendingCounts {
+            files: 2,
+            bytes: 20,
+            oldest_event_millis: Some(5),
+            newest_event_millis: Some(6),
+        },
+        next_file_seq: 2,
+    };
+    store
+        .commit(vec![
+            Op::PutTable {
+                table: "n.t".to_string(),
+                state: state.clone(),
+            },
+            Op::PutPartition {
+                table: "n.t".to_string(),
+                partition: "dt=1".to_string(),
+                counts: PartitionCounts { files: 2, bytes: 20 },
+            },
+            Op::PutPartition {
+                table: "n.t".to_string(),
+                partition: "dt=2".to_string(),
+                counts: PartitionCounts { files: 0, bytes: 0 },
+            },
+            Op::PutPartition {
+                table: "n.tt".to_string(),
+                partition: "".to_string(),
+                counts: PartitionCounts { files: 9, bytes: 9 },
+            },
+            Op::PutSeen {
+                bucket: "b".to_string(),
+                key: "k1".to_string(),
+                entry: SeenEntry {
+                    table: "n.t".to_string(),
+                    first_seen_millis: 100,
+                },
+            },
+            Op::PutSeen {
+                bucket: "b".to_string(),
+                key: "k2".to_string(),
+                entry: SeenEntry {
+                    table: "n.t".to_string(),
+                    first_seen_millis: 200,
+                },
+            },
+            Op::PutFile {
+                table: "n.t".to_string(),
+                seq: 256,
+                entry: file("k2"),
+            },
+            Op::PutFile {
+                table: "n.t".to_string(),
+                seq: 1,
+                entry: file("k1"),
+            },
+        ])
+        .unwrap();
+    store
+        .commit(vec![Op::DeletePartition {
+            table: "n.t".to_string(),
+            partition: "dt=2".to_string(),
+        }])
+        .unwrap();
+
+    let loaded = store.load_table("n.t").unwrap();
+    assert_eq!(loaded.state, state);
+    assert_eq!(loaded.partitions.len(), 1, "other tables' partitions stay out");
+    assert_eq!(loaded.partitions["dt=1"], PartitionCounts { files: 2, bytes: 20 });
+    assert_eq!(
+        store.seen(&[("b", "k1"), ("b", "k3"), ("c", "k1")]).unwrap(),
+        vec![true, false, false]
+    );
+    let files = store.files("n.t").unwrap();
+    assert_eq!(files.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), vec![1, 256]);
+    assert_eq!(files[0].1.key, "k1");
+
+    assert_eq!(store.purge_seen_before(150).unwrap(), 1);
+    assert_eq!(store.seen(&[("b", "k1"), ("b", "k2")]).unwrap(), vec![false, true]);
+}
+
+#[test]
+fn memory_store_behaves() {
+    exercise(&MemoryStore::new());
+}
+
+#[test]
+fn rocks_store_behaves() {
+    let directory = tempfile::tempdir().unwrap();
+    exercise(&RocksStore::open(directory.path()).unwrap());
+}
+
+#[test]
+fn rocks_store_survives_reopen_and_reads_while_held() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = RocksStore::open(directory.path()).unwrap();
+    store
+        .commit(vec![Op::PutTable {
+            table: "n.t".to_string(),
+            state: TableState {
+                next_file_seq: 7,
+                ..TableState::default()
+            },
+        }])
+        .unwrap();
+    let reader = RocksStore::open_read_only(directory.path()).unwrap();
+    assert_eq!(reader.load_table("n.t").unwrap().state.next_file_seq, 7);
+    assert!(matches!(reader.commit(vec![]), Err(StoreError::ReadOnly)));
+    drop(store);
+    let reopened = RocksStore::open(directory.path()).unwrap();
+    assert_eq!(reopened.load_table("n.t").unwrap().state.next_file_seq, 7);
+}
+
+#[test]
+fn a_second_writer_is_refused_with_a_clear_error() {
+    let directory = tempfile::tempdir().unwrap();
+    let _held = RocksStore::open(directory.path()).unwrap();
+    let error = RocksStore::open(directory.path()).err().expect("second open must fail");
+    assert!(matches!(error, StoreError::Locked { .. }), "{error}");
+    assert!(error.to_string().contains("in use by another icepack process"));
+}
+
+#[test]
+fn memory_store_can_fail_commits() {
+    let store = MemoryStore::new();
+    store.fail_commits(true);
+    assert!(store.commit(vec![]).is_err());
+    store.fail_commits(false);
+    store.commit(vec![]).unwrap();
+    assert_eq!(store.num_commits(), 1);
+}
