@@ -233,8 +233,20 @@ mod tests {
         assert_eq!((pending.files, pending.bytes), (3, 60));
         assert_eq!(pending.oldest_event_millis, Some(300));
         assert_eq!(pending.newest_event_millis, Some(900));
-        assert_eq!(accumulator.snapshot().partitions["d=1"], PartitionCounts { files: 2, bytes: 40 });
-        assert_eq!(accumulator.snapshot().partitions["d=2"], PartitionCounts { files: 1, bytes: 20 });
+        assert_eq!(
+            accumulator.snapshot().partitions["d=1"],
+            PartitionCounts {
+                files: 2,
+                bytes: 40
+            }
+        );
+        assert_eq!(
+            accumulator.snapshot().partitions["d=2"],
+            PartitionCounts {
+                files: 1,
+                bytes: 20
+            }
+        );
         assert_eq!(accumulator.due(1_000), Some(DueReason::Files));
 
         let reloaded = Accumulator::load(spec(), &store).unwrap();
@@ -249,11 +261,19 @@ mod tests {
         let staged = stage_and_commit(
             &mut accumulator,
             &store,
-            vec![candidate("t/a.parquet", 10, 1, ""), candidate("t/a.parquet", 10, 2, "")],
+            vec![
+                candidate("t/a.parquet", 10, 1, ""),
+                candidate("t/a.parquet", 10, 2, ""),
+            ],
             10,
         );
         assert_eq!((staged.num_counted, staged.num_duplicates), (1, 1));
-        let staged = stage_and_commit(&mut accumulator, &store, vec![candidate("t/a.parquet", 10, 3, "")], 10);
+        let staged = stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate("t/a.parquet", 10, 3, "")],
+            10,
+        );
         assert_eq!((staged.num_counted, staged.num_duplicates), (0, 1));
         assert!(staged.ops.is_empty());
         assert_eq!(accumulator.snapshot().state.pending.files, 1);
@@ -264,21 +284,40 @@ mod tests {
         let store = MemoryStore::new();
         let mut accumulator = Accumulator::load(spec(), &store).unwrap();
         store.fail_commits(true);
-        stage_and_commit(&mut accumulator, &store, vec![candidate("t/a.parquet", 10, 1, "")], 10);
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate("t/a.parquet", 10, 1, "")],
+            10,
+        );
         assert_eq!(accumulator.snapshot().state.pending.files, 0);
         assert!(!accumulator.has_staged_change());
         store.fail_commits(false);
-        let staged = stage_and_commit(&mut accumulator, &store, vec![candidate("t/a.parquet", 10, 1, "")], 10);
+        let staged = stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate("t/a.parquet", 10, 1, "")],
+            10,
+        );
         assert_eq!(staged.num_counted, 1);
         assert_eq!(accumulator.snapshot().state.pending.files, 1);
-        assert_eq!(store.files("n.t").unwrap()[0].0, 0, "sequence numbers are not burnt by failures");
+        assert_eq!(
+            store.files("n.t").unwrap()[0].0,
+            0,
+            "sequence numbers are not burnt by failures"
+        );
     }
 
     #[test]
     fn future_event_times_are_clamped_so_max_wait_still_fires() {
         let store = MemoryStore::new();
         let mut accumulator = Accumulator::load(spec(), &store).unwrap();
-        stage_and_commit(&mut accumulator, &store, vec![candidate("t/a.parquet", 10, 99_999_999, "")], 1_000);
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate("t/a.parquet", 10, 99_999_999, "")],
+            1_000,
+        );
         assert_eq!(accumulator.next_deadline(), Some(61_000));
         assert_eq!(accumulator.due(60_999), None);
         assert_eq!(accumulator.due(61_000), Some(DueReason::MaxWait));

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDateTime, SecondsFormat, Utc};
 
 /// Milliseconds since the Unix epoch, UTC.
 pub type UnixMillis = i64;
@@ -56,10 +56,16 @@ impl Clock for FakeClock {
 }
 
 /// Parses an RFC 3339 timestamp (as S3 and EventBridge write them) into Unix milliseconds.
+/// A timestamp without an offset (some S3 emulators write them) is taken as UTC.
 pub fn parse_rfc3339(text: &str) -> Option<UnixMillis> {
     DateTime::parse_from_rfc3339(text)
-        .ok()
         .map(|time| time.timestamp_millis())
+        .ok()
+        .or_else(|| {
+            NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
+                .ok()
+                .map(|time| time.and_utc().timestamp_millis())
+        })
 }
 
 /// Formats Unix milliseconds as RFC 3339 UTC with millisecond precision.
@@ -77,8 +83,16 @@ mod tests {
     fn rfc3339_round_trip() {
         let millis = parse_rfc3339("2024-05-01T12:30:00.250Z").unwrap();
         assert_eq!(format_rfc3339(millis), "2024-05-01T12:30:00.250Z");
-        assert_eq!(parse_rfc3339("2021-11-12T00:00:00Z"), Some(1_636_675_200_000));
+        assert_eq!(
+            parse_rfc3339("2021-11-12T00:00:00Z"),
+            Some(1_636_675_200_000)
+        );
         assert_eq!(parse_rfc3339("yesterday"), None);
+        assert_eq!(
+            parse_rfc3339("2024-05-01T12:30:00.250000"),
+            parse_rfc3339("2024-05-01T12:30:00.250Z"),
+            "no offset means UTC"
+        );
     }
 
     #[test]

@@ -274,7 +274,7 @@ impl ServiceConfig {
 
 impl SqsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        if !(self.queue_url.starts_with("https://") || self.queue_url.starts_with("http://")) {
+        if !is_http_url(&self.queue_url) {
             return invalid(format!(
                 "sqs.queue_url: expected an http(s) queue URL, got `{}`",
                 self.queue_url
@@ -283,10 +283,7 @@ impl SqsConfig {
         if self.region.trim().is_empty() {
             return invalid("sqs.region: must not be empty");
         }
-        if !self.endpoint_url.is_empty()
-            && !(self.endpoint_url.starts_with("https://")
-                || self.endpoint_url.starts_with("http://"))
-        {
+        if !self.endpoint_url.is_empty() && !is_http_url(&self.endpoint_url) {
             return invalid(format!(
                 "sqs.endpoint_url: expected an http(s) URL or nothing, got `{}`",
                 self.endpoint_url
@@ -388,9 +385,7 @@ pub fn validate_table_identifier(identifier: &str) -> Result<(), String> {
     for part in parts {
         let valid = !part.is_empty()
             && part.len() <= 128
-            && part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !part.starts_with(|c: char| c.is_ascii_digit());
         if !valid {
             return Err(format!(
@@ -417,6 +412,10 @@ fn validate_bucket(bucket: &str) -> Result<(), String> {
             bucket.escape_debug()
         ))
     }
+}
+
+fn is_http_url(text: &str) -> bool {
+    text.starts_with("https://") || text.starts_with("http://")
 }
 
 fn check_positive(key: &str, value: i64) -> Result<(), ConfigError> {
@@ -538,7 +537,9 @@ mod tests {
     fn unknown_key_is_named() {
         let message = error_of("[sqs]\nqueue_urll = \"x\"\n");
         assert!(message.contains("queue_urll"), "{message}");
-        let message = error_of("[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\ncolour = 1\n");
+        let message = error_of(
+            "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\ncolour = 1\n",
+        );
         assert!(message.contains("colour"), "{message}");
         let message = error_of("[nonsense]\nx = 1\n");
         assert!(message.contains("nonsense"), "{message}");
@@ -556,14 +557,19 @@ mod tests {
             "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n[[tables]]\ntable = \"a.c\"\nbucket = \"bkt\"\nprefix = \"p/\"\n",
         );
         assert!(message.contains("tables[1].prefix"), "{message}");
-        assert!(message.contains("a.b") && message.contains("a.c"), "{message}");
+        assert!(
+            message.contains("a.b") && message.contains("a.c"),
+            "{message}"
+        );
     }
 
     #[test]
     fn zero_and_negative_thresholds_are_rejected() {
         assert!(error_of("[defaults]\nmin_files = 0\n").contains("defaults.min_files"));
         assert!(error_of("[defaults]\nsmall_file_mb = -5\n").contains("defaults.small_file_mb"));
-        assert!(error_of("[defaults]\nmax_wait_minutes = -1\n").contains("defaults.max_wait_minutes"));
+        assert!(
+            error_of("[defaults]\nmax_wait_minutes = -1\n").contains("defaults.max_wait_minutes")
+        );
         let message = error_of(
             "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\nmin_total_mb = 0\n",
         );
@@ -572,8 +578,11 @@ mod tests {
 
     #[test]
     fn malformed_table_identifiers_are_rejected() {
-        for bad in ["orders", "a..b", "a.b;drop", "a.b'c", "1a.b", "a. b", "a.b-c", ""] {
-            let text = format!("[[tables]]\ntable = \"{bad}\"\nbucket = \"bkt\"\nprefix = \"p/\"\n");
+        for bad in [
+            "orders", "a..b", "a.b;drop", "a.b'c", "1a.b", "a. b", "a.b-c", "",
+        ] {
+            let text =
+                format!("[[tables]]\ntable = \"{bad}\"\nbucket = \"bkt\"\nprefix = \"p/\"\n");
             let message = error_of(&text);
             assert!(message.contains("tables[0].table"), "{bad}: {message}");
         }

@@ -89,7 +89,11 @@ pub struct IntakePlan {
     pub summary: IntakeSummary,
 }
 
-pub fn plan_batch(messages: &[InboundMessage], router: &Router, tables: &[TableSpec]) -> IntakePlan {
+pub fn plan_batch(
+    messages: &[InboundMessage],
+    router: &Router,
+    tables: &[TableSpec],
+) -> IntakePlan {
     let mut plan = IntakePlan::default();
     for message in messages {
         plan.summary.messages += 1;
@@ -178,7 +182,11 @@ mod tests {
                     record("ObjectRemoved:Delete", "w/orders/data/b.parquet", 0),
                     record("ObjectCreated:Put", "w/orders/metadata/v1.json", 10),
                     record("ObjectCreated:Put", "w/other/c.parquet", 10),
-                    record("ObjectCreated:Put", "w/orders/data/big.parquet", 64 * 1024 * 1024),
+                    record(
+                        "ObjectCreated:Put",
+                        "w/orders/data/big.parquet",
+                        64 * 1024 * 1024,
+                    ),
                 ],
             ),
             InboundMessage {

@@ -22,7 +22,11 @@ use icepack::status::{table_status, StatusReport};
 use icepack::store::{RocksStore, StateStore};
 
 #[derive(Debug, Parser)]
-#[command(name = "icepack", version, about = "Compacts small files of Apache Iceberg tables as S3 events announce them")]
+#[command(
+    name = "icepack",
+    version,
+    about = "Compacts small files of Apache Iceberg tables as S3 events announce them"
+)]
 struct Cli {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -96,7 +100,8 @@ fn init_logging(format: LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -164,7 +169,9 @@ fn run(path: &Path) -> Result<()> {
             .await
             .is_err()
         {
-            error!("the batch in flight did not finish within 120 s; its messages stay in the queue");
+            error!(
+                "the batch in flight did not finish within 120 s; its messages stay in the queue"
+            );
         }
         info!("stopped");
         Ok::<(), anyhow::Error>(())
@@ -188,7 +195,8 @@ fn replay(path: &Path, events: &str) -> Result<()> {
         Box::new(std::io::stdin())
     } else {
         Box::new(
-            std::fs::File::open(events).with_context(|| format!("cannot open events file {events}"))?,
+            std::fs::File::open(events)
+                .with_context(|| format!("cannot open events file {events}"))?,
         )
     };
     let store = open_store(&config)?;

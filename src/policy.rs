@@ -95,7 +95,10 @@ impl Backoff {
             .min(self.max);
         self.attempt = self.attempt.saturating_add(1);
         let floor = self.base / 2;
-        floor + ceiling.saturating_sub(floor).mul_f64(random_unit.clamp(0.0, 1.0))
+        floor
+            + ceiling
+                .saturating_sub(floor)
+                .mul_f64(random_unit.clamp(0.0, 1.0))
     }
 
     pub fn next_delay(&mut self) -> Duration {
@@ -138,7 +141,10 @@ mod tests {
 
     #[test]
     fn nothing_pending_is_never_due() {
-        assert_eq!(due_reason(&pending(0, 0, None), &thresholds(), i64::MAX), None);
+        assert_eq!(
+            due_reason(&pending(0, 0, None), &thresholds(), i64::MAX),
+            None
+        );
     }
 
     #[test]
@@ -156,7 +162,10 @@ mod tests {
             due_reason(&pending(2, 256 * MIB, Some(0)), &thresholds(), 1),
             Some(DueReason::Bytes)
         );
-        assert_eq!(due_reason(&pending(2, 256 * MIB - 1, Some(0)), &thresholds(), 1), None);
+        assert_eq!(
+            due_reason(&pending(2, 256 * MIB - 1, Some(0)), &thresholds(), 1),
+            None
+        );
     }
 
     #[test]
@@ -185,7 +194,9 @@ mod tests {
     #[test]
     fn backoff_grows_to_its_ceiling_and_resets() {
         let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
-        let ceilings: Vec<u64> = (0..8).map(|_| backoff.next_delay_with(1.0).as_secs()).collect();
+        let ceilings: Vec<u64> = (0..8)
+            .map(|_| backoff.next_delay_with(1.0).as_secs())
+            .collect();
         assert_eq!(ceilings, vec![1, 2, 4, 8, 16, 32, 60, 60]);
         assert_eq!(backoff.next_delay_with(0.0), Duration::from_millis(500));
         backoff.reset();

@@ -42,7 +42,10 @@ impl IgnoreReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Disposition {
     /// A small data file of this table, pending the duplicate check.
-    Candidate { table: TableIndex, size: u64 },
+    Candidate {
+        table: TableIndex,
+        size: u64,
+    },
     Ignore(IgnoreReason),
 }
 
@@ -193,7 +196,12 @@ mod tests {
             Disposition::Ignore(IgnoreReason::Unrouted)
         );
         assert_eq!(
-            classify(record("ObjectCreated:Put", "b", "t/metadata/v1.json", Some(1))),
+            classify(record(
+                "ObjectCreated:Put",
+                "b",
+                "t/metadata/v1.json",
+                Some(1)
+            )),
             Disposition::Ignore(IgnoreReason::NotDataFile)
         );
         assert_eq!(
@@ -207,17 +215,28 @@ mod tests {
             "an unknown size is not a known small file"
         );
         assert_eq!(
-            classify(record("ObjectCreated:CompleteMultipartUpload", "b", "t/f.parquet", Some(99))),
+            classify(record(
+                "ObjectCreated:CompleteMultipartUpload",
+                "b",
+                "t/f.parquet",
+                Some(99)
+            )),
             Disposition::Candidate { table: 0, size: 99 }
         );
     }
 
     #[test]
     fn partitions_come_from_key_directories() {
-        assert_eq!(partition_of("w/t/", "w/t/data/dt=2024-01-01/h=3/f.parquet"), "dt=2024-01-01/h=3");
+        assert_eq!(
+            partition_of("w/t/", "w/t/data/dt=2024-01-01/h=3/f.parquet"),
+            "dt=2024-01-01/h=3"
+        );
         assert_eq!(partition_of("w/t/", "w/t/data/f.parquet"), "");
         assert_eq!(partition_of("w/t/", "w/t/f.parquet"), "");
-        assert_eq!(partition_of("w/t/", "w/t/data/00001/dt=1/f.parquet"), "dt=1");
+        assert_eq!(
+            partition_of("w/t/", "w/t/data/00001/dt=1/f.parquet"),
+            "dt=1"
+        );
         assert_eq!(partition_of("w/t/", "w/t/data/=x/f.parquet"), "");
     }
 

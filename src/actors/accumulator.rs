@@ -147,8 +147,8 @@ mod tests {
         let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
         let clock = FakeClock::new(1_000_000);
         let accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
-        let actor = TableAccumulatorActor::new(accumulator, store.clone(), Arc::new(clock.clone()))
-            .start();
+        let actor =
+            TableAccumulatorActor::new(accumulator, store.clone(), Arc::new(clock.clone())).start();
         let mut staged = actor
             .send(Stage {
                 candidates: vec![Candidate {

@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, AtomicResponse, Context, Handler, Message, WrapFuture};
+use actix::{
+    Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, AtomicResponse, Context, Handler,
+    Message, WrapFuture,
+};
 use tokio::sync::{oneshot, watch};
 use tracing::{debug, error, info, warn};
 
@@ -229,7 +232,9 @@ async fn poll_cycle(
         match verdict {
             Verdict::Delete => deletable.push(receipt),
             Verdict::Keep { error } => {
-                counters.messages_kept_invalid.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .messages_kept_invalid
+                    .fetch_add(1, Ordering::Relaxed);
                 warn!(
                     message_id = %message.id,
                     receive_count = message.receive_count,
@@ -272,4 +277,200 @@ async fn poll_cycle(
         "batch done"
     );
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, FakeClock};
+    use crate::config::Config;
+    use crate::queue::{FailedEntry, MemoryQueue, QueueError, ReceivedMessage};
+    use crate::service::{start_pipeline, Pipeline};
+    use crate::store::MemoryStore;
+    use async_trait::async_trait;
+    use std::time::Instant;
+
+    fn body(keys: &[&str]) -> String {
+        let records: Vec<String> = keys
+            .iter()
+            .map(|key| {
+                format!(
+                    r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"t/data/{key}","size":10}}}}}}"#
+                )
+            })
+            .collect();
+        format!(r#"{{"Records":[{}]}}"#, records.join(","))
+    }
+
+    fn pipeline(store: Arc<MemoryStore>) -> Pipeline {
+        let config = Config::from_toml_str(
+            "[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
+        )
+        .unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(FakeClock::new(1_714_564_800_000));
+        start_pipeline(config.table_specs(), store, clock, 14).unwrap()
+    }
+
+    fn start_poller(
+        queue: Arc<dyn Queue>,
+        pipeline: &Pipeline,
+    ) -> (
+        Arc<PollerCounters>,
+        watch::Sender<bool>,
+        oneshot::Receiver<()>,
+    ) {
+        let (shutdown_sender, shutdown) = watch::channel(false);
+        let (stopped_sender, stopped) = oneshot::channel();
+        let poller = SqsPoller::new(
+            queue,
+            pipeline.router.clone(),
+            PollerSettings {
+                max_messages: 10,
+                wait_time_seconds: 1,
+                visibility_timeout_seconds: 30,
+            },
+            shutdown,
+            stopped_sender,
+        );
+        let counters = poller.counters();
+        poller.start();
+        (counters, shutdown_sender, stopped)
+    }
+
+    async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !check() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn pending_files(pipeline: &Pipeline) -> u64 {
+        pipeline.status().await.tables[0].pending_files
+    }
+
+    #[actix::test]
+    async fn counted_messages_are_deleted_and_invalid_ones_kept() {
+        let store = Arc::new(MemoryStore::new());
+        let pipeline = pipeline(store.clone());
+        let queue = Arc::new(MemoryQueue::new());
+        let good = queue.push(body(&["a.parquet", "b.parquet"]));
+        queue.push("garbage");
+        let (counters, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
+        wait_for("the good message to be deleted", || {
+            queue.deleted_ids() == vec![good.clone()]
+        })
+        .await;
+        assert_eq!(pending_files(&pipeline).await, 2);
+        assert_eq!(counters.messages_kept_invalid.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            queue.num_in_flight(),
+            1,
+            "the invalid message waits for redelivery"
+        );
+        shutdown.send(true).unwrap();
+        stopped.await.unwrap();
+    }
+
+    #[actix::test]
+    async fn a_failed_commit_deletes_nothing_and_redelivery_counts_once() {
+        let store = Arc::new(MemoryStore::new());
+        let pipeline = pipeline(store.clone());
+        let queue = Arc::new(MemoryQueue::new());
+        queue.push(body(&["a.parquet", "b.parquet"]));
+        store.fail_commits(true);
+        let (counters, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
+        wait_for("a commit failure", || {
+            counters.commit_failures.load(Ordering::Relaxed) >= 1
+        })
+        .await;
+        assert!(queue.deleted_ids().is_empty());
+        assert_eq!(pending_files(&pipeline).await, 0);
+
+        store.fail_commits(false);
+        queue.expire_in_flight();
+        wait_for("the redelivered message to be deleted", || {
+            queue.deleted_ids().len() == 1
+        })
+        .await;
+        assert_eq!(pending_files(&pipeline).await, 2);
+        shutdown.send(true).unwrap();
+        stopped.await.unwrap();
+    }
+
+    /// Refuses to delete the first entry of every batch, as SQS does with a stale receipt handle.
+    struct RefusingFirstDelete(MemoryQueue);
+
+    #[async_trait]
+    impl Queue for RefusingFirstDelete {
+        async fn receive(
+            &self,
+            max: i32,
+            wait: i32,
+            visibility: i32,
+        ) -> Result<Vec<ReceivedMessage>, QueueError> {
+            self.0.receive(max, wait, visibility).await
+        }
+        async fn delete(&self, receipts: &[Receipt]) -> Result<Vec<FailedEntry>, QueueError> {
+            let mut failed = vec![FailedEntry {
+                id: receipts[0].id.clone(),
+                code: "ReceiptHandleIsInvalid".to_string(),
+                message: "stale".to_string(),
+            }];
+            failed.extend(self.0.delete(&receipts[1..]).await?);
+            Ok(failed)
+        }
+        async fn extend_visibility(
+            &self,
+            receipts: &[Receipt],
+            visibility: i32,
+        ) -> Result<Vec<FailedEntry>, QueueError> {
+            self.0.extend_visibility(receipts, visibility).await
+        }
+    }
+
+    #[actix::test]
+    async fn a_partially_failed_delete_is_counted_and_harmless() {
+        let store = Arc::new(MemoryStore::new());
+        let pipeline = pipeline(store.clone());
+        let queue = Arc::new(RefusingFirstDelete(MemoryQueue::new()));
+        queue.0.push(body(&["a.parquet"]));
+        queue.0.push(body(&["b.parquet"]));
+        let (counters, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
+        wait_for("a refused delete", || {
+            counters.delete_failures.load(Ordering::Relaxed) == 1
+        })
+        .await;
+        assert_eq!(counters.messages_deleted.load(Ordering::Relaxed), 1);
+        assert_eq!(pending_files(&pipeline).await, 2);
+        shutdown.send(true).unwrap();
+        stopped.await.unwrap();
+        assert_eq!(
+            store.num_commits(),
+            1,
+            "both messages were committed in one write"
+        );
+    }
+
+    #[actix::test]
+    async fn receive_errors_back_off() {
+        let store = Arc::new(MemoryStore::new());
+        let pipeline = pipeline(store);
+        let queue = Arc::new(MemoryQueue::new());
+        queue.fail_next_receives(2);
+        queue.push(body(&["a.parquet"]));
+        let started = Instant::now();
+        let (counters, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
+        wait_for("the message after two failures", || {
+            queue.deleted_ids().len() == 1
+        })
+        .await;
+        assert_eq!(counters.queue_errors.load(Ordering::Relaxed), 2);
+        assert!(
+            started.elapsed() >= Duration::from_millis(1_000),
+            "two back-offs of at least 0.5 s each"
+        );
+        shutdown.send(true).unwrap();
+        stopped.await.unwrap();
+    }
 }

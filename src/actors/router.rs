@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, ActorFutureExt, Addr, AsyncContext, AtomicResponse, Context, Handler, WrapFuture};
+use actix::{
+    Actor, ActorFutureExt, Addr, AsyncContext, AtomicResponse, Context, Handler, WrapFuture,
+};
 use futures::future::join_all;
 use tracing::{debug, info, warn};
 

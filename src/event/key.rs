@@ -52,7 +52,10 @@ mod tests {
             "dt=2024/a b+c.parquet"
         );
         assert_eq!(decode_event_key("a%2Fb%2Fc").unwrap(), "a/b/c");
-        assert_eq!(decode_event_key("plain/key.parquet").unwrap(), "plain/key.parquet");
+        assert_eq!(
+            decode_event_key("plain/key.parquet").unwrap(),
+            "plain/key.parquet"
+        );
     }
 
     #[test]

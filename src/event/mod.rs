@@ -143,7 +143,10 @@ fn parse_body(body: &str, allow_sns: bool) -> Result<MessageBody, MessageError> 
     let envelope: Envelope = serde_json::from_str(body)?;
     if let Some(records) = envelope.records {
         return Ok(MessageBody::Records(
-            records.into_iter().map(|raw| parse_record(raw.get())).collect(),
+            records
+                .into_iter()
+                .map(|raw| parse_record(raw.get()))
+                .collect(),
         ));
     }
     if envelope.test_event.as_deref() == Some("s3:TestEvent") {
@@ -217,7 +220,11 @@ fn eventbridge_record(
         .and_then(|bucket| bucket.name)
         .ok_or(RecordError::Missing("detail.bucket.name"))?;
     let object = detail.object.ok_or(RecordError::Missing("detail.object"))?;
-    let key = check_key(object.key.ok_or(RecordError::Missing("detail.object.key"))?)?;
+    let key = check_key(
+        object
+            .key
+            .ok_or(RecordError::Missing("detail.object.key"))?,
+    )?;
     Ok(S3Record {
         event_name,
         bucket,

@@ -55,7 +55,10 @@ fn queue_error(operation: &'static str, error: impl std::error::Error) -> QueueE
 }
 
 /// Batch entry ids are positions: SQS limits their characters, and message ids are not ours.
-fn failed_entries(receipts: &[Receipt], failed: &[aws_sdk_sqs::types::BatchResultErrorEntry]) -> Vec<FailedEntry> {
+fn failed_entries(
+    receipts: &[Receipt],
+    failed: &[aws_sdk_sqs::types::BatchResultErrorEntry],
+) -> Vec<FailedEntry> {
     failed
         .iter()
         .map(|entry| FailedEntry {

@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use rocksdb::{ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch,
+    WriteOptions, DB,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 

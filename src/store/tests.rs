@@ -33,7 +33,10 @@ fn exercise(store: &dyn StateStore) {
             Op::PutPartition {
                 table: "n.t".to_string(),
                 partition: "dt=1".to_string(),
-                counts: PartitionCounts { files: 2, bytes: 20 },
+                counts: PartitionCounts {
+                    files: 2,
+                    bytes: 20,
+                },
             },
             Op::PutPartition {
                 table: "n.t".to_string(),
@@ -82,18 +85,36 @@ fn exercise(store: &dyn StateStore) {
 
     let loaded = store.load_table("n.t").unwrap();
     assert_eq!(loaded.state, state);
-    assert_eq!(loaded.partitions.len(), 1, "other tables' partitions stay out");
-    assert_eq!(loaded.partitions["dt=1"], PartitionCounts { files: 2, bytes: 20 });
     assert_eq!(
-        store.seen(&[("b", "k1"), ("b", "k3"), ("c", "k1")]).unwrap(),
+        loaded.partitions.len(),
+        1,
+        "other tables' partitions stay out"
+    );
+    assert_eq!(
+        loaded.partitions["dt=1"],
+        PartitionCounts {
+            files: 2,
+            bytes: 20
+        }
+    );
+    assert_eq!(
+        store
+            .seen(&[("b", "k1"), ("b", "k3"), ("c", "k1")])
+            .unwrap(),
         vec![true, false, false]
     );
     let files = store.files("n.t").unwrap();
-    assert_eq!(files.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(), vec![1, 256]);
+    assert_eq!(
+        files.iter().map(|(seq, _)| *seq).collect::<Vec<_>>(),
+        vec![1, 256]
+    );
     assert_eq!(files[0].1.key, "k1");
 
     assert_eq!(store.purge_seen_before(150).unwrap(), 1);
-    assert_eq!(store.seen(&[("b", "k1"), ("b", "k2")]).unwrap(), vec![false, true]);
+    assert_eq!(
+        store.seen(&[("b", "k1"), ("b", "k2")]).unwrap(),
+        vec![false, true]
+    );
 }
 
 #[test]
@@ -132,9 +153,13 @@ fn rocks_store_survives_reopen_and_reads_while_held() {
 fn a_second_writer_is_refused_with_a_clear_error() {
     let directory = tempfile::tempdir().unwrap();
     let _held = RocksStore::open(directory.path()).unwrap();
-    let error = RocksStore::open(directory.path()).err().expect("second open must fail");
+    let error = RocksStore::open(directory.path())
+        .err()
+        .expect("second open must fail");
     assert!(matches!(error, StoreError::Locked { .. }), "{error}");
-    assert!(error.to_string().contains("in use by another icepack process"));
+    assert!(error
+        .to_string()
+        .contains("in use by another icepack process"));
 }
 
 #[test]

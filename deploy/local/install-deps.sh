@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing icepack needs on a fresh Debian machine, idempotently:
+# the system RocksDB (linked instead of compiling RocksDB from source), clang for its bindings,
+# and moto (S3 + SQS server) for the integration tests. Fast when everything is already there.
+set -euo pipefail
+
+log() { printf '\033[1m[deps]\033[0m %s\n' "$*" >&2; }
+
+apt_packages=(librocksdb-dev clang libclang-dev pkg-config curl)
+missing=()
+for package in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v moto_server >/dev/null 2>&1 || ! python3 -c 'import moto.server, flask' >/dev/null 2>&1; then
+  log "installing moto[server] from PyPI"
+  python3 -m pip install --quiet --disable-pip-version-check 'moto[server]==5.2.*'
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo is missing: install Rust with rustup first" >&2
+  exit 1
+fi
+log "dependencies ready"

@@ -1,0 +1,174 @@
+//! The command-line contract: `check-config`, `replay` and `status` as other tools call them.
+
+mod support;
+
+use support::Icepack;
+
+const CONFIG: &str = r#"
+[service]
+state_dir = "@STATE_DIR@"
+
+[[tables]]
+table = "analytics.customer_orders"
+bucket = "lakehouse-data"
+prefix = "warehouse/analytics/customer_orders/"
+"#;
+
+fn events() -> String {
+    format!("{}/tests/fixtures/events.jsonl", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn last_line_json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout.lines().last().expect("no output")).unwrap()
+}
+
+#[test]
+fn the_example_configuration_is_valid() {
+    let example = format!("{}/config/icepack.toml", env!("CARGO_MANIFEST_DIR"));
+    let output = std::process::Command::new(support::binary())
+        .args(["check-config", "--config", &example])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn check_config_names_the_offending_key() {
+    let cases = [
+        ("[sqs]\nqueue_ur = \"https://x\"\n", "queue_ur"),
+        ("[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\n", "prefix"),
+        (
+            "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n[[tables]]\ntable = \"a.c\"\nbucket = \"bkt\"\nprefix = \"p/\"\n",
+            "tables[1].prefix",
+        ),
+        ("[defaults]\nmin_files = 0\n", "defaults.min_files"),
+        ("[defaults]\nmin_total_mb = -3\n", "defaults.min_total_mb"),
+        ("[[tables]]\ntable = \"orders\"\nbucket = \"bkt\"\nprefix = \"p/\"\n", "tables[0].table"),
+    ];
+    for (toml, key) in cases {
+        let icepack = Icepack::with_config(toml);
+        let (ok, _stdout, stderr) = icepack.command(&["check-config"]);
+        assert!(!ok, "{toml} must be rejected");
+        assert!(
+            stderr.contains(key),
+            "error for {toml:?} must name {key}: {stderr}"
+        );
+    }
+    let icepack = Icepack::with_config(CONFIG);
+    let (ok, stdout, stderr) = icepack.command(&["check-config"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("valid"));
+}
+
+#[test]
+fn environment_overrides_the_file() {
+    let icepack = Icepack::with_config(CONFIG);
+    let output = std::process::Command::new(support::binary())
+        .args(["check-config", "--config"])
+        .arg(&icepack.config)
+        .env("ICEPACK_SQS__MAX_MESSAGES", "11")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("sqs.max_messages"));
+}
+
+#[test]
+fn replay_counts_every_shape_once_and_prints_a_summary() {
+    let icepack = Icepack::with_config(CONFIG);
+    let (ok, stdout, stderr) = icepack.command(&["replay", &events()]);
+    assert!(ok, "{stderr}");
+    let summary = last_line_json(&stdout);
+    assert_eq!(
+        summary,
+        serde_json::json!({
+            "messages": 11,
+            "invalid_messages": 2,
+            "records": 13,
+            "counted": 6,
+            "ignored": {"not_created": 2, "unrouted": 2, "not_data_file": 1, "large_file": 1, "duplicate": 1}
+        })
+    );
+
+    let status = icepack.status();
+    let table = &status["tables"][0];
+    assert_eq!(table["pending_files"], 6);
+    assert_eq!(table["pending_bytes"], 22_000);
+    assert_eq!(
+        table["oldest_pending_event_time"],
+        "2024-05-01T12:00:00.000Z"
+    );
+    assert_eq!(
+        table["due"], true,
+        "max-wait of 120 minutes passed long ago"
+    );
+    assert_eq!(table["due_reason"], "max_wait");
+    assert_eq!(
+        table["partitions"],
+        serde_json::json!([
+            {"partition": "", "files": 2, "bytes": 12000},
+            {"partition": "order_date=2024-05-01", "files": 2, "bytes": 3000},
+            {"partition": "order_date=2024-05-02", "files": 2, "bytes": 7000}
+        ])
+    );
+
+    // Replaying the same events again counts nothing new.
+    let (ok, stdout, stderr) = icepack.command(&["replay", "--no-compact", &events()]);
+    assert!(ok, "{stderr}");
+    let again = last_line_json(&stdout);
+    assert_eq!(again["counted"], 0);
+    assert_eq!(again["ignored"]["duplicate"], 7);
+    assert_eq!(icepack.pending_files("analytics.customer_orders"), 6);
+}
+
+#[test]
+fn replay_reads_stdin() {
+    use std::io::Write;
+    let icepack = Icepack::with_config(CONFIG);
+    let mut child = std::process::Command::new(support::binary())
+        .args(["replay", "--config"])
+        .arg(&icepack.config)
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(std::fs::read(events()).unwrap().as_slice())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert_eq!(
+        last_line_json(&String::from_utf8_lossy(&output.stdout))["counted"],
+        6
+    );
+}
+
+#[test]
+fn status_of_a_new_deployment_shows_empty_tables() {
+    let icepack = Icepack::with_config(CONFIG);
+    let status = icepack.status();
+    assert_eq!(
+        status,
+        serde_json::json!({"tables": [{
+            "table": "analytics.customer_orders",
+            "pending_files": 0,
+            "pending_bytes": 0,
+            "oldest_pending_event_time": null,
+            "due": false,
+            "due_reason": null,
+            "partitions": []
+        }]})
+    );
+    let (ok, stdout, _) = icepack.command(&["status"]);
+    assert!(ok);
+    assert!(stdout.contains("analytics.customer_orders"));
+}

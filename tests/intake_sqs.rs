@@ -1,0 +1,319 @@
+//! Intake against a real SQS + S3 server (moto on 127.0.0.1): real PutObject calls fire real S3
+//! notifications into a queue with a dead-letter queue, and `icepack run` counts them.
+
+mod support;
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+use support::{unique, wait_until, Icepack, Moto};
+
+const TABLE: &str = "analytics.customer_orders";
+const PREFIX: &str = "warehouse/analytics/customer_orders/";
+
+fn config(moto: &Moto, queue_url: &str, bucket: &str, visibility_timeout_seconds: u32) -> String {
+    format!(
+        r#"
+[service]
+state_dir = "@STATE_DIR@"
+
+[sqs]
+queue_url = "{queue_url}"
+region = "us-east-1"
+endpoint_url = "{endpoint}"
+wait_time_seconds = 1
+max_messages = 10
+visibility_timeout_seconds = {visibility_timeout_seconds}
+
+[defaults]
+small_file_mb = 1
+min_files = 10
+
+[[tables]]
+table = "{TABLE}"
+bucket = "{bucket}"
+prefix = "{PREFIX}"
+
+[[tables]]
+table = "analytics.customer_orders_archive"
+bucket = "{bucket}"
+prefix = "{PREFIX}archive/"
+"#,
+        endpoint = moto.endpoint
+    )
+}
+
+fn record(bucket: &str, key: &str, size: u64) -> String {
+    format!(
+        r#"{{"eventVersion":"2.1","eventSource":"aws:s3","eventTime":"2024-05-01T12:00:00.000Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"{bucket}"}},"object":{{"key":"{key}","size":{size}}}}}}}"#
+    )
+}
+
+#[tokio::test]
+async fn s3_notifications_are_counted_once_and_deleted() {
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 3).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+
+    for index in 0..6 {
+        moto.put_object(
+            &bucket,
+            &format!(
+                "{PREFIX}data/order_date=2024-05-0{}/part {index}+x.parquet",
+                index % 2
+            ),
+            100 + index,
+        )
+        .await;
+    }
+    // The same object written again: a duplicate event, counted once.
+    moto.put_object(
+        &bucket,
+        &format!("{PREFIX}data/order_date=2024-05-00/part 0+x.parquet"),
+        100,
+    )
+    .await;
+    moto.put_object(&bucket, &format!("{PREFIX}metadata/v1.metadata.json"), 10)
+        .await;
+    moto.put_object(
+        &bucket,
+        &format!("{PREFIX}data/big.parquet"),
+        1024 * 1024 + 1,
+    )
+    .await;
+    moto.put_object(&bucket, "elsewhere/x.parquet", 10).await;
+    moto.put_object(&bucket, &format!("{PREFIX}archive/data/a.parquet"), 10)
+        .await;
+
+    let mut icepack = Icepack::with_config(&config(&moto, &queue_url, &bucket, 30));
+    let run = icepack.spawn_run("");
+    let drained = tokio::time::timeout(
+        Duration::from_secs(60),
+        wait_until("the queue to drain", Duration::from_secs(60), || async {
+            (moto.queue_depth(&queue_url).await == 0).then_some(())
+        }),
+    )
+    .await;
+    assert!(drained.is_ok(), "queue not drained:\n{}", icepack.log(run));
+
+    let status = icepack.status();
+    let tables = status["tables"].as_array().unwrap();
+    let orders = &tables[0];
+    assert_eq!(orders["table"], TABLE);
+    assert_eq!(orders["pending_files"], 6, "{status}");
+    assert_eq!(orders["pending_bytes"], (100..106).sum::<u64>());
+    assert_eq!(orders["due"], false);
+    let partitions = orders["partitions"].as_array().unwrap();
+    assert_eq!(partitions.len(), 2);
+    assert_eq!(partitions[0]["partition"], "order_date=2024-05-00");
+    assert_eq!(partitions[0]["files"], 3);
+    assert_eq!(tables[1]["pending_files"], 1, "longest prefix wins");
+
+    let exit = icepack.terminate(run).await;
+    assert!(
+        exit.success(),
+        "SIGTERM must exit 0: {exit:?}\n{}",
+        icepack.log(run)
+    );
+    assert_eq!(
+        icepack.pending_files(TABLE),
+        6,
+        "state survives the restart"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue() {
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, dlq_url) = moto.create_queue_with_dlq(&queue, 2).await;
+    moto.send(&queue_url, "this is not json").await;
+    // One bad record among good ones: the good ones count once however often it is redelivered.
+    let mixed = format!(
+        r#"{{"Records":[{},{{"eventVersion":"3.0"}},{}]}}"#,
+        record(&bucket, &format!("{PREFIX}data/one.parquet"), 10),
+        record(&bucket, &format!("{PREFIX}data/three.parquet"), 30)
+    );
+    moto.send(&queue_url, &mixed).await;
+
+    let mut icepack = Icepack::with_config(&config(&moto, &queue_url, &bucket, 1));
+    let run = icepack.spawn_run("");
+    let dead = wait_until(
+        "both bad messages in the dead-letter queue",
+        Duration::from_secs(90),
+        || async { (moto.queue_depth(&dlq_url).await == 2).then_some(()) },
+    )
+    .await;
+    let _: () = dead;
+    assert_eq!(moto.queue_depth(&queue_url).await, 0);
+    let bodies = moto.receive_bodies(&dlq_url).await;
+    assert!(
+        bodies.iter().any(|body| body == "this is not json"),
+        "{bodies:?}"
+    );
+    assert!(icepack.terminate(run).await.success());
+    assert_eq!(
+        icepack.pending_files(TABLE),
+        2,
+        "the good records of the mixed message, once"
+    );
+    let log = icepack.log(run);
+    assert!(log.contains("invalid message left in the queue"), "{log}");
+}
+
+#[tokio::test]
+async fn killed_after_the_commit_before_the_delete_does_not_count_twice() {
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    let body = format!(
+        r#"{{"Records":[{},{},{}]}}"#,
+        record(&bucket, &format!("{PREFIX}data/a.parquet"), 1),
+        record(&bucket, &format!("{PREFIX}data/b.parquet"), 2),
+        record(&bucket, &format!("{PREFIX}data/c.parquet"), 3)
+    );
+    moto.send(&queue_url, &body).await;
+
+    let mut icepack = Icepack::with_config(&config(&moto, &queue_url, &bucket, 1));
+    let crashed = icepack.spawn_run("poller.before_delete");
+    let status = icepack.wait_exit(crashed, Duration::from_secs(60)).await;
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "{}",
+        icepack.log(crashed)
+    );
+    assert_eq!(
+        icepack.pending_files(TABLE),
+        3,
+        "the commit happened before the crash"
+    );
+    assert_eq!(
+        moto.queue_depth(&queue_url).await,
+        1,
+        "the message was not deleted"
+    );
+
+    let run = icepack.spawn_run("");
+    wait_until(
+        "the redelivered message to be deleted",
+        Duration::from_secs(60),
+        || async { (moto.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
+    assert!(icepack.terminate(run).await.success());
+    assert_eq!(
+        icepack.pending_files(TABLE),
+        3,
+        "redelivery counted nothing twice"
+    );
+}
+
+#[tokio::test]
+async fn killed_before_the_commit_counts_exactly_once_after_redelivery() {
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    let body = format!(
+        r#"{{"Records":[{},{}]}}"#,
+        record(&bucket, &format!("{PREFIX}data/a.parquet"), 1),
+        record(&bucket, &format!("{PREFIX}data/b.parquet"), 2)
+    );
+    moto.send(&queue_url, &body).await;
+
+    let mut icepack = Icepack::with_config(&config(&moto, &queue_url, &bucket, 1));
+    let crashed = icepack.spawn_run("intake.before_commit");
+    let status = icepack.wait_exit(crashed, Duration::from_secs(60)).await;
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "{}",
+        icepack.log(crashed)
+    );
+    assert_eq!(icepack.pending_files(TABLE), 0, "nothing was committed");
+
+    let run = icepack.spawn_run("");
+    wait_until(
+        "the redelivered message to be counted and deleted",
+        Duration::from_secs(60),
+        || async { (moto.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
+    assert!(icepack.terminate(run).await.success());
+    assert_eq!(icepack.pending_files(TABLE), 2);
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_state_directory_fails_at_once() {
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    let mut icepack = Icepack::with_config(&config(&moto, &queue_url, "lake-bucket", 30));
+    let first = icepack.spawn_run("");
+    wait_until(
+        "the first process to hold the state",
+        Duration::from_secs(30),
+        || async {
+            icepack
+                .log(first)
+                .contains("icepack is running")
+                .then_some(())
+        },
+    )
+    .await;
+    let second = icepack.spawn_run("");
+    let status = icepack.wait_exit(second, Duration::from_secs(10)).await;
+    assert!(!status.success());
+    let log = icepack.log(second);
+    assert!(log.contains("in use by another icepack process"), "{log}");
+    // status still works while `run` holds the directory
+    assert_eq!(icepack.pending_files(TABLE), 0);
+    assert!(icepack.terminate(first).await.success());
+}
+
+#[tokio::test]
+async fn the_queue_endpoint_down_backs_off_without_a_busy_loop() {
+    // Nothing listens on this port: every receive fails.
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let toml = format!(
+        r#"
+[service]
+state_dir = "@STATE_DIR@"
+[sqs]
+queue_url = "http://127.0.0.1:{dead_port}/{account}/nowhere"
+endpoint_url = "http://127.0.0.1:{dead_port}"
+wait_time_seconds = 1
+[[tables]]
+table = "{TABLE}"
+bucket = "lake-bucket"
+prefix = "{PREFIX}"
+"#,
+        account = support::ACCOUNT
+    );
+    let mut icepack = Icepack::with_config(&toml);
+    let run = icepack.spawn_run("");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let log = icepack.log(run);
+    let failures = log.matches("cannot receive from the queue").count();
+    assert!(failures >= 2, "it keeps trying: {log}");
+    assert!(
+        failures <= 6,
+        "exponential back-off, not a busy loop: {failures} failures in 8 s\n{log}"
+    );
+    assert!(log.contains("backing off"), "{log}");
+    assert!(
+        icepack.terminate(run).await.success(),
+        "{}",
+        icepack.log(run)
+    );
+    assert_eq!(icepack.pending_files(TABLE), 0);
+}

@@ -1,0 +1,425 @@
+//! Test harness for the real local stack: a moto server (S3 + SQS on one port), queues with
+//! dead-letter queues, buckets whose ObjectCreated notifications go to a queue, and icepack
+//! processes run from the built binary. Every name is unique per test; every process is killed
+//! when its handle drops.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use aws_sdk_sqs::Client;
+use icepack::config::SqsConfig;
+use icepack::queue::SqsQueue;
+
+pub const ACCOUNT: &str = "123456789012";
+pub const REGION: &str = "us-east-1";
+
+/// Environment every AWS client in tests (ours and icepack's) uses against moto.
+pub const AWS_ENV: [(&str, &str); 5] = [
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_REGION", REGION),
+    ("AWS_EC2_METADATA_DISABLED", "true"),
+    ("AWS_CONFIG_FILE", "/dev/null"),
+];
+
+pub fn set_aws_env() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for (name, value) in AWS_ENV {
+            std::env::set_var(name, value);
+        }
+    });
+}
+
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A moto server on a free loopback port, serving S3 and SQS.
+pub struct Moto {
+    child: Child,
+    pub endpoint: String,
+    log: PathBuf,
+}
+
+impl Moto {
+    pub async fn start() -> Moto {
+        set_aws_env();
+        let port = free_port();
+        let log = std::env::temp_dir().join(format!("moto-{port}.log"));
+        let moto =
+            std::env::var("ICEPACK_TEST_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_string());
+        let child = Command::new(&moto)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!("cannot start `{moto}` ({error}); run `make test` or `pip install 'moto[server]'`")
+            });
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let moto = Moto {
+            child,
+            endpoint: endpoint.clone(),
+            log,
+        };
+        let http = reqwest::Client::new();
+        wait_until("moto to answer", Duration::from_secs(30), || {
+            let http = http.clone();
+            let url = format!("{endpoint}/moto-api/");
+            async move { http.get(url).send().await.ok().map(|_| ()) }
+        })
+        .await;
+        moto
+    }
+
+    pub async fn sqs(&self) -> Client {
+        self.sqs_queue("http://unused").await.client().clone()
+    }
+
+    pub async fn sqs_queue(&self, queue_url: &str) -> SqsQueue {
+        SqsQueue::connect(&SqsConfig {
+            queue_url: queue_url.to_string(),
+            region: REGION.to_string(),
+            endpoint_url: self.endpoint.clone(),
+            wait_time_seconds: 1,
+            max_messages: 10,
+            visibility_timeout_seconds: 30,
+        })
+        .await
+    }
+
+    /// A queue with a dead-letter queue after `max_receive_count` receives; returns both URLs.
+    pub async fn create_queue_with_dlq(
+        &self,
+        name: &str,
+        max_receive_count: u32,
+    ) -> (String, String) {
+        let sqs = self.sqs().await;
+        let dlq_url = sqs
+            .create_queue()
+            .queue_name(format!("{name}-dlq"))
+            .send()
+            .await
+            .unwrap()
+            .queue_url()
+            .unwrap()
+            .to_string();
+        let redrive = format!(
+            r#"{{"deadLetterTargetArn":"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}-dlq","maxReceiveCount":"{max_receive_count}"}}"#
+        );
+        let url = sqs
+            .create_queue()
+            .queue_name(name)
+            .attributes(QueueAttributeName::RedrivePolicy, redrive)
+            .send()
+            .await
+            .unwrap()
+            .queue_url()
+            .unwrap()
+            .to_string();
+        (url, dlq_url)
+    }
+
+    pub async fn send(&self, queue_url: &str, body: &str) {
+        self.sqs()
+            .await
+            .send_message()
+            .queue_url(queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Visible plus in-flight messages.
+    pub async fn queue_depth(&self, queue_url: &str) -> u64 {
+        let attributes = self
+            .sqs()
+            .await
+            .get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap();
+        let attributes = attributes.attributes().unwrap();
+        [
+            QueueAttributeName::ApproximateNumberOfMessages,
+            QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        ]
+        .iter()
+        .map(|name| attributes[name].parse::<u64>().unwrap())
+        .sum()
+    }
+
+    /// Receives (and so hides) up to 10 messages: for looking into a dead-letter queue.
+    pub async fn receive_bodies(&self, queue_url: &str) -> Vec<String> {
+        self.sqs()
+            .await
+            .receive_message()
+            .queue_url(queue_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap()
+            .messages()
+            .iter()
+            .filter_map(|message| message.body().map(str::to_string))
+            .collect()
+    }
+
+    /// A bucket whose ObjectCreated notifications go to the queue (moto first sends s3:TestEvent).
+    pub async fn create_bucket_notifying(&self, bucket: &str, queue_name: &str) {
+        let http = reqwest::Client::new();
+        let created = self
+            .s3_request(
+                &http,
+                reqwest::Method::PUT,
+                &format!("/{bucket}"),
+                Vec::new(),
+            )
+            .await;
+        assert!(
+            created.status().is_success(),
+            "create bucket: {}",
+            created.status()
+        );
+        let notification = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><NotificationConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><QueueConfiguration><Id>landing</Id><Queue>arn:aws:sqs:{REGION}:{ACCOUNT}:{queue_name}</Queue><Event>s3:ObjectCreated:*</Event></QueueConfiguration></NotificationConfiguration>"#
+        );
+        let configured = self
+            .s3_request(
+                &http,
+                reqwest::Method::PUT,
+                &format!("/{bucket}?notification"),
+                notification.into_bytes(),
+            )
+            .await;
+        assert!(
+            configured.status().is_success(),
+            "notification: {}",
+            configured.status()
+        );
+    }
+
+    /// PutObject; `key` is given decoded and encoded here.
+    pub async fn put_object(&self, bucket: &str, key: &str, size: usize) {
+        let http = reqwest::Client::new();
+        let encoded: String = key
+            .split('/')
+            .map(|segment| {
+                percent_encoding::utf8_percent_encode(segment, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        let response = self
+            .s3_request(
+                &http,
+                reqwest::Method::PUT,
+                &format!("/{bucket}/{encoded}"),
+                vec![b'x'; size],
+            )
+            .await;
+        assert!(
+            response.status().is_success(),
+            "put {key}: {}",
+            response.status()
+        );
+    }
+
+    async fn s3_request(
+        &self,
+        http: &reqwest::Client,
+        method: reqwest::Method,
+        path: &str,
+        body: Vec<u8>,
+    ) -> reqwest::Response {
+        // moto does not check signatures, but routes by the credential scope of this header.
+        http.request(method, format!("{}{path}", self.endpoint))
+            .header(
+                "Authorization",
+                format!("AWS4-HMAC-SHA256 Credential=testing/20240101/{REGION}/s3/aws4_request, SignedHeaders=host, Signature=0"),
+            )
+            .header("Content-Type", "application/xml")
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// A test's icepack: its config file and state directory, and the processes run over them.
+pub struct Icepack {
+    pub dir: tempfile::TempDir,
+    pub config: PathBuf,
+    children: Vec<Child>,
+}
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_icepack")
+}
+
+impl Icepack {
+    pub fn with_config(toml: &str) -> Icepack {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("icepack.toml");
+        let toml = toml.replace(
+            "@STATE_DIR@",
+            &dir.path().join("state").display().to_string(),
+        );
+        std::fs::write(&config, toml).unwrap();
+        Icepack {
+            dir,
+            config,
+            children: Vec::new(),
+        }
+    }
+
+    pub fn log_path(&self, index: usize) -> PathBuf {
+        self.dir.path().join(format!("run-{index}.log"))
+    }
+
+    /// Starts `icepack run`; `failpoints` arms crash points.
+    pub fn spawn_run(&mut self, failpoints: &str) -> usize {
+        let index = self.children.len();
+        let log = std::fs::File::create(self.log_path(index)).unwrap();
+        let mut command = Command::new(binary());
+        command
+            .args(["run", "--config"])
+            .arg(&self.config)
+            .env("ICEPACK_FAILPOINTS", failpoints)
+            .env("RUST_LOG", "info,icepack=debug")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        for (name, value) in AWS_ENV {
+            command.env(name, value);
+        }
+        self.children.push(command.spawn().unwrap());
+        index
+    }
+
+    pub fn log(&self, index: usize) -> String {
+        std::fs::read_to_string(self.log_path(index)).unwrap_or_default()
+    }
+
+    /// Waits for run `index` to exit by itself.
+    pub async fn wait_exit(&mut self, index: usize, timeout: Duration) -> ExitStatus {
+        let child = &mut self.children[index];
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "icepack run {index} did not exit"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM, then waits for the exit.
+    pub async fn terminate(&mut self, index: usize) -> ExitStatus {
+        unsafe {
+            libc::kill(self.children[index].id() as i32, libc::SIGTERM);
+        }
+        self.wait_exit(index, Duration::from_secs(60)).await
+    }
+
+    /// Runs a one-shot subcommand and returns (success, stdout, stderr).
+    pub fn command(&self, args: &[&str]) -> (bool, String, String) {
+        let mut command = Command::new(binary());
+        command.args(args).arg("--config").arg(&self.config);
+        for (name, value) in AWS_ENV {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap();
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// `icepack status --json`, parsed.
+    pub fn status(&self) -> serde_json::Value {
+        let (ok, stdout, stderr) = self.command(&["status", "--json"]);
+        assert!(ok, "status failed: {stderr}");
+        serde_json::from_str(&stdout).unwrap()
+    }
+
+    pub fn pending_files(&self, table: &str) -> u64 {
+        self.status()["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|entry| entry["table"] == table)
+            .map(|entry| entry["pending_files"].as_u64().unwrap())
+            .unwrap()
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+}
+
+impl Drop for Icepack {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn path_str(path: &Path) -> String {
+    path.display().to_string()
+}
