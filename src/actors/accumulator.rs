@@ -173,4 +173,36 @@ mod tests {
         assert_eq!(status.due_reason, Some("max_wait"));
         assert_eq!(status.pending_files, 1);
     }
+
+    #[actix::test]
+    async fn the_timer_fires_on_its_own_at_the_deadline() {
+        use crate::clock::SystemClock;
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let now = SystemClock.now_millis();
+        let accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
+        let actor =
+            TableAccumulatorActor::new(accumulator, store.clone(), Arc::new(SystemClock)).start();
+        // The file's event is 300 ms short of the 60 s max-wait.
+        let mut staged = actor
+            .send(Stage {
+                candidates: vec![Candidate {
+                    bucket: "b".to_string(),
+                    key: "t/a.parquet".to_string(),
+                    size: 5,
+                    event_millis: now - 60_000 + 300,
+                    partition: String::new(),
+                }],
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        store.commit(std::mem::take(&mut staged.ops)).unwrap();
+        actor.send(Settle { committed: true }).await.unwrap();
+        assert!(!actor.send(GetStatus).await.unwrap().due);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !actor.send(GetStatus).await.unwrap().due {
+            assert!(std::time::Instant::now() < deadline, "the max-wait timer never fired");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
