@@ -10,7 +10,12 @@ use std::sync::Arc;
 use crate::clock::UnixMillis;
 use crate::config::TableSpec;
 use crate::policy::{due_reason, max_wait_deadline, DueReason};
-use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
+use crate::spark::result::split_object_path;
+use crate::spark::runner::RunOutcome;
+use crate::state::{
+    Claim, FileEntry, PartitionCounts, PendingCounts, RunRecord, SeenEntry, TableSnapshot,
+    TableState,
+};
 use crate::store::{Op, StateStore, StoreError};
 
 /// A record that routed to this table as a small data file; not yet checked for duplicates.
@@ -31,10 +36,58 @@ pub struct Staged {
     pub num_duplicates: u64,
 }
 
-#[derive(Debug)]
-struct StagedChange {
+/// A change to a table's state, computed before its commit and adopted once the commit succeeded.
+#[derive(Debug, Clone)]
+pub struct StagedChange {
     state: TableState,
-    partitions: Vec<(String, PartitionCounts)>,
+    partitions: PartitionUpdate,
+}
+
+#[derive(Debug, Clone)]
+enum PartitionUpdate {
+    /// These partitions have new counts; the others are unchanged.
+    Merge(Vec<(String, PartitionCounts)>),
+    /// The pending partitions are exactly these.
+    Replace(BTreeMap<String, PartitionCounts>),
+}
+
+/// What the executor pool needs to know of a claim to start the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimTicket {
+    pub run_id: String,
+    pub trigger: String,
+    pub started_millis: UnixMillis,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+impl From<&Claim> for ClaimTicket {
+    fn from(claim: &Claim) -> Self {
+        ClaimTicket {
+            run_id: claim.run_id.clone(),
+            trigger: claim.trigger.clone(),
+            started_millis: claim.started_millis,
+            files: claim.counts.files,
+            bytes: claim.counts.bytes,
+        }
+    }
+}
+
+/// How a failed table waits before its next run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureBackoff {
+    pub initial_millis: i64,
+    pub max_millis: i64,
+}
+
+impl FailureBackoff {
+    /// The wait after the `failures`-th consecutive failure: initial, doubling, capped.
+    pub fn delay_millis(&self, failures: u32) -> i64 {
+        let doublings = failures.saturating_sub(1).min(30);
+        self.initial_millis
+            .saturating_mul(1i64 << doublings)
+            .min(self.max_millis)
+    }
 }
 
 #[derive(Debug)]
@@ -109,6 +162,7 @@ impl Accumulator {
                 entry: SeenEntry {
                     table: self.spec.table.clone(),
                     first_seen_millis: now,
+                    seq: Some(state.next_file_seq),
                 },
             });
             staged.ops.push(Op::PutFile {
@@ -140,7 +194,7 @@ impl Accumulator {
         }
         self.staged = Some(StagedChange {
             state,
-            partitions: partitions.into_iter().collect(),
+            partitions: PartitionUpdate::Merge(partitions.into_iter().collect()),
         });
         Ok(staged)
     }
@@ -149,10 +203,88 @@ impl Accumulator {
     pub fn settle(&mut self, committed: bool) {
         if let Some(change) = self.staged.take() {
             if committed {
-                self.snapshot.state = change.state;
-                self.snapshot.partitions.extend(change.partitions);
+                self.adopt(change);
             }
         }
+    }
+
+    /// Makes a committed change the table's state.
+    pub fn adopt(&mut self, change: StagedChange) {
+        self.snapshot.state = change.state;
+        match change.partitions {
+            PartitionUpdate::Merge(partitions) => self.snapshot.partitions.extend(partitions),
+            PartitionUpdate::Replace(partitions) => self.snapshot.partitions = partitions,
+        }
+    }
+
+    pub fn spec_arc(&self) -> Arc<TableSpec> {
+        self.spec.clone()
+    }
+
+    pub fn claim(&self) -> Option<&Claim> {
+        self.snapshot.state.claim.as_ref()
+    }
+
+    /// Moves every pending file into a claim for a new run and stages that change. `None` when a
+    /// run is already in flight, or nothing is pending and the run is not forced.
+    pub fn begin_claim(
+        &mut self,
+        run_id: &str,
+        trigger: &str,
+        now: UnixMillis,
+        force: bool,
+    ) -> Option<(Vec<Op>, ClaimTicket)> {
+        assert!(
+            self.staged.is_none(),
+            "a claim is staged only between batches"
+        );
+        let current = &self.snapshot.state;
+        if current.claim.is_some() || (current.pending.is_empty() && !force) {
+            return None;
+        }
+        let claim = Claim {
+            run_id: run_id.to_string(),
+            trigger: trigger.to_string(),
+            started_millis: now,
+            upto_seq: current.next_file_seq,
+            counts: current.pending.clone(),
+            partitions: self.snapshot.partitions.clone(),
+        };
+        let ticket = ClaimTicket::from(&claim);
+        let state = TableState {
+            pending: PendingCounts::default(),
+            claim: Some(claim),
+            ..current.clone()
+        };
+        let mut ops = vec![Op::PutTable {
+            table: self.spec.table.clone(),
+            state: state.clone(),
+        }];
+        ops.extend(
+            self.snapshot
+                .partitions
+                .keys()
+                .map(|partition| Op::DeletePartition {
+                    table: self.spec.table.clone(),
+                    partition: partition.clone(),
+                }),
+        );
+        self.staged = Some(StagedChange {
+            state,
+            partitions: PartitionUpdate::Replace(BTreeMap::new()),
+        });
+        Some((ops, ticket))
+    }
+
+    /// Whether the table may start a run now: no run in flight and no failure back-off pending.
+    pub fn may_start_run(&self, now: UnixMillis) -> bool {
+        let state = &self.snapshot.state;
+        state.claim.is_none() && state.next_attempt_millis.is_none_or(|next| now >= next)
+    }
+
+    /// When the failure back-off ends, if one is pending.
+    pub fn next_attempt(&self) -> Option<UnixMillis> {
+        self.snapshot.state.next_attempt_millis
     }
 
     pub fn has_staged_change(&self) -> bool {
@@ -170,6 +302,156 @@ impl Accumulator {
     }
 }
 
+/// What a table's state becomes when its run ended, and the ops that make it so.
+///
+/// Success: the claimed files leave the log; the run's own output files stop counting — those
+/// already counted are removed from the pending files, the others are remembered so that their
+/// events count as duplicates. Failure: the claimed files are pending again, and the table waits
+/// out its back-off. Either way the pending counts are recomputed from the file log.
+pub fn settle_run(
+    spec: &TableSpec,
+    snapshot: &TableSnapshot,
+    store: &dyn StateStore,
+    run_id: &str,
+    outcome: &RunOutcome,
+    now: UnixMillis,
+    backoff: FailureBackoff,
+) -> Result<Option<(Vec<Op>, StagedChange)>, StoreError> {
+    let current = &snapshot.state;
+    let Some(claim) = current
+        .claim
+        .as_ref()
+        .filter(|claim| claim.run_id == run_id)
+    else {
+        return Ok(None);
+    };
+    let table = spec.table.clone();
+    let mut files: BTreeMap<u64, FileEntry> = store.files(&table)?.into_iter().collect();
+    let mut ops = Vec::new();
+    let mut state = TableState {
+        claim: None,
+        ..current.clone()
+    };
+    let record = |succeeded: bool| RunRecord {
+        run_id: run_id.to_string(),
+        trigger: claim.trigger.clone(),
+        started_millis: claim.started_millis,
+        finished_millis: now,
+        claimed_files: claim.counts.files,
+        claimed_bytes: claim.counts.bytes,
+        succeeded,
+        failure_class: None,
+        error: None,
+        result: None,
+        output_files: 0,
+        duration_millis: 0,
+        attempts: 0,
+    };
+    match outcome {
+        RunOutcome::Success {
+            report,
+            duration_millis,
+            attempts,
+        } => {
+            files.retain(|seq, _| *seq >= claim.upto_seq);
+            ops.push(Op::DeleteFilesBelow {
+                table: table.clone(),
+                seq: claim.upto_seq,
+            });
+            let outputs: Vec<(&str, &str)> = report
+                .output_files
+                .iter()
+                .filter_map(|path| split_object_path(path))
+                .filter(|(bucket, key)| {
+                    *bucket == spec.bucket && key.starts_with(spec.prefix.as_str())
+                })
+                .collect();
+            for ((bucket, key), seen) in outputs.iter().zip(store.seen_entries(&outputs)?) {
+                match seen {
+                    Some(SeenEntry {
+                        table: owner,
+                        seq: Some(seq),
+                        ..
+                    }) if owner == table => {
+                        if files.remove(&seq).is_some() {
+                            ops.push(Op::DeleteFile {
+                                table: table.clone(),
+                                seq,
+                            });
+                        }
+                    }
+                    Some(_) => {}
+                    None => ops.push(Op::PutSeen {
+                        bucket: bucket.to_string(),
+                        key: key.to_string(),
+                        entry: SeenEntry {
+                            table: table.clone(),
+                            first_seen_millis: now,
+                            seq: None,
+                        },
+                    }),
+                }
+            }
+            state.consecutive_failures = 0;
+            state.next_attempt_millis = None;
+            state.last_run = Some(RunRecord {
+                result: Some(report.result),
+                output_files: outputs.len() as u64,
+                duration_millis: *duration_millis,
+                attempts: *attempts,
+                ..record(true)
+            });
+        }
+        RunOutcome::Failure {
+            class,
+            excerpt,
+            duration_millis,
+            attempts,
+        } => {
+            state.consecutive_failures = current.consecutive_failures.saturating_add(1);
+            state.next_attempt_millis =
+                Some(now + backoff.delay_millis(state.consecutive_failures));
+            state.last_run = Some(RunRecord {
+                failure_class: Some(*class),
+                error: Some(excerpt.clone()),
+                duration_millis: *duration_millis,
+                attempts: *attempts,
+                ..record(false)
+            });
+        }
+    }
+    let (pending, partitions) = PendingCounts::aggregate(files.values());
+    state.pending = pending;
+    ops.push(Op::PutTable {
+        table: table.clone(),
+        state: state.clone(),
+    });
+    for stale in snapshot
+        .partitions
+        .keys()
+        .filter(|partition| !partitions.contains_key(*partition))
+    {
+        ops.push(Op::DeletePartition {
+            table: table.clone(),
+            partition: stale.clone(),
+        });
+    }
+    for (partition, counts) in &partitions {
+        ops.push(Op::PutPartition {
+            table: table.clone(),
+            partition: partition.clone(),
+            counts: *counts,
+        });
+    }
+    Ok(Some((
+        ops,
+        StagedChange {
+            state,
+            partitions: PartitionUpdate::Replace(partitions),
+        },
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,19 +459,17 @@ mod tests {
     use crate::store::MemoryStore;
 
     fn spec() -> Arc<TableSpec> {
-        Arc::new(TableSpec {
-            table: "n.t".to_string(),
-            bucket: "b".to_string(),
-            prefix: "t/".to_string(),
-            thresholds: Thresholds {
+        Arc::new(TableSpec::for_tests(
+            "n.t",
+            "b",
+            "t/",
+            Thresholds {
                 small_file_bytes: 100,
                 min_files: 3,
                 min_total_bytes: 1_000,
                 max_wait_millis: Some(60_000),
             },
-            target_file_bytes: 1_000,
-            file_suffixes: vec![".parquet".to_string()],
-        })
+        ))
     }
 
     fn candidate(key: &str, size: u64, event_millis: i64, partition: &str) -> Candidate {
@@ -321,5 +601,304 @@ mod tests {
         assert_eq!(accumulator.next_deadline(), Some(61_000));
         assert_eq!(accumulator.due(60_999), None);
         assert_eq!(accumulator.due(61_000), Some(DueReason::MaxWait));
+    }
+
+    fn success(outputs: &[&str]) -> RunOutcome {
+        RunOutcome::Success {
+            report: crate::spark::runner::ReportSummary {
+                result: crate::spark::result::RewriteResult {
+                    rewritten_data_files_count: 3,
+                    added_data_files_count: 1,
+                    ..Default::default()
+                },
+                output_files: outputs.iter().map(|key| format!("s3://b/{key}")).collect(),
+            },
+            duration_millis: 5,
+            attempts: 1,
+        }
+    }
+
+    fn failure() -> RunOutcome {
+        RunOutcome::Failure {
+            class: crate::spark::result::FailureClass::Other,
+            excerpt: "NoSuchTableException".to_string(),
+            duration_millis: 5,
+            attempts: 2,
+        }
+    }
+
+    const BACKOFF: FailureBackoff = FailureBackoff {
+        initial_millis: 60_000,
+        max_millis: 3_600_000,
+    };
+
+    fn claim_and_commit(
+        accumulator: &mut Accumulator,
+        store: &MemoryStore,
+        run_id: &str,
+        now: i64,
+    ) -> ClaimTicket {
+        let (ops, ticket) = accumulator
+            .begin_claim(run_id, "files", now, false)
+            .expect("something to claim");
+        store.commit(ops).unwrap();
+        accumulator.settle(true);
+        ticket
+    }
+
+    fn finish(
+        accumulator: &mut Accumulator,
+        store: &MemoryStore,
+        run_id: &str,
+        outcome: &RunOutcome,
+        now: i64,
+    ) {
+        let (ops, change) = settle_run(
+            accumulator.spec(),
+            accumulator.snapshot(),
+            store,
+            run_id,
+            outcome,
+            now,
+            BACKOFF,
+        )
+        .unwrap()
+        .expect("the claim is this run's");
+        store.commit(ops).unwrap();
+        accumulator.adopt(change);
+    }
+
+    #[test]
+    fn files_landing_during_a_run_stay_pending_after_its_success() {
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+        let first: Vec<Candidate> = (0..3)
+            .map(|i| candidate(&format!("t/data/d=1/{i}.parquet"), 10, 100, "d=1"))
+            .collect();
+        stage_and_commit(&mut accumulator, &store, first, 1_000);
+        let ticket = claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+        assert_eq!((ticket.files, ticket.bytes), (3, 30));
+        assert_eq!(accumulator.snapshot().state.pending.files, 0);
+        assert!(
+            accumulator
+                .begin_claim("run-2", "files", 2_000, true)
+                .is_none(),
+            "one run per table"
+        );
+
+        // During the run: a writer lands a file, and the run's own output is announced too.
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate("t/data/d=2/late.parquet", 7, 2_500, "d=2")],
+            2_500,
+        );
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate("t/data/d=1/out-1.parquet", 20, 2_600, "d=1")],
+            2_600,
+        );
+        assert_eq!(accumulator.snapshot().state.pending.files, 2);
+
+        finish(
+            &mut accumulator,
+            &store,
+            "run-1",
+            &success(&[
+                "t/data/d=1/out-1.parquet",
+                "t/data/d=1/out-2.parquet",
+                "elsewhere/x.parquet",
+            ]),
+            3_000,
+        );
+        let state = &accumulator.snapshot().state;
+        assert_eq!(
+            state.pending.files, 1,
+            "only the late file: the output is not a pending small file"
+        );
+        assert_eq!(state.pending.bytes, 7);
+        assert_eq!(state.pending.oldest_event_millis, Some(2_500));
+        assert!(state.claim.is_none());
+        let record = state.last_run.as_ref().unwrap();
+        assert!(record.succeeded);
+        assert_eq!(record.claimed_files, 3);
+        assert_eq!(record.output_files, 2);
+        assert_eq!(
+            accumulator.snapshot().partitions.keys().collect::<Vec<_>>(),
+            vec!["d=2"]
+        );
+        assert_eq!(store.files("n.t").unwrap().len(), 1);
+
+        // The second output's event arrives after the run: a duplicate.
+        let staged = stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate("t/data/d=1/out-2.parquet", 20, 2_700, "d=1")],
+            3_100,
+        );
+        assert_eq!((staged.num_counted, staged.num_duplicates), (0, 1));
+        assert_eq!(
+            Accumulator::load(spec(), &store).unwrap().snapshot(),
+            accumulator.snapshot(),
+            "durable"
+        );
+    }
+
+    #[test]
+    fn a_failed_run_gives_its_files_back_and_backs_off() {
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![
+                candidate("t/data/a.parquet", 10, 100, ""),
+                candidate("t/data/b.parquet", 10, 200, ""),
+            ],
+            1_000,
+        );
+        claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate("t/data/c.parquet", 10, 2_100, "")],
+            2_100,
+        );
+        finish(&mut accumulator, &store, "run-1", &failure(), 3_000);
+        let state = &accumulator.snapshot().state;
+        assert_eq!(state.pending.files, 3, "nothing forgotten");
+        assert_eq!(state.pending.oldest_event_millis, Some(100));
+        assert_eq!(state.consecutive_failures, 1);
+        assert_eq!(state.next_attempt_millis, Some(63_000));
+        assert!(!accumulator.may_start_run(62_999));
+        assert!(accumulator.may_start_run(63_000));
+        assert_eq!(
+            state.last_run.as_ref().unwrap().error.as_deref(),
+            Some("NoSuchTableException")
+        );
+
+        claim_and_commit(&mut accumulator, &store, "run-2", 63_000);
+        finish(&mut accumulator, &store, "run-2", &failure(), 64_000);
+        assert_eq!(
+            accumulator.snapshot().state.next_attempt_millis,
+            Some(64_000 + 120_000),
+            "doubling"
+        );
+        claim_and_commit(&mut accumulator, &store, "run-3", 200_000);
+        finish(&mut accumulator, &store, "run-3", &success(&[]), 201_000);
+        assert_eq!(accumulator.snapshot().state.consecutive_failures, 0);
+        assert_eq!(accumulator.snapshot().state.next_attempt_millis, None);
+        assert_eq!(accumulator.snapshot().state.pending.files, 0);
+    }
+
+    #[test]
+    fn a_stale_outcome_changes_nothing() {
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate("t/data/a.parquet", 10, 100, "")],
+            1_000,
+        );
+        claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+        assert!(settle_run(
+            accumulator.spec(),
+            accumulator.snapshot(),
+            &store,
+            "run-0",
+            &failure(),
+            3_000,
+            BACKOFF
+        )
+        .unwrap()
+        .is_none());
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let delays: Vec<i64> = (1..=8).map(|n| BACKOFF.delay_millis(n) / 60_000).collect();
+        assert_eq!(delays, vec![1, 2, 4, 8, 16, 32, 60, 60]);
+    }
+
+    mod interleavings {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            Arrive(u8),
+            Claim,
+            Succeed,
+            Fail,
+            CommitFails(u8),
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            prop_oneof![
+                4 => any::<u8>().prop_map(Step::Arrive),
+                1 => Just(Step::Claim),
+                1 => Just(Step::Succeed),
+                1 => Just(Step::Fail),
+                1 => any::<u8>().prop_map(Step::CommitFails),
+            ]
+        }
+
+        proptest! {
+            /// Pending + claimed never loses or duplicates a file, whatever arrives, runs, fails.
+            #[test]
+            fn pending_plus_claimed_is_exactly_the_uncompacted_files(steps in prop::collection::vec(step(), 1..60)) {
+                let store = MemoryStore::new();
+                let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+                let mut expected: std::collections::BTreeSet<String> = Default::default();
+                let mut claimed: std::collections::BTreeSet<String> = Default::default();
+                let mut compacted: std::collections::BTreeSet<String> = Default::default();
+                let mut run = 0;
+                for (now, step) in steps.into_iter().enumerate() {
+                    let now = now as i64 * 1_000 + 1_000_000;
+                    match step {
+                        Step::Arrive(n) => {
+                            let key = format!("t/data/{}.parquet", n % 32);
+                            stage_and_commit(&mut accumulator, &store, vec![candidate(&key, 1 + n as u64, now, "")], now);
+                            if !compacted.contains(&key) && !claimed.contains(&key) {
+                                expected.insert(key);
+                            }
+                        }
+                        Step::CommitFails(n) => {
+                            store.fail_commits(true);
+                            stage_and_commit(&mut accumulator, &store, vec![candidate(&format!("t/data/x{n}.parquet"), 1, now, "")], now);
+                            store.fail_commits(false);
+                        }
+                        Step::Claim => {
+                            run += 1;
+                            if let Some((ops, _)) = accumulator.begin_claim(&format!("run-{run}"), "files", now, false) {
+                                store.commit(ops).unwrap();
+                                accumulator.settle(true);
+                                claimed.append(&mut expected);
+                            }
+                        }
+                        Step::Succeed | Step::Fail => {
+                            let Some(claim) = accumulator.claim().cloned() else { continue };
+                            let outcome = if matches!(step, Step::Succeed) { success(&[]) } else { failure() };
+                            finish(&mut accumulator, &store, &claim.run_id, &outcome, now);
+                            if matches!(step, Step::Succeed) {
+                                compacted.append(&mut claimed);
+                            } else {
+                                expected.append(&mut claimed);
+                            }
+                        }
+                    }
+                    let state = &accumulator.snapshot().state;
+                    prop_assert_eq!(state.pending.files, expected.len() as u64);
+                    prop_assert_eq!(state.claim.as_ref().map_or(0, |claim| claim.counts.files), claimed.len() as u64);
+                    let logged: std::collections::BTreeSet<String> = store.files("n.t").unwrap().into_iter().map(|(_, file)| file.key).collect();
+                    let uncompacted: std::collections::BTreeSet<String> = expected.union(&claimed).cloned().collect();
+                    prop_assert_eq!(logged, uncompacted);
+                    let reloaded = Accumulator::load(spec(), &store).unwrap();
+                    prop_assert_eq!(reloaded.snapshot(), accumulator.snapshot());
+                }
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! Unknown keys are errors, and every error names the key it is about. AWS credentials never come
 //! from here: the standard AWS provider chain supplies them.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use figment::providers::{Env, Format, Toml};
@@ -23,7 +23,7 @@ pub enum ConfigError {
 }
 
 /// The whole configuration file.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -34,6 +34,11 @@ pub struct Config {
     pub defaults: TableDefaults,
     #[serde(default)]
     pub tables: Vec<TableConfig>,
+    /// Iceberg catalogs by Spark catalog name; tables name theirs (`lakehouse` by default).
+    #[serde(default = "default_catalogs")]
+    pub catalogs: BTreeMap<String, CatalogConfig>,
+    #[serde(default)]
+    pub spark: SparkConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -186,6 +191,17 @@ pub struct TableConfig {
     pub target_file_mb: Option<i64>,
     pub max_wait_minutes: Option<i64>,
     pub file_suffixes: Option<Vec<String>>,
+    /// Spark catalog holding the table; `lakehouse` by default.
+    pub catalog: Option<String>,
+    /// `min-input-files` of `rewrite_data_files`; `min_files` by default.
+    pub min_input_files: Option<i64>,
+    /// A filter for `rewrite_data_files(where => ...)`, e.g. `order_date >= '2024-01-01'`.
+    #[serde(rename = "where")]
+    pub where_filter: Option<String>,
+    /// `partial-progress.enabled`: commit file groups as they finish.
+    pub partial_progress: Option<bool>,
+    /// Run `expire_snapshots` after a successful rewrite, for snapshots older than this.
+    pub expire_snapshots_older_than_hours: Option<i64>,
 }
 
 /// A table with every default applied: what the rest of icepack works with.
@@ -197,6 +213,44 @@ pub struct TableSpec {
     pub thresholds: Thresholds,
     pub target_file_bytes: u64,
     pub file_suffixes: Vec<String>,
+    pub catalog: String,
+    pub min_input_files: u64,
+    pub where_filter: Option<String>,
+    pub partial_progress: bool,
+    pub expire_snapshots_older_than_hours: Option<u64>,
+}
+
+impl TableSpec {
+    /// A spec with compaction defaults, for tests and benchmarks.
+    #[doc(hidden)]
+    pub fn for_tests(table: &str, bucket: &str, prefix: &str, thresholds: Thresholds) -> TableSpec {
+        TableSpec {
+            table: table.to_string(),
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+            thresholds,
+            target_file_bytes: 512 * MIB,
+            file_suffixes: vec![".parquet".to_string()],
+            catalog: DEFAULT_CATALOG.to_string(),
+            min_input_files: thresholds.min_files,
+            where_filter: None,
+            partial_progress: false,
+            expire_snapshots_older_than_hours: None,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            service: ServiceConfig::default(),
+            sqs: SqsConfig::default(),
+            defaults: TableDefaults::default(),
+            tables: Vec::new(),
+            catalogs: default_catalogs(),
+            spark: SparkConfig::default(),
+        }
+    }
 }
 
 impl Config {
@@ -224,11 +278,21 @@ impl Config {
         self.service.validate()?;
         self.sqs.validate()?;
         self.defaults.validate()?;
+        for (name, catalog) in &self.catalogs {
+            catalog.validate(name)?;
+        }
+        self.spark.validate()?;
         let mut seen_names = HashSet::new();
         let mut seen_locations = std::collections::HashMap::new();
         for (index, table) in self.tables.iter().enumerate() {
             let key = format!("tables[{index}]");
             table.validate(&key)?;
+            let catalog = table.catalog.as_deref().unwrap_or(DEFAULT_CATALOG);
+            if !self.catalogs.contains_key(catalog) {
+                return invalid(format!(
+                    "{key}.catalog: no [catalogs.{catalog}] section is configured"
+                ));
+            }
             if !seen_names.insert(table.table.as_str()) {
                 return invalid(format!(
                     "{key}.table: table `{}` is configured twice",
@@ -347,6 +411,30 @@ impl TableConfig {
         if let Some(suffixes) = &self.file_suffixes {
             check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
         }
+        if let Some(files) = self.min_input_files {
+            check_positive(&format!("{key}.min_input_files"), files)?;
+        }
+        if let Some(hours) = self.expire_snapshots_older_than_hours {
+            check_positive(&format!("{key}.expire_snapshots_older_than_hours"), hours)?;
+        }
+        if let Some(filter) = &self.where_filter {
+            if filter.trim().is_empty()
+                || filter.chars().any(char::is_control)
+                || filter.len() > 4096
+            {
+                return invalid(format!(
+                    "{key}.where: must be a one-line filter expression of at most 4096 characters"
+                ));
+            }
+        }
+        if let Some(catalog) = &self.catalog {
+            if !crate::spark::sql::is_safe_identifier(catalog) {
+                return invalid(format!(
+                    "{key}.catalog: `{}` is not a valid catalog name",
+                    catalog.escape_debug()
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -368,8 +456,376 @@ impl TableConfig {
                 .file_suffixes
                 .clone()
                 .unwrap_or_else(|| defaults.file_suffixes.clone()),
+            catalog: self
+                .catalog
+                .clone()
+                .unwrap_or_else(|| DEFAULT_CATALOG.to_string()),
+            min_input_files: self
+                .min_input_files
+                .or(self.min_files)
+                .unwrap_or(defaults.min_files) as u64,
+            where_filter: self.where_filter.clone(),
+            partial_progress: self.partial_progress.unwrap_or(false),
+            expire_snapshots_older_than_hours: self
+                .expire_snapshots_older_than_hours
+                .map(|hours| hours as u64),
         }
     }
+}
+
+/// The catalog tables use unless they name one.
+pub const DEFAULT_CATALOG: &str = "lakehouse";
+
+/// An Iceberg catalog as Spark sees it (`spark.sql.catalog.<name>.*`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// Any Iceberg `catalog-impl` (REST, Glue, JDBC, Hadoop, Nessie ...).
+    #[serde(rename = "impl", default = "default_catalog_impl")]
+    pub catalog_impl: String,
+    #[serde(default)]
+    pub uri: String,
+    #[serde(default = "default_warehouse")]
+    pub warehouse: String,
+    #[serde(default = "default_io_impl")]
+    pub io_impl: String,
+    /// For S3-compatible stores: set with path-style access.
+    #[serde(default)]
+    pub s3_endpoint: String,
+    /// Further catalog properties (`spark.sql.catalog.<name>.<key>`).
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+}
+
+fn default_catalog_impl() -> String {
+    "org.apache.iceberg.rest.RESTCatalog".to_string()
+}
+
+fn default_warehouse() -> String {
+    "s3://lakehouse-data/warehouse".to_string()
+}
+
+fn default_io_impl() -> String {
+    "org.apache.iceberg.aws.s3.S3FileIO".to_string()
+}
+
+fn default_catalogs() -> BTreeMap<String, CatalogConfig> {
+    BTreeMap::from([(
+        DEFAULT_CATALOG.to_string(),
+        CatalogConfig {
+            catalog_impl: default_catalog_impl(),
+            uri: "http://iceberg-rest:8181".to_string(),
+            warehouse: default_warehouse(),
+            io_impl: default_io_impl(),
+            s3_endpoint: String::new(),
+            properties: BTreeMap::new(),
+        },
+    )])
+}
+
+impl CatalogConfig {
+    fn validate(&self, name: &str) -> Result<(), ConfigError> {
+        let key = format!("catalogs.{name}");
+        if !crate::spark::sql::is_safe_identifier(name) {
+            return invalid(format!(
+                "{key}: `{}` is not a valid catalog name",
+                name.escape_debug()
+            ));
+        }
+        if !is_class_name(&self.catalog_impl) {
+            return invalid(format!(
+                "{key}.impl: `{}` is not a Java class name",
+                self.catalog_impl.escape_debug()
+            ));
+        }
+        if !is_class_name(&self.io_impl) {
+            return invalid(format!(
+                "{key}.io_impl: `{}` is not a Java class name",
+                self.io_impl.escape_debug()
+            ));
+        }
+        for (field, value) in [
+            ("uri", &self.uri),
+            ("warehouse", &self.warehouse),
+            ("s3_endpoint", &self.s3_endpoint),
+        ] {
+            if value.chars().any(char::is_control) {
+                return invalid(format!(
+                    "{key}.{field}: must not contain control characters"
+                ));
+            }
+        }
+        if self.warehouse.is_empty() {
+            return invalid(format!("{key}.warehouse: must not be empty"));
+        }
+        for (property, value) in &self.properties {
+            if !crate::spark::sql::is_safe_conf_key(property) {
+                return invalid(format!(
+                    "{key}.properties: `{}` is not a valid property name",
+                    property.escape_debug()
+                ));
+            }
+            if value.chars().any(char::is_control) {
+                return invalid(format!(
+                    "{key}.properties.{property}: must not contain control characters"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How Spark runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SparkRunnerKind {
+    /// A container per run through the Docker Engine API (`DOCKER_HOST`, or the local socket).
+    Docker,
+    /// A local `spark-sql` child process (on a host with Spark, or submitting to `master`).
+    Process,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SparkConfig {
+    #[serde(default = "default_runner")]
+    pub runner: SparkRunnerKind,
+    #[serde(default = "default_image")]
+    pub image: String,
+    #[serde(default = "default_spark_sql")]
+    pub spark_sql: String,
+    /// Resolved by Spark at every run (`--packages`); bake jars into the image instead to skip it.
+    #[serde(default = "default_packages")]
+    pub packages: Vec<String>,
+    /// Local jars (`--jars`), instead of or beside `packages`.
+    #[serde(default)]
+    pub jars: Vec<String>,
+    /// e.g. `spark://host:7077` or `k8s://...`; Spark's default (local) when empty.
+    #[serde(default)]
+    pub master: String,
+    /// Extra `--conf` pairs.
+    #[serde(default)]
+    pub conf: BTreeMap<String, String>,
+    /// Docker network mode, e.g. `host`.
+    #[serde(default)]
+    pub network: String,
+    /// Docker bind mounts, `host_path:container_path[:ro|rw]`.
+    #[serde(default)]
+    pub binds: Vec<String>,
+    /// Environment variables passed through to Spark by name; their values are never logged.
+    #[serde(default = "default_env")]
+    pub env: Vec<String>,
+    #[serde(default = "default_timeout_minutes")]
+    pub timeout_minutes: i64,
+    /// Size of the executor pool: runs at the same time.
+    #[serde(default = "default_max_concurrent")]
+    pub max_concurrent: i64,
+    /// Attempts within one run (the reference: 2, 15 s apart); only retryable failures are retried.
+    #[serde(default = "default_retry_attempts")]
+    pub retry_attempts: i64,
+    #[serde(default = "default_retry_interval_seconds")]
+    pub retry_interval_seconds: i64,
+    /// After a failed run the table waits this long before the next, doubling up to the maximum.
+    #[serde(default = "default_failure_backoff_initial_seconds")]
+    pub failure_backoff_initial_seconds: i64,
+    #[serde(default = "default_failure_backoff_max_seconds")]
+    pub failure_backoff_max_seconds: i64,
+}
+
+fn default_runner() -> SparkRunnerKind {
+    SparkRunnerKind::Docker
+}
+
+fn default_image() -> String {
+    "apache/spark:3.5.1".to_string()
+}
+
+fn default_spark_sql() -> String {
+    "/opt/spark/bin/spark-sql".to_string()
+}
+
+fn default_packages() -> Vec<String> {
+    [
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.5.2",
+        "org.apache.hadoop:hadoop-aws:3.3.4",
+        "com.amazonaws:aws-java-sdk-bundle:1.12.262",
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+fn default_env() -> Vec<String> {
+    [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+fn default_timeout_minutes() -> i64 {
+    60
+}
+
+fn default_max_concurrent() -> i64 {
+    2
+}
+
+fn default_retry_attempts() -> i64 {
+    2
+}
+
+fn default_retry_interval_seconds() -> i64 {
+    15
+}
+
+fn default_failure_backoff_initial_seconds() -> i64 {
+    60
+}
+
+fn default_failure_backoff_max_seconds() -> i64 {
+    3600
+}
+
+impl Default for SparkConfig {
+    fn default() -> Self {
+        SparkConfig {
+            runner: default_runner(),
+            image: default_image(),
+            spark_sql: default_spark_sql(),
+            packages: default_packages(),
+            jars: Vec::new(),
+            master: String::new(),
+            conf: BTreeMap::new(),
+            network: String::new(),
+            binds: Vec::new(),
+            env: default_env(),
+            timeout_minutes: default_timeout_minutes(),
+            max_concurrent: default_max_concurrent(),
+            retry_attempts: default_retry_attempts(),
+            retry_interval_seconds: default_retry_interval_seconds(),
+            failure_backoff_initial_seconds: default_failure_backoff_initial_seconds(),
+            failure_backoff_max_seconds: default_failure_backoff_max_seconds(),
+        }
+    }
+}
+
+impl SparkConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.image.trim().is_empty() || self.image.chars().any(char::is_whitespace) {
+            return invalid(format!(
+                "spark.image: `{}` is not an image reference",
+                self.image.escape_debug()
+            ));
+        }
+        if self.spark_sql.trim().is_empty() || self.spark_sql.chars().any(char::is_control) {
+            return invalid("spark.spark_sql: must be the path of spark-sql or spark-submit");
+        }
+        for package in &self.packages {
+            let parts: Vec<&str> = package.split(':').collect();
+            let valid = parts.len() == 3
+                && parts.iter().all(|part| {
+                    !part.is_empty()
+                        && part
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+                });
+            if !valid {
+                return invalid(format!(
+                    "spark.packages: `{}` is not group:artifact:version",
+                    package.escape_debug()
+                ));
+            }
+        }
+        for jar in &self.jars {
+            if jar.is_empty() || jar.contains(',') || jar.chars().any(char::is_control) {
+                return invalid(format!(
+                    "spark.jars: `{}` is not a jar path",
+                    jar.escape_debug()
+                ));
+            }
+        }
+        if self
+            .master
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace())
+        {
+            return invalid("spark.master: must be one URL such as spark://host:7077");
+        }
+        for (key, value) in &self.conf {
+            if !crate::spark::sql::is_safe_conf_key(key) {
+                return invalid(format!(
+                    "spark.conf: `{}` is not a valid Spark property name",
+                    key.escape_debug()
+                ));
+            }
+            if value.chars().any(char::is_control) {
+                return invalid(format!(
+                    "spark.conf.{key}: must not contain control characters"
+                ));
+            }
+        }
+        if !self.network.is_empty() && !crate::spark::sql::is_safe_conf_key(&self.network) {
+            return invalid(format!(
+                "spark.network: `{}` is not a network mode",
+                self.network.escape_debug()
+            ));
+        }
+        for bind in &self.binds {
+            let parts: Vec<&str> = bind.split(':').collect();
+            let valid = (2..=3).contains(&parts.len())
+                && parts[0].starts_with('/')
+                && parts[1].starts_with('/')
+                && parts.get(2).is_none_or(|mode| matches!(*mode, "ro" | "rw"));
+            if !valid {
+                return invalid(format!(
+                    "spark.binds: `{}` is not host_path:container_path[:ro|rw]",
+                    bind.escape_debug()
+                ));
+            }
+        }
+        for name in &self.env {
+            let valid = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if !valid {
+                return invalid(format!(
+                    "spark.env: `{}` is not an environment variable name",
+                    name.escape_debug()
+                ));
+            }
+        }
+        check_positive("spark.timeout_minutes", self.timeout_minutes)?;
+        check_range("spark.max_concurrent", self.max_concurrent, 1, 256)?;
+        check_range("spark.retry_attempts", self.retry_attempts, 1, 10)?;
+        check_not_negative("spark.retry_interval_seconds", self.retry_interval_seconds)?;
+        check_positive(
+            "spark.failure_backoff_initial_seconds",
+            self.failure_backoff_initial_seconds,
+        )?;
+        if self.failure_backoff_max_seconds < self.failure_backoff_initial_seconds {
+            return invalid(format!(
+                "spark.failure_backoff_max_seconds: must be at least failure_backoff_initial_seconds ({}), got {}",
+                self.failure_backoff_initial_seconds, self.failure_backoff_max_seconds
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn is_class_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+                && !part.starts_with(|c: char| c.is_ascii_digit())
+        })
 }
 
 /// `namespace.table`: two or more dot-separated parts of ASCII letters, digits and `_`, not starting
@@ -594,6 +1050,63 @@ mod tests {
         assert!(error_of("[sqs]\nmax_messages = 11\n").contains("sqs.max_messages"));
         assert!(error_of("[sqs]\nwait_time_seconds = 21\n").contains("sqs.wait_time_seconds"));
         assert!(error_of("[sqs]\nqueue_url = \"my-queue\"\n").contains("sqs.queue_url"));
+    }
+
+    #[test]
+    fn compaction_settings_have_the_reference_defaults() {
+        let config = Config::from_toml_str(EXAMPLE).unwrap();
+        let catalog = &config.catalogs["lakehouse"];
+        assert_eq!(catalog.catalog_impl, "org.apache.iceberg.rest.RESTCatalog");
+        assert_eq!(catalog.uri, "http://iceberg-rest:8181");
+        assert_eq!(catalog.io_impl, "org.apache.iceberg.aws.s3.S3FileIO");
+        assert_eq!(config.spark.runner, SparkRunnerKind::Docker);
+        assert_eq!(config.spark.image, "apache/spark:3.5.1");
+        assert_eq!(config.spark.packages.len(), 3);
+        assert_eq!(
+            (
+                config.spark.retry_attempts,
+                config.spark.retry_interval_seconds
+            ),
+            (2, 15)
+        );
+        let specs = config.table_specs();
+        assert_eq!(specs[0].catalog, "lakehouse");
+        assert_eq!(specs[0].min_input_files, 10);
+        assert_eq!(
+            specs[1].min_input_files, 3,
+            "min_input_files follows the table's min_files"
+        );
+        assert!(!specs[0].partial_progress);
+    }
+
+    #[test]
+    fn compaction_settings_are_validated() {
+        let table = "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n";
+        assert!(error_of(&format!("{table}catalog = \"other\"\n")).contains("tables[0].catalog"));
+        assert!(error_of(&format!("{table}where = \"a = 1\\nb\"\n")).contains("tables[0].where"));
+        assert!(
+            error_of("[catalogs.lakehouse]\nimpl = \"x y\"\n").contains("catalogs.lakehouse.impl")
+        );
+        assert!(
+            error_of("[catalogs.lakehouse]\nproperties = { \"a=b\" = \"c\" }\n")
+                .contains("catalogs.lakehouse.properties")
+        );
+        assert!(error_of("[spark]\nrunner = \"ssh\"\n").contains("spark.runner"));
+        assert!(error_of("[spark]\nmax_concurrent = 0\n").contains("spark.max_concurrent"));
+        assert!(error_of("[spark]\npackages = [\"a:b\"]\n").contains("spark.packages"));
+        assert!(error_of("[spark]\nconf = { \"x y\" = \"1\" }\n").contains("spark.conf"));
+        assert!(error_of("[spark]\nenv = [\"lower\"]\n").contains("spark.env"));
+        assert!(error_of("[spark]\nbinds = [\"relative:/x\"]\n").contains("spark.binds"));
+        let ok = format!("[catalogs.other]\nimpl = \"org.apache.iceberg.jdbc.JdbcCatalog\"\nwarehouse = \"s3://b/w\"\n{table}catalog = \"other\"\nwhere = \"dt >= '2024-01-01'\"\n");
+        let config = Config::from_toml_str(&ok).unwrap();
+        assert!(
+            !config.catalogs.contains_key("lakehouse"),
+            "naming catalogs replaces the default one"
+        );
+        assert_eq!(
+            config.table_specs()[0].where_filter.as_deref(),
+            Some("dt >= '2024-01-01'")
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod accumulator;
 pub mod actors;
 pub mod clock;
+pub mod compaction;
 pub mod config;
 pub mod event;
 pub mod failpoint;
@@ -12,6 +13,7 @@ pub mod policy;
 pub mod queue;
 pub mod routing;
 pub mod service;
+pub mod spark;
 pub mod state;
 pub mod status;
 pub mod store;

@@ -11,13 +11,15 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
-use icepack::actors::messages::Ingest;
+use icepack::actors::messages::{CompactNow, Ingest, WaitIdle};
 use icepack::actors::poller::{PollerSettings, SqsPoller};
 use icepack::clock::{Clock, SystemClock};
+use icepack::compaction::{runner_from_config, CompactionSettings};
 use icepack::config::Config;
 use icepack::intake::{InboundMessage, IntakeSummary};
 use icepack::queue::SqsQueue;
-use icepack::service::start_pipeline;
+use icepack::service::{start_pipeline, Compaction};
+use icepack::spark::runner::RunOutcome;
 use icepack::status::{table_status, StatusReport};
 use icepack::store::{RocksStore, StateStore};
 
@@ -63,6 +65,13 @@ enum Command {
         /// Path of the events file, or `-` for stdin.
         events: String,
     },
+    /// Compact one table now, whatever its thresholds; prints the outcome as JSON.
+    Compact {
+        #[arg(long, env = "ICEPACK_CONFIG")]
+        config: PathBuf,
+        /// `namespace.table` as configured.
+        table: String,
+    },
     /// Show each table's pending small files and whether it is due.
     Status {
         #[arg(long, env = "ICEPACK_CONFIG")]
@@ -81,9 +90,10 @@ fn main() -> ExitCode {
         Command::CheckConfig { config } => check_config(&config),
         Command::Replay {
             config,
-            no_compact: _,
+            no_compact,
             events,
-        } => replay(&config, &events),
+        } => replay(&config, &events, !no_compact),
+        Command::Compact { config, table } => compact(&config, &table),
         Command::Status { config, json } => status(&config, json),
     };
     match result {
@@ -136,12 +146,7 @@ fn run(path: &Path) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     system.block_on(async move {
-        let pipeline = start_pipeline(
-            config.table_specs(),
-            store,
-            clock,
-            config.service.dedup_retention_days,
-        )?;
+        let pipeline = start_pipeline(store, clock, compaction(&config, true))?;
         let queue = Arc::new(SqsQueue::connect(&config.sqs).await);
         let (shutdown_sender, shutdown) = watch::channel(false);
         let (stopped_sender, stopped) = oneshot::channel();
@@ -163,7 +168,7 @@ fn run(path: &Path) -> Result<()> {
             "icepack is running"
         );
         wait_for_signal().await;
-        info!("shutting down: polling stops, the batch in flight is committed");
+        info!("shutting down: polling stops, the batch in flight is committed; runs in flight are recovered at the next start");
         let _ = shutdown_sender.send(true);
         if tokio::time::timeout(Duration::from_secs(120), stopped)
             .await
@@ -189,7 +194,15 @@ async fn wait_for_signal() {
     }
 }
 
-fn replay(path: &Path, events: &str) -> Result<()> {
+fn compaction(config: &Config, enabled: bool) -> Compaction {
+    Compaction {
+        settings: CompactionSettings::from_config(Arc::new(config.clone())),
+        runner: runner_from_config(&config.spark),
+        enabled,
+    }
+}
+
+fn replay(path: &Path, events: &str, compact: bool) -> Result<()> {
     let config = load_config(path)?;
     let input: Box<dyn Read> = if events == "-" {
         Box::new(std::io::stdin())
@@ -203,12 +216,7 @@ fn replay(path: &Path, events: &str) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     let summary = system.block_on(async move {
-        let pipeline = start_pipeline(
-            config.table_specs(),
-            store,
-            clock,
-            config.service.dedup_retention_days,
-        )?;
+        let pipeline = start_pipeline(store, clock, compaction(&config, compact))?;
         let mut summary = IntakeSummary::default();
         let mut batch = Vec::new();
         let mut line_number = 0u64;
@@ -227,6 +235,16 @@ fn replay(path: &Path, events: &str) -> Result<()> {
             }
         }
         ingest(&pipeline.router, batch, &mut summary).await?;
+        if compact {
+            // Every accumulator has settled (and asked for its run) once it answers; then the runs
+            // the replayed events made due finish before the summary is printed.
+            pipeline.status().await;
+            pipeline
+                .pool
+                .send(WaitIdle)
+                .await
+                .context("executor pool stopped")?;
+        }
         Ok::<IntakeSummary, anyhow::Error>(summary)
     })?;
     println!("{}", serde_json::to_string(&summary)?);
@@ -255,6 +273,48 @@ async fn ingest(
         }
     }
     summary.merge(&report.summary);
+    Ok(())
+}
+
+fn compact(path: &Path, table: &str) -> Result<()> {
+    let config = load_config(path)?;
+    let store = open_store(&config)
+        .context("`compact` needs the state directory; stop the service first")?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let system = actix::System::new();
+    let result = system.block_on(async move {
+        let pipeline = start_pipeline(store, clock, compaction(&config, true))?;
+        let Some(index) = pipeline.table_index(table) else {
+            bail!("table {table} is not configured in {}", path.display());
+        };
+        let result = pipeline
+            .pool
+            .send(CompactNow { table: index })
+            .await
+            .context("executor pool stopped")?
+            .map_err(|error| anyhow::anyhow!(error))?;
+        // Let the accumulator commit the settlement before the process ends.
+        let _ = pipeline.pool.send(WaitIdle).await;
+        let _ = pipeline.accumulators[index]
+            .send(icepack::actors::messages::GetStatus)
+            .await;
+        Ok::<_, anyhow::Error>(result)
+    })?;
+    let succeeded = matches!(result.outcome, RunOutcome::Success { .. });
+    println!(
+        "{}",
+        serde_json::json!({
+            "table": result.table,
+            "run_id": result.run_id,
+            "trigger": result.trigger,
+            "claimed_files": result.claimed_files,
+            "claimed_bytes": result.claimed_bytes,
+            "run": result.outcome,
+        })
+    );
+    if !succeeded {
+        bail!("the compaction of {table} failed");
+    }
     Ok(())
 }
 

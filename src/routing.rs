@@ -137,19 +137,17 @@ mod tests {
     use proptest::prelude::*;
 
     fn spec(table: &str, bucket: &str, prefix: &str) -> TableSpec {
-        TableSpec {
-            table: table.to_string(),
-            bucket: bucket.to_string(),
-            prefix: prefix.to_string(),
-            thresholds: Thresholds {
+        TableSpec::for_tests(
+            table,
+            bucket,
+            prefix,
+            Thresholds {
                 small_file_bytes: 100,
                 min_files: 10,
                 min_total_bytes: 1000,
                 max_wait_millis: None,
             },
-            target_file_bytes: 1000,
-            file_suffixes: vec![".parquet".to_string()],
-        }
+        )
     }
 
     fn record(event_name: &str, bucket: &str, key: &str, size: Option<u64>) -> S3Record {

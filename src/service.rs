@@ -1,5 +1,6 @@
-//! Wiring: builds the actor pipeline (router and one accumulator per table) over a state store.
-//! Shared by `icepack run` and `icepack replay`, so both count through exactly the same path.
+//! Wiring: builds the actor pipeline (router, one accumulator per table, executor pool) over a
+//! state store. Shared by `run`, `replay` and `compact`, so all count and compact through exactly
+//! the same path.
 
 use std::sync::Arc;
 
@@ -8,10 +9,13 @@ use futures::future::join_all;
 
 use crate::accumulator::Accumulator;
 use crate::actors::accumulator::TableAccumulatorActor;
+use crate::actors::executor::{CompactionPool, RegisterTables};
 use crate::actors::messages::GetStatus;
 use crate::actors::router::IntakeRouter;
 use crate::clock::Clock;
+use crate::compaction::CompactionSettings;
 use crate::config::TableSpec;
+use crate::spark::runner::SparkRunner;
 use crate::status::StatusReport;
 use crate::store::{StateStore, StoreError};
 
@@ -19,34 +23,63 @@ pub struct Pipeline {
     pub tables: Arc<Vec<TableSpec>>,
     pub router: Addr<IntakeRouter>,
     pub accumulators: Vec<Addr<TableAccumulatorActor>>,
+    pub pool: Addr<CompactionPool>,
+}
+
+/// How the pipeline compacts.
+pub struct Compaction {
+    pub settings: CompactionSettings,
+    pub runner: Arc<dyn SparkRunner>,
+    /// `false`: tables are counted and reported due, never compacted.
+    pub enabled: bool,
 }
 
 /// Loads every table's state and starts its actors; must run inside an actix system.
 pub fn start_pipeline(
-    tables: Vec<TableSpec>,
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
-    dedup_retention_days: i64,
+    compaction: Compaction,
 ) -> Result<Pipeline, StoreError> {
-    let tables = Arc::new(tables);
+    let config = compaction.settings.config.clone();
+    let tables = Arc::new(config.table_specs());
+    let backoff = compaction.settings.backoff;
+    let pool = CompactionPool::new(
+        compaction.settings,
+        tables.clone(),
+        compaction.runner,
+        clock.clone(),
+        compaction.enabled,
+    )
+    .start();
     let mut accumulators = Vec::with_capacity(tables.len());
-    for spec in tables.iter() {
+    for (index, spec) in tables.iter().enumerate() {
         let accumulator = Accumulator::load(Arc::new(spec.clone()), store.as_ref())?;
-        accumulators
-            .push(TableAccumulatorActor::new(accumulator, store.clone(), clock.clone()).start());
+        accumulators.push(
+            TableAccumulatorActor::new(
+                index,
+                accumulator,
+                store.clone(),
+                clock.clone(),
+                Some(pool.clone()),
+                backoff,
+            )
+            .start(),
+        );
     }
+    pool.do_send(RegisterTables(accumulators.clone()));
     let router = IntakeRouter::new(
         tables.clone(),
         accumulators.clone(),
         store,
         clock,
-        dedup_retention_days,
+        config.service.dedup_retention_days,
     )
     .start();
     Ok(Pipeline {
         tables,
         router,
         accumulators,
+        pool,
     })
 }
 
@@ -57,5 +90,9 @@ impl Pipeline {
         StatusReport {
             tables: statuses.into_iter().filter_map(Result::ok).collect(),
         }
+    }
+
+    pub fn table_index(&self, table: &str) -> Option<usize> {
+        self.tables.iter().position(|spec| spec.table == table)
     }
 }

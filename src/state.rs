@@ -17,6 +17,21 @@ pub struct PendingCounts {
 }
 
 impl PendingCounts {
+    /// The counts of a set of logged files, with their per-partition breakdown.
+    pub fn aggregate<'a>(
+        files: impl IntoIterator<Item = &'a FileEntry>,
+    ) -> (PendingCounts, BTreeMap<String, PartitionCounts>) {
+        let mut counts = PendingCounts::default();
+        let mut partitions: BTreeMap<String, PartitionCounts> = BTreeMap::new();
+        for file in files {
+            counts.add_file(file.size, file.event_millis);
+            let partition = partitions.entry(file.partition.clone()).or_default();
+            partition.files += 1;
+            partition.bytes += file.size;
+        }
+        (counts, partitions)
+    }
+
     pub fn add_file(&mut self, bytes: u64, event_millis: UnixMillis) {
         self.files += 1;
         self.bytes += bytes;
@@ -48,6 +63,49 @@ pub struct TableState {
     pub pending: PendingCounts,
     /// Sequence number the next counted file gets; files are logged under it.
     pub next_file_seq: u64,
+    /// The files a compaction run in flight has taken.
+    #[serde(default)]
+    pub claim: Option<Claim>,
+    #[serde(default)]
+    pub last_run: Option<RunRecord>,
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    /// After a failure, no run starts before this time.
+    #[serde(default)]
+    pub next_attempt_millis: Option<UnixMillis>,
+}
+
+/// The files a run took when it started: every logged file with a sequence number below `upto_seq`.
+/// Files counted later stay pending for the next run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    pub run_id: String,
+    /// `files`, `bytes`, `max_wait` or `manual`.
+    pub trigger: String,
+    pub started_millis: UnixMillis,
+    pub upto_seq: u64,
+    pub counts: PendingCounts,
+    pub partitions: BTreeMap<String, PartitionCounts>,
+}
+
+/// How the last run of a table ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub trigger: String,
+    pub started_millis: UnixMillis,
+    pub finished_millis: UnixMillis,
+    pub claimed_files: u64,
+    pub claimed_bytes: u64,
+    pub succeeded: bool,
+    pub failure_class: Option<crate::spark::result::FailureClass>,
+    /// Short and secret-free.
+    pub error: Option<String>,
+    pub result: Option<crate::spark::result::RewriteResult>,
+    /// Output files of the run whose own ObjectCreated events are (or will be) ignored.
+    pub output_files: u64,
+    pub duration_millis: u64,
+    pub attempts: u32,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.
@@ -72,4 +130,7 @@ pub struct FileEntry {
 pub struct SeenEntry {
     pub table: String,
     pub first_seen_millis: UnixMillis,
+    /// The file's sequence number in the table's log; `None` for a compaction's own output.
+    #[serde(default)]
+    pub seq: Option<u64>,
 }

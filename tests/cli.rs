@@ -80,7 +80,7 @@ fn environment_overrides_the_file() {
 #[test]
 fn replay_counts_every_shape_once_and_prints_a_summary() {
     let icepack = Icepack::with_config(CONFIG);
-    let (ok, stdout, stderr) = icepack.command(&["replay", &events()]);
+    let (ok, stdout, stderr) = icepack.command(&["replay", "--no-compact", &events()]);
     assert!(ok, "{stderr}");
     let summary = last_line_json(&stdout);
     assert_eq!(
@@ -130,7 +130,7 @@ fn replay_reads_stdin() {
     use std::io::Write;
     let icepack = Icepack::with_config(CONFIG);
     let mut child = std::process::Command::new(support::binary())
-        .args(["replay", "--config"])
+        .args(["replay", "--no-compact", "--config"])
         .arg(&icepack.config)
         .arg("-")
         .stdin(std::process::Stdio::piped())
@@ -165,7 +165,11 @@ fn status_of_a_new_deployment_shows_empty_tables() {
             "oldest_pending_event_time": null,
             "due": false,
             "due_reason": null,
-            "partitions": []
+            "partitions": [],
+            "in_flight_run": null,
+            "last_run": null,
+            "consecutive_failures": 0,
+            "next_attempt_time": null
         }]})
     );
     let (ok, stdout, _) = icepack.command(&["status"]);

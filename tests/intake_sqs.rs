@@ -28,6 +28,7 @@ visibility_timeout_seconds = {visibility_timeout_seconds}
 [defaults]
 small_file_mb = 1
 min_files = 10
+max_wait_minutes = 0     # the events carry 2024 times: keep these tables from becoming due
 
 [[tables]]
 table = "{TABLE}"

@@ -1,42 +1,79 @@
-//! The table accumulator actor: the single writer of one table's state.
+//! The table accumulator actor: the single writer of one table's state. It counts what the router
+//! stages, asks the executor pool for a run when the table is due, claims the pending files when a
+//! slot is free, and settles the table when the run ends.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, AsyncContext, Context, Handler, SpawnHandle};
-use tracing::{info, warn};
+use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, SpawnHandle, WrapFuture};
+use tracing::{error, info, warn};
 
-use super::messages::{GetStatus, Settle, Stage, Tick};
-use crate::accumulator::{Accumulator, Staged};
+use super::executor::CompactionPool;
+use super::messages::{
+    Claimed, GetStatus, NotClaimed, RecoverRun, RequestCompaction, RunFinished, Settle, Stage,
+    StartRun, Tick,
+};
+use crate::accumulator::{settle_run, Accumulator, ClaimTicket, FailureBackoff, Staged};
 use crate::clock::Clock;
 use crate::policy::DueReason;
+use crate::routing::TableIndex;
+use crate::spark::runner::RunOutcome;
 use crate::status::table_status;
 use crate::store::{StateStore, StoreError};
 
+/// How long a settlement that could not be committed waits before it is tried again.
+const SETTLE_RETRY: Duration = Duration::from_secs(5);
+
+/// Work that must wait until the batch being staged is settled.
+enum Deferred {
+    Start(StartRun),
+    Finish(RunFinished),
+}
+
 pub struct TableAccumulatorActor {
+    index: TableIndex,
     accumulator: Accumulator,
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
+    /// `None`: count only, never compact.
+    pool: Option<Addr<CompactionPool>>,
+    backoff: FailureBackoff,
     timer: Option<SpawnHandle>,
     reported_due: Option<DueReason>,
+    requested: bool,
+    deferred: VecDeque<Deferred>,
 }
 
 impl TableAccumulatorActor {
     pub fn new(
+        index: TableIndex,
         accumulator: Accumulator,
         store: Arc<dyn StateStore>,
         clock: Arc<dyn Clock>,
+        pool: Option<Addr<CompactionPool>>,
+        backoff: FailureBackoff,
     ) -> Self {
         TableAccumulatorActor {
+            index,
             accumulator,
             store,
             clock,
+            pool,
+            backoff,
             timer: None,
             reported_due: None,
+            requested: false,
+            deferred: VecDeque::new(),
         }
     }
 
-    /// Checks the thresholds, reports a table that became due, and arms the max-wait timer.
+    fn table(&self) -> &str {
+        &self.accumulator.spec().table
+    }
+
+    /// Checks the thresholds, asks for a run when due, and arms the timer for the next moment
+    /// something changes by itself (max-wait reached, back-off over).
     fn evaluate(&mut self, ctx: &mut Context<Self>) {
         let now = self.clock.now_millis();
         let due = self.accumulator.due(now);
@@ -44,25 +81,149 @@ impl TableAccumulatorActor {
             let pending = &self.accumulator.snapshot().state.pending;
             match due {
                 Some(reason) => info!(
-                    table = %self.accumulator.spec().table,
+                    table = %self.table(),
                     reason = reason.as_str(),
                     pending_files = pending.files,
                     pending_bytes = pending.bytes,
                     "table is due for compaction"
                 ),
-                None => info!(table = %self.accumulator.spec().table, "table is no longer due"),
+                None => info!(table = %self.table(), "table is no longer due"),
             }
             self.reported_due = due;
         }
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
-        if due.is_none() {
-            if let Some(deadline) = self.accumulator.next_deadline() {
-                let delay = Duration::from_millis(deadline.saturating_sub(now).max(0) as u64);
-                self.timer = Some(ctx.notify_later(Tick, delay));
+        if self.accumulator.claim().is_some() {
+            return;
+        }
+        let wake_at = match due {
+            Some(reason) if self.accumulator.may_start_run(now) => {
+                if let (Some(pool), false) = (&self.pool, self.requested) {
+                    pool.do_send(RequestCompaction {
+                        table: self.index,
+                        trigger: reason.as_str().to_string(),
+                        force: false,
+                    });
+                    self.requested = true;
+                }
+                None
+            }
+            Some(_) => self.accumulator.next_attempt(),
+            None => self.accumulator.next_deadline(),
+        };
+        if let Some(wake_at) = wake_at {
+            let delay = Duration::from_millis(wake_at.saturating_sub(now).max(0) as u64);
+            self.timer = Some(ctx.notify_later(Tick, delay));
+        }
+    }
+
+    fn run_deferred(&mut self, ctx: &mut Context<Self>) {
+        while !self.accumulator.has_staged_change() {
+            match self.deferred.pop_front() {
+                Some(Deferred::Start(start)) => self.start_run(start, ctx),
+                Some(Deferred::Finish(finished)) => self.finish_run(finished, ctx),
+                None => break,
             }
         }
+    }
+
+    /// Claims the pending files for the run and commits the claim before the engine may start.
+    fn start_run(&mut self, start: StartRun, ctx: &mut Context<Self>) {
+        self.requested = false;
+        let Some(pool) = self.pool.clone() else {
+            return;
+        };
+        let now = self.clock.now_millis();
+        let index = self.index;
+        let Some((ops, ticket)) =
+            self.accumulator
+                .begin_claim(&start.run_id, &start.trigger, now, start.force)
+        else {
+            pool.do_send(NotClaimed {
+                table: index,
+                run_id: start.run_id,
+            });
+            return;
+        };
+        let store = self.store.clone();
+        let commit = async move { tokio::task::spawn_blocking(move || store.commit(ops)).await };
+        ctx.wait(commit.into_actor(self).map(move |result, actor, ctx| {
+            let committed = matches!(result, Ok(Ok(())));
+            actor.accumulator.settle(committed);
+            if committed {
+                info!(table = %actor.table(), run_id = %ticket.run_id, files = ticket.files, bytes = ticket.bytes, trigger = %ticket.trigger, "claimed pending files for a run");
+                pool.do_send(Claimed { table: index, ticket });
+            } else {
+                error!(table = %actor.table(), run_id = %ticket.run_id, result = ?result.map(|inner| inner.err()), "cannot commit the claim; the run does not start");
+                pool.do_send(NotClaimed { table: index, run_id: ticket.run_id });
+            }
+            actor.evaluate(ctx);
+        }));
+    }
+
+    /// Settles the table from the run's outcome and commits it; retried until it is durable.
+    fn finish_run(&mut self, finished: RunFinished, ctx: &mut Context<Self>) {
+        let spec = self.accumulator.spec_arc();
+        let snapshot = self.accumulator.snapshot().clone();
+        let store = self.store.clone();
+        let now = self.clock.now_millis();
+        let backoff = self.backoff;
+        let run_id = finished.run_id.clone();
+        let outcome = finished.outcome.clone();
+        let settle = async move {
+            tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
+                match settle_run(
+                    &spec,
+                    &snapshot,
+                    store.as_ref(),
+                    &run_id,
+                    &outcome,
+                    now,
+                    backoff,
+                )? {
+                    Some((ops, change)) => {
+                        store.commit(ops)?;
+                        Ok(Some(change))
+                    }
+                    None => Ok(None),
+                }
+            })
+            .await
+        };
+        ctx.wait(settle.into_actor(self).map(move |result, actor, ctx| {
+            match result {
+                Ok(Ok(Some(change))) => {
+                    actor.accumulator.adopt(change);
+                    let state = &actor.accumulator.snapshot().state;
+                    match &finished.outcome {
+                        RunOutcome::Success { report, .. } => info!(
+                            table = %actor.table(),
+                            run_id = %finished.run_id,
+                            rewritten = report.result.rewritten_data_files_count,
+                            added = report.result.added_data_files_count,
+                            pending_files = state.pending.files,
+                            "run settled: claimed files compacted"
+                        ),
+                        RunOutcome::Failure { class, .. } => warn!(
+                            table = %actor.table(),
+                            run_id = %finished.run_id,
+                            class = class.as_str(),
+                            pending_files = state.pending.files,
+                            consecutive_failures = state.consecutive_failures,
+                            next_attempt = ?state.next_attempt_millis.map(crate::clock::format_rfc3339),
+                            "run settled: files pending again, backing off"
+                        ),
+                    }
+                }
+                Ok(Ok(None)) => warn!(table = %actor.table(), run_id = %finished.run_id, "outcome of a run that holds no claim; ignored"),
+                failed => {
+                    error!(table = %actor.table(), run_id = %finished.run_id, result = ?failed.map(|inner| inner.err()), "cannot settle the run; retrying");
+                    ctx.notify_later(finished, SETTLE_RETRY);
+                }
+            }
+            actor.evaluate(ctx);
+        }));
     }
 }
 
@@ -70,6 +231,13 @@ impl Actor for TableAccumulatorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if let (Some(claim), Some(pool)) = (self.accumulator.claim(), &self.pool) {
+            info!(table = %self.table(), run_id = %claim.run_id, "a run was in flight when icepack stopped; recovering it");
+            pool.do_send(RecoverRun {
+                table: self.index,
+                ticket: ClaimTicket::from(claim),
+            });
+        }
         self.evaluate(ctx);
     }
 }
@@ -81,9 +249,7 @@ impl Handler<Stage> for TableAccumulatorActor {
         let now = self.clock.now_millis();
         self.accumulator
             .stage(message.candidates, self.store.as_ref(), now)
-            .inspect_err(|error| {
-                warn!(table = %self.accumulator.spec().table, %error, "cannot stage records")
-            })
+            .inspect_err(|error| warn!(table = %self.accumulator.spec().table, %error, "cannot stage records"))
     }
 }
 
@@ -92,7 +258,26 @@ impl Handler<Settle> for TableAccumulatorActor {
 
     fn handle(&mut self, message: Settle, ctx: &mut Context<Self>) {
         self.accumulator.settle(message.committed);
+        self.run_deferred(ctx);
         self.evaluate(ctx);
+    }
+}
+
+impl Handler<StartRun> for TableAccumulatorActor {
+    type Result = ();
+
+    fn handle(&mut self, message: StartRun, ctx: &mut Context<Self>) {
+        self.deferred.push_back(Deferred::Start(message));
+        self.run_deferred(ctx);
+    }
+}
+
+impl Handler<RunFinished> for TableAccumulatorActor {
+    type Result = ();
+
+    fn handle(&mut self, message: RunFinished, ctx: &mut Context<Self>) {
+        self.deferred.push_back(Deferred::Finish(message));
+        self.run_deferred(ctx);
     }
 }
 
@@ -126,20 +311,23 @@ mod tests {
     use crate::policy::Thresholds;
     use crate::store::MemoryStore;
 
+    const BACKOFF: FailureBackoff = FailureBackoff {
+        initial_millis: 60_000,
+        max_millis: 3_600_000,
+    };
+
     fn spec() -> Arc<TableSpec> {
-        Arc::new(TableSpec {
-            table: "n.t".to_string(),
-            bucket: "b".to_string(),
-            prefix: "t/".to_string(),
-            thresholds: Thresholds {
+        Arc::new(TableSpec::for_tests(
+            "n.t",
+            "b",
+            "t/",
+            Thresholds {
                 small_file_bytes: 100,
                 min_files: 10,
                 min_total_bytes: 1_000,
                 max_wait_millis: Some(60_000),
             },
-            target_file_bytes: 1_000,
-            file_suffixes: vec![".parquet".to_string()],
-        })
+        ))
     }
 
     #[actix::test]
@@ -147,8 +335,15 @@ mod tests {
         let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
         let clock = FakeClock::new(1_000_000);
         let accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
-        let actor =
-            TableAccumulatorActor::new(accumulator, store.clone(), Arc::new(clock.clone())).start();
+        let actor = TableAccumulatorActor::new(
+            0,
+            accumulator,
+            store.clone(),
+            Arc::new(clock.clone()),
+            None,
+            BACKOFF,
+        )
+        .start();
         let mut staged = actor
             .send(Stage {
                 candidates: vec![Candidate {
@@ -180,8 +375,15 @@ mod tests {
         let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
         let now = SystemClock.now_millis();
         let accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
-        let actor =
-            TableAccumulatorActor::new(accumulator, store.clone(), Arc::new(SystemClock)).start();
+        let actor = TableAccumulatorActor::new(
+            0,
+            accumulator,
+            store.clone(),
+            Arc::new(SystemClock),
+            None,
+            BACKOFF,
+        )
+        .start();
         // The file's event is 300 ms short of the 60 s max-wait.
         let mut staged = actor
             .send(Stage {
@@ -201,7 +403,10 @@ mod tests {
         assert!(!actor.send(GetStatus).await.unwrap().due);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !actor.send(GetStatus).await.unwrap().due {
-            assert!(std::time::Instant::now() < deadline, "the max-wait timer never fired");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the max-wait timer never fired"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

@@ -2,8 +2,11 @@
 
 use actix::Message;
 
-use crate::accumulator::{Candidate, Staged};
+use crate::accumulator::{Candidate, ClaimTicket, Staged};
+use crate::clock::UnixMillis;
 use crate::intake::{InboundMessage, IntakeSummary, Verdict};
+use crate::routing::TableIndex;
+use crate::spark::runner::RunOutcome;
 use crate::status::TableStatus;
 use crate::store::StoreError;
 
@@ -55,4 +58,91 @@ pub enum IntakeError {
     AccumulatorGone(String),
     #[error("state commit task failed: {0}")]
     CommitTask(String),
+}
+
+/// Accumulator → pool: this table is due (or a manual run was asked for).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct RequestCompaction {
+    pub table: TableIndex,
+    pub trigger: String,
+    /// Run even when nothing is pending (manual runs).
+    pub force: bool,
+}
+
+/// Pool → accumulator: a run slot is free; claim the pending files for this run.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct StartRun {
+    pub run_id: String,
+    pub trigger: String,
+    pub force: bool,
+}
+
+/// Accumulator → pool: the claim is durable; start the engine.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Claimed {
+    pub table: TableIndex,
+    pub ticket: ClaimTicket,
+}
+
+/// Accumulator → pool: nothing was claimed for that run (nothing pending, or the claim failed).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct NotClaimed {
+    pub table: TableIndex,
+    pub run_id: String,
+}
+
+/// Accumulator → pool, at start-up: a run of a previous process was in flight; find its end.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct RecoverRun {
+    pub table: TableIndex,
+    pub ticket: ClaimTicket,
+}
+
+/// Pool → accumulator: the run ended; settle the table's state.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct RunFinished {
+    pub run_id: String,
+    pub outcome: RunOutcome,
+}
+
+/// Pool → whoever asked for a manual run: how it ended.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub table: String,
+    pub run_id: String,
+    pub trigger: String,
+    pub claimed_files: u64,
+    pub claimed_bytes: u64,
+    pub outcome: RunOutcome,
+}
+
+/// Runs a compaction of one table now, whatever its thresholds, and answers when it ended.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<RunResult, String>")]
+pub struct CompactNow {
+    pub table: TableIndex,
+}
+
+/// Answers once no run is in flight or waiting.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct WaitIdle;
+
+/// The pool's view: runs in flight and tables waiting for a slot.
+#[derive(Debug, Message)]
+#[rtype(result = "PoolStatus")]
+pub struct GetPoolStatus;
+
+#[derive(Debug, Clone, Default)]
+pub struct PoolStatus {
+    /// (table, run id, started) of each run in flight.
+    pub running: Vec<(TableIndex, String, UnixMillis)>,
+    /// Tables waiting for a slot, first in line first.
+    pub waiting: Vec<TableIndex>,
 }

@@ -1,8 +1,9 @@
 //! The actors: thin shells that move messages between the plain components.
 //!
-//! SQS poller → intake router → one table accumulator per table.
+//! SQS poller → intake router → one table accumulator per table → compaction executor pool.
 
 pub mod accumulator;
+pub mod executor;
 pub mod messages;
 pub mod poller;
 pub mod router;

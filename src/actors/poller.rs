@@ -283,9 +283,10 @@ async fn poll_cycle(
 mod tests {
     use super::*;
     use crate::clock::{Clock, FakeClock};
+    use crate::compaction::{runner_from_config, CompactionSettings};
     use crate::config::Config;
     use crate::queue::{FailedEntry, MemoryQueue, QueueError, ReceivedMessage};
-    use crate::service::{start_pipeline, Pipeline};
+    use crate::service::{start_pipeline, Compaction, Pipeline};
     use crate::store::MemoryStore;
     use async_trait::async_trait;
     use std::time::Instant;
@@ -308,7 +309,18 @@ mod tests {
         )
         .unwrap();
         let clock: Arc<dyn Clock> = Arc::new(FakeClock::new(1_714_564_800_000));
-        start_pipeline(config.table_specs(), store, clock, 14).unwrap()
+        let settings = CompactionSettings::from_config(Arc::new(config.clone()));
+        let runner = runner_from_config(&config.spark);
+        start_pipeline(
+            store,
+            clock,
+            Compaction {
+                settings,
+                runner,
+                enabled: false,
+            },
+        )
+        .unwrap()
     }
 
     fn start_poller(

@@ -64,6 +64,19 @@ impl StateStore for MemoryStore {
             .collect())
     }
 
+    fn seen_entries(&self, objects: &[(&str, &str)]) -> Result<Vec<Option<SeenEntry>>, StoreError> {
+        let contents = self.contents.lock().unwrap();
+        Ok(objects
+            .iter()
+            .map(|(bucket, key)| {
+                contents
+                    .seen
+                    .get(&(bucket.to_string(), key.to_string()))
+                    .cloned()
+            })
+            .collect())
+    }
+
     fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {
         if self.fail_commits.load(Ordering::SeqCst) {
             return Err(StoreError::Write("injected failure".to_string()));
@@ -89,6 +102,14 @@ impl StateStore for MemoryStore {
                 }
                 Op::PutFile { table, seq, entry } => {
                     contents.files.insert((table, seq), entry);
+                }
+                Op::DeleteFile { table, seq } => {
+                    contents.files.remove(&(table, seq));
+                }
+                Op::DeleteFilesBelow { table, seq } => {
+                    contents
+                        .files
+                        .retain(|(owner, file_seq), _| *owner != table || *file_seq >= seq);
                 }
             }
         }

@@ -29,6 +29,8 @@ pub enum StoreError {
 }
 
 /// One change to the durable state.
+// Ops live only between staging and the commit; boxing the table state would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     PutTable {
@@ -54,6 +56,15 @@ pub enum Op {
         seq: u64,
         entry: FileEntry,
     },
+    DeleteFile {
+        table: String,
+        seq: u64,
+    },
+    /// Deletes the table's logged files with a sequence number below `seq`.
+    DeleteFilesBelow {
+        table: String,
+        seq: u64,
+    },
 }
 
 /// The state store every component talks to.
@@ -63,6 +74,9 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// For each (bucket, key), whether it was counted before.
     fn seen(&self, objects: &[(&str, &str)]) -> Result<Vec<bool>, StoreError>;
+
+    /// For each (bucket, key), what is remembered of it.
+    fn seen_entries(&self, objects: &[(&str, &str)]) -> Result<Vec<Option<SeenEntry>>, StoreError>;
 
     /// Applies all ops atomically and syncs them to disk before returning.
     fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError>;

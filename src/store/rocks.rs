@@ -149,6 +149,24 @@ impl StateStore for RocksStore {
             .collect()
     }
 
+    fn seen_entries(&self, objects: &[(&str, &str)]) -> Result<Vec<Option<SeenEntry>>, StoreError> {
+        let handle = self.family(cf::SEEN)?;
+        let keys: Vec<Vec<u8>> = objects
+            .iter()
+            .map(|(bucket, key)| joined(bucket.as_bytes(), key.as_bytes()))
+            .collect();
+        self.db
+            .multi_get_cf(keys.iter().map(|key| (handle, key.as_slice())))
+            .into_iter()
+            .zip(&keys)
+            .map(|(result, key)| match result {
+                Ok(Some(value)) => decode(key, &value).map(Some),
+                Ok(None) => Ok(None),
+                Err(error) => Err(StoreError::Read(error.to_string())),
+            })
+            .collect()
+    }
+
     fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {
         if self.read_only {
             return Err(StoreError::ReadOnly);
@@ -181,6 +199,15 @@ impl StateStore for RocksStore {
                     self.family(cf::FILES)?,
                     joined(table.as_bytes(), &seq.to_be_bytes()),
                     encode(&entry),
+                ),
+                Op::DeleteFile { table, seq } => batch.delete_cf(
+                    self.family(cf::FILES)?,
+                    joined(table.as_bytes(), &seq.to_be_bytes()),
+                ),
+                Op::DeleteFilesBelow { table, seq } => batch.delete_range_cf(
+                    self.family(cf::FILES)?,
+                    joined(table.as_bytes(), &0u64.to_be_bytes()),
+                    joined(table.as_bytes(), &seq.to_be_bytes()),
                 ),
             }
         }

@@ -23,6 +23,7 @@ fn exercise(store: &dyn StateStore) {
             newest_event_millis: Some(6),
         },
         next_file_seq: 2,
+        ..TableState::default()
     };
     store
         .commit(vec![
@@ -54,6 +55,7 @@ fn exercise(store: &dyn StateStore) {
                 entry: SeenEntry {
                     table: "n.t".to_string(),
                     first_seen_millis: 100,
+                    seq: Some(1),
                 },
             },
             Op::PutSeen {
@@ -62,6 +64,7 @@ fn exercise(store: &dyn StateStore) {
                 entry: SeenEntry {
                     table: "n.t".to_string(),
                     first_seen_millis: 200,
+                    seq: None,
                 },
             },
             Op::PutFile {
@@ -109,6 +112,53 @@ fn exercise(store: &dyn StateStore) {
         vec![1, 256]
     );
     assert_eq!(files[0].1.key, "k1");
+
+    assert_eq!(
+        store.seen_entries(&[("b", "k2"), ("b", "zz")]).unwrap(),
+        vec![
+            Some(SeenEntry {
+                table: "n.t".to_string(),
+                first_seen_millis: 200,
+                seq: None,
+            }),
+            None
+        ]
+    );
+    store
+        .commit(vec![
+            Op::PutFile {
+                table: "n.t".to_string(),
+                seq: 300,
+                entry: file("k3"),
+            },
+            Op::PutFile {
+                table: "n.tt".to_string(),
+                seq: 1,
+                entry: file("other"),
+            },
+            Op::DeleteFilesBelow {
+                table: "n.t".to_string(),
+                seq: 256,
+            },
+        ])
+        .unwrap();
+    let seqs = |table: &str| {
+        store
+            .files(table)
+            .unwrap()
+            .iter()
+            .map(|(seq, _)| *seq)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seqs("n.t"), vec![256, 300]);
+    assert_eq!(seqs("n.tt"), vec![1], "other tables' files are untouched");
+    store
+        .commit(vec![Op::DeleteFile {
+            table: "n.t".to_string(),
+            seq: 300,
+        }])
+        .unwrap();
+    assert_eq!(seqs("n.t"), vec![256]);
 
     assert_eq!(store.purge_seen_before(150).unwrap(), 1);
     assert_eq!(

@@ -1,0 +1,397 @@
+//! The compaction executor pool: a bounded number of Spark runs at a time, at most one per table,
+//! tables waiting in the order they became due. Runs execute off the intake path, so counting goes
+//! on while Spark works.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::{
+    Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, ResponseActFuture,
+    WrapFuture,
+};
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+use super::accumulator::TableAccumulatorActor;
+use super::messages::{
+    Claimed, CompactNow, GetPoolStatus, NotClaimed, PoolStatus, RecoverRun, RequestCompaction,
+    RunFinished, RunResult, StartRun, WaitIdle,
+};
+use crate::accumulator::ClaimTicket;
+use crate::clock::Clock;
+use crate::compaction::{new_run_id, CompactionSettings};
+use crate::config::TableSpec;
+use crate::routing::TableIndex;
+use crate::spark::result::FailureClass;
+use crate::spark::runner::{execute, judge, RunOutcome, SparkRunner};
+
+/// How long after start-up containers of unknown runs are cleaned up: every table has reported
+/// its in-flight run by then.
+const LEFTOVER_SWEEP_DELAY: Duration = Duration::from_secs(10);
+
+/// Gives the pool the accumulators it dispatches to (they need the pool's address first).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RegisterTables(pub Vec<Addr<TableAccumulatorActor>>);
+
+struct Slot {
+    run_id: String,
+    started_millis: i64,
+}
+
+pub struct CompactionPool {
+    settings: CompactionSettings,
+    tables: Arc<Vec<TableSpec>>,
+    runner: Arc<dyn SparkRunner>,
+    clock: Arc<dyn Clock>,
+    accumulators: Vec<Addr<TableAccumulatorActor>>,
+    /// Tables waiting for a slot, with their trigger and whether the run is forced.
+    waiting: VecDeque<(TableIndex, String, bool)>,
+    queued: HashSet<TableIndex>,
+    running: HashMap<TableIndex, Slot>,
+    manual: HashMap<TableIndex, Vec<oneshot::Sender<Result<RunResult, String>>>>,
+    idle_waiters: Vec<oneshot::Sender<()>>,
+    /// `false` (replay --no-compact): requests are noted, never run.
+    enabled: bool,
+}
+
+impl CompactionPool {
+    pub fn new(
+        settings: CompactionSettings,
+        tables: Arc<Vec<TableSpec>>,
+        runner: Arc<dyn SparkRunner>,
+        clock: Arc<dyn Clock>,
+        enabled: bool,
+    ) -> Self {
+        CompactionPool {
+            settings,
+            tables,
+            runner,
+            clock,
+            accumulators: Vec::new(),
+            waiting: VecDeque::new(),
+            queued: HashSet::new(),
+            running: HashMap::new(),
+            manual: HashMap::new(),
+            idle_waiters: Vec::new(),
+            enabled,
+        }
+    }
+
+    fn enqueue(
+        &mut self,
+        table: TableIndex,
+        trigger: String,
+        force: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.running.contains_key(&table) || !self.queued.insert(table) {
+            return;
+        }
+        self.waiting.push_back((table, trigger, force));
+        self.dispatch(ctx);
+    }
+
+    /// Fills free slots from the front of the line.
+    fn dispatch(&mut self, _ctx: &mut Context<Self>) {
+        if !self.enabled || self.accumulators.is_empty() {
+            return;
+        }
+        while self.running.len() < self.settings.max_concurrent {
+            let Some((table, trigger, force)) = self.waiting.pop_front() else {
+                break;
+            };
+            self.queued.remove(&table);
+            let now = self.clock.now_millis();
+            let run_id = new_run_id(now);
+            self.running.insert(
+                table,
+                Slot {
+                    run_id: run_id.clone(),
+                    started_millis: now,
+                },
+            );
+            self.accumulators[table].do_send(StartRun {
+                run_id,
+                trigger,
+                force,
+            });
+        }
+        self.notify_idle();
+    }
+
+    fn notify_idle(&mut self) {
+        if self.running.is_empty() && (self.waiting.is_empty() || !self.enabled) {
+            for waiter in self.idle_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
+    }
+
+    fn finish(
+        &mut self,
+        table: TableIndex,
+        run_id: String,
+        ticket: ClaimTicket,
+        outcome: RunOutcome,
+        ctx: &mut Context<Self>,
+    ) {
+        if self
+            .running
+            .get(&table)
+            .is_some_and(|slot| slot.run_id == run_id)
+        {
+            self.running.remove(&table);
+        }
+        let spec = &self.tables[table];
+        match &outcome {
+            RunOutcome::Success {
+                report,
+                duration_millis,
+                ..
+            } => info!(
+                table = %spec.table,
+                run_id = %run_id,
+                rewritten = report.result.rewritten_data_files_count,
+                added = report.result.added_data_files_count,
+                rewritten_bytes = report.result.rewritten_bytes_count,
+                duration_ms = duration_millis,
+                "compaction succeeded"
+            ),
+            RunOutcome::Failure {
+                class,
+                excerpt,
+                duration_millis,
+                attempts,
+            } => warn!(
+                table = %spec.table,
+                run_id = %run_id,
+                class = class.as_str(),
+                attempts,
+                duration_ms = duration_millis,
+                error = %excerpt,
+                "compaction failed; pending files kept"
+            ),
+        }
+        self.accumulators[table].do_send(RunFinished {
+            run_id: run_id.clone(),
+            outcome: outcome.clone(),
+        });
+        if let Some(waiters) = self.manual.remove(&table) {
+            let result = RunResult {
+                table: spec.table.clone(),
+                run_id,
+                trigger: ticket.trigger.clone(),
+                claimed_files: ticket.files,
+                claimed_bytes: ticket.bytes,
+                outcome,
+            };
+            for waiter in waiters {
+                let _ = waiter.send(Ok(result.clone()));
+            }
+        }
+        self.dispatch(ctx);
+    }
+
+    /// Removes containers of runs nobody claims (their claim was settled, or never committed).
+    fn sweep_leftovers(&mut self, ctx: &mut Context<Self>) {
+        let runner = self.runner.clone();
+        let known: HashSet<String> = self
+            .running
+            .values()
+            .map(|slot| slot.run_id.clone())
+            .collect();
+        ctx.spawn(
+            async move {
+                match runner.leftover_runs().await {
+                    Ok(runs) => {
+                        for run_id in runs.into_iter().filter(|run_id| !known.contains(run_id)) {
+                            info!(%run_id, "removing the container of a run no table claims");
+                            if let Err(error) = runner.discard(&run_id).await {
+                                warn!(%run_id, %error, "cannot remove a left-over run");
+                            }
+                        }
+                    }
+                    Err(error) => warn!(%error, "cannot look for left-over runs"),
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+impl Actor for CompactionPool {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        if self.enabled {
+            ctx.run_later(LEFTOVER_SWEEP_DELAY, |pool, ctx| pool.sweep_leftovers(ctx));
+        }
+    }
+}
+
+impl Handler<RegisterTables> for CompactionPool {
+    type Result = ();
+
+    fn handle(&mut self, message: RegisterTables, ctx: &mut Context<Self>) {
+        self.accumulators = message.0;
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<RequestCompaction> for CompactionPool {
+    type Result = ();
+
+    fn handle(&mut self, message: RequestCompaction, ctx: &mut Context<Self>) {
+        self.enqueue(message.table, message.trigger, message.force, ctx);
+    }
+}
+
+impl Handler<Claimed> for CompactionPool {
+    type Result = ();
+
+    fn handle(&mut self, message: Claimed, ctx: &mut Context<Self>) {
+        let table = message.table;
+        let ticket = message.ticket;
+        let job = self.settings.job(&self.tables[table], &ticket);
+        let runner = self.runner.clone();
+        let attempts = self.settings.attempts;
+        let retry_interval = self.settings.retry_interval;
+        let run_id = ticket.run_id.clone();
+        ctx.spawn(
+            async move { execute(runner.as_ref(), &job, attempts, retry_interval).await }
+                .into_actor(self)
+                .map(move |outcome, pool, ctx| pool.finish(table, run_id, ticket, outcome, ctx)),
+        );
+    }
+}
+
+impl Handler<NotClaimed> for CompactionPool {
+    type Result = ();
+
+    fn handle(&mut self, message: NotClaimed, ctx: &mut Context<Self>) {
+        if self
+            .running
+            .get(&message.table)
+            .is_some_and(|slot| slot.run_id == message.run_id)
+        {
+            self.running.remove(&message.table);
+        }
+        if let Some(waiters) = self.manual.remove(&message.table) {
+            for waiter in waiters {
+                let _ = waiter.send(Err("the table has a run in flight already".to_string()));
+            }
+        }
+        self.dispatch(ctx);
+    }
+}
+
+impl Handler<RecoverRun> for CompactionPool {
+    type Result = ();
+
+    fn handle(&mut self, message: RecoverRun, ctx: &mut Context<Self>) {
+        let table = message.table;
+        let ticket = message.ticket;
+        let run_id = ticket.run_id.clone();
+        self.running.insert(
+            table,
+            Slot {
+                run_id: run_id.clone(),
+                started_millis: ticket.started_millis,
+            },
+        );
+        let runner = self.runner.clone();
+        let secrets = self.settings.job(&self.tables[table], &ticket).secrets();
+        let elapsed =
+            Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
+        let remaining = self
+            .settings
+            .timeout
+            .saturating_sub(elapsed)
+            .max(Duration::from_secs(1));
+        let recovery = async move {
+            let started = std::time::Instant::now();
+            let failure = |class: FailureClass, excerpt: String| RunOutcome::Failure {
+                class,
+                excerpt,
+                duration_millis: started.elapsed().as_millis() as u64,
+                attempts: 1,
+            };
+            match runner.recover(&run_id, remaining).await {
+                Ok(Some(output)) => match judge(&output, &secrets) {
+                    Ok(report) => RunOutcome::Success {
+                        report: report.into(),
+                        duration_millis: started.elapsed().as_millis() as u64,
+                        attempts: 1,
+                    },
+                    Err((class, excerpt)) => failure(class, excerpt),
+                },
+                Ok(None) => failure(
+                    FailureClass::Other,
+                    "the run was interrupted by a restart and left no trace; its files are pending again".to_string(),
+                ),
+                Err(error) => failure(FailureClass::EngineUnavailable, format!("cannot recover the run: {error}")),
+            }
+        };
+        let run_id = ticket.run_id.clone();
+        ctx.spawn(
+            recovery
+                .into_actor(self)
+                .map(move |outcome, pool, ctx| pool.finish(table, run_id, ticket, outcome, ctx)),
+        );
+    }
+}
+
+impl Handler<CompactNow> for CompactionPool {
+    type Result = ResponseActFuture<Self, Result<RunResult, String>>;
+
+    fn handle(&mut self, message: CompactNow, ctx: &mut Context<Self>) -> Self::Result {
+        let (sender, receiver) = oneshot::channel();
+        if self.running.contains_key(&message.table) {
+            let _ = sender.send(Err("the table has a run in flight already".to_string()));
+        } else {
+            self.manual.entry(message.table).or_default().push(sender);
+            self.enqueue(message.table, "manual".to_string(), true, ctx);
+        }
+        Box::pin(
+            async move {
+                receiver
+                    .await
+                    .unwrap_or_else(|_| Err("the executor pool stopped".to_string()))
+            }
+            .into_actor(self),
+        )
+    }
+}
+
+impl Handler<WaitIdle> for CompactionPool {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _message: WaitIdle, _ctx: &mut Context<Self>) -> Self::Result {
+        let (sender, receiver) = oneshot::channel();
+        self.idle_waiters.push(sender);
+        self.notify_idle();
+        Box::pin(
+            async move {
+                let _ = receiver.await;
+            }
+            .into_actor(self),
+        )
+    }
+}
+
+impl Handler<GetPoolStatus> for CompactionPool {
+    type Result = actix::MessageResult<GetPoolStatus>;
+
+    fn handle(&mut self, _message: GetPoolStatus, _ctx: &mut Context<Self>) -> Self::Result {
+        actix::MessageResult(PoolStatus {
+            running: self
+                .running
+                .iter()
+                .map(|(table, slot)| (*table, slot.run_id.clone(), slot.started_millis))
+                .collect(),
+            waiting: self.waiting.iter().map(|(table, _, _)| *table).collect(),
+        })
+    }
+}

@@ -1,0 +1,134 @@
+//! From a claimed table to a Spark job: the statements, the command line, the environment passed
+//! through, the deadline, and the runner chosen by configuration.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::accumulator::{ClaimTicket, FailureBackoff};
+use crate::clock::UnixMillis;
+use crate::config::{Config, SparkConfig, SparkRunnerKind, TableSpec};
+use crate::spark::command::spark_sql_args;
+use crate::spark::docker::{DockerRunner, DockerSettings};
+use crate::spark::process::ProcessRunner;
+use crate::spark::runner::{SparkJob, SparkRunner};
+use crate::spark::sql::CompactionSql;
+
+/// Everything the executor pool needs from the configuration.
+#[derive(Debug, Clone)]
+pub struct CompactionSettings {
+    pub config: Arc<Config>,
+    pub max_concurrent: usize,
+    pub attempts: u32,
+    pub retry_interval: Duration,
+    pub timeout: Duration,
+    pub backoff: FailureBackoff,
+}
+
+impl CompactionSettings {
+    pub fn from_config(config: Arc<Config>) -> Self {
+        let spark = &config.spark;
+        CompactionSettings {
+            max_concurrent: spark.max_concurrent as usize,
+            attempts: spark.retry_attempts as u32,
+            retry_interval: Duration::from_secs(spark.retry_interval_seconds as u64),
+            timeout: Duration::from_secs(spark.timeout_minutes as u64 * 60),
+            backoff: failure_backoff(spark),
+            config,
+        }
+    }
+
+    /// The job that compacts a claimed table.
+    pub fn job(&self, spec: &TableSpec, ticket: &ClaimTicket) -> SparkJob {
+        let statements = CompactionSql {
+            catalog: spec.catalog.clone(),
+            table: spec.table.clone(),
+            target_file_bytes: spec.target_file_bytes,
+            min_input_files: spec.min_input_files,
+            partial_progress: spec.partial_progress,
+            where_filter: spec.where_filter.clone(),
+            expire_snapshots_older_than_hours: spec.expire_snapshots_older_than_hours,
+            run_started_millis: ticket.started_millis,
+        }
+        .statements();
+        let catalog = &self.config.catalogs[&spec.catalog];
+        SparkJob {
+            run_id: ticket.run_id.clone(),
+            table: spec.table.clone(),
+            args: spark_sql_args(&self.config.spark, &spec.catalog, catalog, &statements),
+            env: passed_through_env(&self.config.spark),
+            timeout: self.timeout,
+        }
+    }
+}
+
+pub fn failure_backoff(spark: &SparkConfig) -> FailureBackoff {
+    FailureBackoff {
+        initial_millis: spark.failure_backoff_initial_seconds * 1000,
+        max_millis: spark.failure_backoff_max_seconds * 1000,
+    }
+}
+
+/// The configured variables that are set here, by name; values go to the engine only.
+fn passed_through_env(spark: &SparkConfig) -> Vec<(String, String)> {
+    spark
+        .env
+        .iter()
+        .filter_map(|name| std::env::var(name).ok().map(|value| (name.clone(), value)))
+        .collect()
+}
+
+/// The runner the configuration asks for.
+pub fn runner_from_config(spark: &SparkConfig) -> Arc<dyn SparkRunner> {
+    match spark.runner {
+        SparkRunnerKind::Docker => Arc::new(DockerRunner::new(DockerSettings {
+            image: spark.image.clone(),
+            spark_sql: spark.spark_sql.clone(),
+            network: spark.network.clone(),
+            binds: spark.binds.clone(),
+        })),
+        SparkRunnerKind::Process => Arc::new(ProcessRunner::new(spark.spark_sql.clone())),
+    }
+}
+
+/// A run id: UTC start time and a random suffix, e.g. `20240501T120000Z-3fa2c1`.
+pub fn new_run_id(now: UnixMillis) -> String {
+    let time = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(now)
+        .map(|time| time.format("%Y%m%dT%H%M%SZ").to_string())
+        .unwrap_or_else(|| now.to_string());
+    format!("{time}-{:06x}", fastrand::u32(..0x100_0000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_carry_the_time_and_differ() {
+        let first = new_run_id(1_714_564_800_000);
+        assert!(first.starts_with("20240501T120000Z-"), "{first}");
+        assert_ne!(first, new_run_id(1_714_564_800_000));
+    }
+
+    #[test]
+    fn a_job_names_its_table_catalog_and_options() {
+        let config = Config::from_toml_str(
+            "[[tables]]\ntable = \"a.orders\"\nbucket = \"lake\"\nprefix = \"w/\"\nmin_input_files = 4\n[spark]\nenv = [\"ICEPACK_TEST_UNSET_VARIABLE\"]\n",
+        )
+        .unwrap();
+        let spec = config.table_specs().remove(0);
+        let settings = CompactionSettings::from_config(Arc::new(config));
+        let ticket = ClaimTicket {
+            run_id: "r1".to_string(),
+            trigger: "files".to_string(),
+            started_millis: 0,
+            files: 4,
+            bytes: 4,
+        };
+        let job = settings.job(&spec, &ticket);
+        let statements = job.args.last().unwrap();
+        assert!(statements.contains("CALL lakehouse.system.rewrite_data_files(table => 'a.orders'"));
+        assert!(statements.contains("'min-input-files', '4'"));
+        assert!(job.env.is_empty(), "unset variables are not passed");
+        assert_eq!(job.timeout, Duration::from_secs(3600));
+    }
+}

@@ -1,0 +1,191 @@
+//! The spark-sql command line of a run: catalog `--conf`s as the reference workflow sets them,
+//! the extra settings icepack needs to read the result, and the statements.
+
+use std::collections::BTreeMap;
+
+use crate::config::{CatalogConfig, SparkConfig};
+
+/// `--conf` keys whose values are secrets: shown as `***` whenever a command line is logged.
+const SECRET_KEY_PARTS: [&str; 6] = [
+    "secret",
+    "password",
+    "token",
+    "credential",
+    "access-key",
+    "private-key",
+];
+
+/// The arguments after the spark-sql executable: options, confs, then `-e <statements>`.
+pub fn spark_sql_args(
+    spark: &SparkConfig,
+    catalog_name: &str,
+    catalog: &CatalogConfig,
+    statements: &str,
+) -> Vec<String> {
+    let mut args = Vec::new();
+    if !spark.master.is_empty() {
+        args.push("--master".to_string());
+        args.push(spark.master.clone());
+    }
+    if !spark.packages.is_empty() {
+        args.push("--packages".to_string());
+        args.push(spark.packages.join(","));
+    }
+    if !spark.jars.is_empty() {
+        args.push("--jars".to_string());
+        args.push(spark.jars.join(","));
+    }
+    for (key, value) in confs(spark, catalog_name, catalog) {
+        args.push("--conf".to_string());
+        args.push(format!("{key}={value}"));
+    }
+    args.push("-e".to_string());
+    args.push(statements.to_string());
+    args
+}
+
+fn confs(spark: &SparkConfig, name: &str, catalog: &CatalogConfig) -> BTreeMap<String, String> {
+    let prefix = format!("spark.sql.catalog.{name}");
+    let mut confs = BTreeMap::new();
+    let mut set = |key: String, value: &str| {
+        confs.insert(key, value.to_string());
+    };
+    // What icepack needs: a result it can parse, no Derby metastore, no UI port, UTC timestamps.
+    set("spark.sql.cli.print.header".into(), "true");
+    set("spark.sql.catalogImplementation".into(), "in-memory");
+    set("spark.ui.enabled".into(), "false");
+    set("spark.sql.session.timeZone".into(), "UTC");
+    // The catalog, as the reference workflow configures it.
+    set(
+        "spark.sql.extensions".into(),
+        "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+    );
+    set(prefix.clone(), "org.apache.iceberg.spark.SparkCatalog");
+    set(format!("{prefix}.catalog-impl"), &catalog.catalog_impl);
+    set(format!("{prefix}.warehouse"), &catalog.warehouse);
+    if !catalog.uri.is_empty() {
+        set(format!("{prefix}.uri"), &catalog.uri);
+    }
+    set(format!("{prefix}.io-impl"), &catalog.io_impl);
+    if !catalog.s3_endpoint.is_empty() {
+        set(format!("{prefix}.s3.endpoint"), &catalog.s3_endpoint);
+        set(format!("{prefix}.s3.path-style-access"), "true");
+        set("spark.hadoop.fs.s3a.endpoint".into(), &catalog.s3_endpoint);
+        set("spark.hadoop.fs.s3a.path.style.access".into(), "true");
+    }
+    for (key, value) in &catalog.properties {
+        set(format!("{prefix}.{key}"), value);
+    }
+    for (key, value) in &spark.conf {
+        set(key.clone(), value);
+    }
+    confs
+}
+
+/// The command line for logs: secret-looking `--conf` values and the statements' length only.
+pub fn describe_args(args: &[String]) -> String {
+    let mut shown = Vec::with_capacity(args.len());
+    let mut previous = "";
+    for arg in args {
+        let text = if previous == "--conf" {
+            match arg.split_once('=') {
+                Some((key, _))
+                    if SECRET_KEY_PARTS
+                        .iter()
+                        .any(|part| key.to_ascii_lowercase().contains(part)) =>
+                {
+                    format!("{key}=***")
+                }
+                _ => arg.clone(),
+            }
+        } else if previous == "-e" {
+            format!("<{} statements>", arg.matches(";\n").count() + 1)
+        } else {
+            arg.clone()
+        };
+        shown.push(text);
+        previous = arg;
+    }
+    shown.join(" ")
+}
+
+/// Values of `--conf` settings that are secrets, for redacting engine output.
+pub fn secret_conf_values(args: &[String]) -> Vec<String> {
+    args.windows(2)
+        .filter(|pair| pair[0] == "--conf")
+        .filter_map(|pair| pair[1].split_once('='))
+        .filter(|(key, _)| {
+            SECRET_KEY_PARTS
+                .iter()
+                .any(|part| key.to_ascii_lowercase().contains(part))
+        })
+        .map(|(_, value)| value.to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn the_reference_confs_are_set() {
+        let mut config = Config::default();
+        let catalog = config.catalogs.get_mut("lakehouse").unwrap();
+        catalog.s3_endpoint = "http://127.0.0.1:9000".to_string();
+        catalog
+            .properties
+            .insert("s3.secret-access-key".to_string(), "hunter22".to_string());
+        let catalog = config.catalogs["lakehouse"].clone();
+        let args = spark_sql_args(&config.spark, "lakehouse", &catalog, "SELECT 1;");
+        let line = args.join(" ");
+        assert!(line.starts_with("--packages org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.5.2,org.apache.hadoop:hadoop-aws:3.3.4,com.amazonaws:aws-java-sdk-bundle:1.12.262"));
+        for expected in [
+            "--conf spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+            "--conf spark.sql.catalog.lakehouse=org.apache.iceberg.spark.SparkCatalog",
+            "--conf spark.sql.catalog.lakehouse.catalog-impl=org.apache.iceberg.rest.RESTCatalog",
+            "--conf spark.sql.catalog.lakehouse.warehouse=s3://lakehouse-data/warehouse",
+            "--conf spark.sql.catalog.lakehouse.uri=http://iceberg-rest:8181",
+            "--conf spark.sql.catalog.lakehouse.io-impl=org.apache.iceberg.aws.s3.S3FileIO",
+            "--conf spark.sql.catalog.lakehouse.s3.endpoint=http://127.0.0.1:9000",
+            "--conf spark.sql.catalog.lakehouse.s3.path-style-access=true",
+            "--conf spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:9000",
+            "--conf spark.hadoop.fs.s3a.path.style.access=true",
+            "--conf spark.sql.cli.print.header=true",
+        ] {
+            assert!(line.contains(expected), "missing {expected} in {line}");
+        }
+        assert_eq!(
+            args[args.len() - 2..],
+            ["-e".to_string(), "SELECT 1;".to_string()]
+        );
+        let described = describe_args(&args);
+        assert!(!described.contains("hunter22"), "{described}");
+        assert!(described.contains("s3.secret-access-key=***"));
+        assert_eq!(secret_conf_values(&args), vec!["hunter22".to_string()]);
+    }
+
+    #[test]
+    fn master_and_jars_come_first() {
+        let mut config = Config::default();
+        config.spark.master = "spark://spark-master:7077".to_string();
+        config.spark.packages.clear();
+        config.spark.jars = vec!["/jars/a.jar".to_string(), "/jars/b.jar".to_string()];
+        let args = spark_sql_args(
+            &config.spark,
+            "lakehouse",
+            &config.catalogs["lakehouse"],
+            "x",
+        );
+        assert_eq!(
+            args[..4],
+            [
+                "--master",
+                "spark://spark-master:7077",
+                "--jars",
+                "/jars/a.jar,/jars/b.jar"
+            ]
+        );
+        assert!(!args.contains(&"--packages".to_string()));
+    }
+}

@@ -1,0 +1,377 @@
+//! [`SparkRunner`] through the Docker Engine API (bollard): one uniquely named, labelled container
+//! per run, environment passed without ever being logged, an own deadline after which the
+//! container is killed, logs collected, and the container removed on every path.
+//!
+//! While the job runs, the runner follows the container's logs to their end instead of blocking
+//! in `POST /containers/{id}/wait`: podman's compat wait busy-polls a whole core for the length of
+//! the run, following logs costs nothing. The exit code and OOM flag are then read by inspection.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::container::{
+    Config, CreateContainerOptions, InspectContainerOptions, KillContainerOptions,
+    ListContainersOptions, LogOutput, LogsOptions, RemoveContainerOptions, StartContainerOptions,
+};
+use bollard::errors::Error as DockerError;
+use bollard::models::HostConfig;
+use bollard::Docker;
+use futures::StreamExt;
+use tracing::{debug, warn};
+
+use super::runner::{
+    EngineError, EngineOutput, SparkJob, SparkRunner, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TABLE,
+};
+
+/// The most of each stream kept (its end).
+const MAX_STREAM_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct DockerSettings {
+    pub image: String,
+    pub spark_sql: String,
+    /// Network mode; the engine's default when empty.
+    pub network: String,
+    pub binds: Vec<String>,
+}
+
+pub struct DockerRunner {
+    settings: DockerSettings,
+}
+
+impl DockerRunner {
+    pub fn new(settings: DockerSettings) -> Self {
+        DockerRunner { settings }
+    }
+
+    /// Connects per call: a daemon that comes back after an outage is found again.
+    fn connect(&self) -> Result<Docker, EngineError> {
+        Docker::connect_with_local_defaults()
+            .map(|docker| docker.with_timeout(Duration::from_secs(120)))
+            .map_err(|error| {
+                EngineError::Unavailable(format!("cannot reach the container engine: {error}"))
+            })
+    }
+}
+
+/// `icepack-<table>-<run id>`, within Docker's name alphabet.
+pub fn container_name(table: &str, run_id: &str) -> String {
+    let clean = |text: &str| -> String {
+        text.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect()
+    };
+    format!("icepack-{}-{}", clean(table), clean(run_id))
+}
+
+fn unavailable(what: &str, error: DockerError) -> EngineError {
+    EngineError::Unavailable(format!("{what}: {error}"))
+}
+
+fn is_not_found(error: &DockerError) -> bool {
+    matches!(
+        error,
+        DockerError::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
+}
+
+/// Appends to a buffer that keeps only its last `MAX_STREAM_BYTES`.
+fn keep_tail(buffer: &mut Vec<u8>, bytes: &[u8]) {
+    buffer.extend_from_slice(bytes);
+    if buffer.len() > 2 * MAX_STREAM_BYTES {
+        buffer.drain(..buffer.len() - MAX_STREAM_BYTES);
+    }
+}
+
+/// Reads a container's logs (to their end when `follow`) into stdout and stderr.
+async fn collect_logs(
+    docker: &Docker,
+    name: &str,
+    follow: bool,
+    stdout: &mut Vec<u8>,
+    stderr: &mut Vec<u8>,
+) {
+    let mut logs = docker.logs(
+        name,
+        Some(LogsOptions::<String> {
+            follow,
+            stdout: true,
+            stderr: true,
+            tail: "all".to_string(),
+            ..Default::default()
+        }),
+    );
+    while let Some(item) = logs.next().await {
+        match item {
+            Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
+                keep_tail(stdout, &message)
+            }
+            Ok(LogOutput::StdErr { message }) => keep_tail(stderr, &message),
+            Ok(LogOutput::StdIn { .. }) => {}
+            Err(error) => {
+                debug!(container = name, %error, "log stream ended");
+                break;
+            }
+        }
+    }
+}
+
+/// The exit code and OOM flag of a stopped container, waiting briefly for it to stop.
+async fn stopped_state(docker: &Docker, name: &str) -> Result<(i64, bool), EngineError> {
+    for _ in 0..100 {
+        let inspected = docker
+            .inspect_container(name, None::<InspectContainerOptions>)
+            .await
+            .map_err(|error| unavailable("cannot inspect the container", error))?;
+        let state = inspected.state.unwrap_or_default();
+        if state.running != Some(true) {
+            return Ok((
+                state.exit_code.unwrap_or(-1),
+                state.oom_killed.unwrap_or(false),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(EngineError::Unavailable(format!(
+        "container {name} is still running after its output ended"
+    )))
+}
+
+async fn remove(docker: &Docker, name: &str) {
+    match docker
+        .remove_container(
+            name,
+            Some(RemoveContainerOptions {
+                force: true,
+                v: true,
+                ..Default::default()
+            }),
+        )
+        .await
+    {
+        Ok(()) => debug!(container = name, "container removed"),
+        Err(error) if is_not_found(&error) => {}
+        Err(error) => warn!(container = name, %error, "cannot remove the container"),
+    }
+}
+
+/// Follows a started container to its end or the deadline, then reads its state.
+async fn follow_to_end(
+    docker: &Docker,
+    name: &str,
+    timeout: Duration,
+) -> Result<EngineOutput, EngineError> {
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let finished = tokio::time::timeout(
+        timeout,
+        collect_logs(docker, name, true, &mut stdout, &mut stderr),
+    )
+    .await;
+    let (exit_code, oom_killed, timed_out) = match finished {
+        Ok(()) => {
+            let (exit_code, oom_killed) = stopped_state(docker, name).await?;
+            (exit_code, oom_killed, false)
+        }
+        Err(_) => {
+            warn!(
+                container = name,
+                timeout_secs = timeout.as_secs(),
+                "deadline passed: killing the container"
+            );
+            if let Err(error) = docker
+                .kill_container(name, None::<KillContainerOptions<String>>)
+                .await
+            {
+                if !is_not_found(&error) {
+                    warn!(container = name, %error, "cannot kill the container");
+                }
+            }
+            (137, false, true)
+        }
+    };
+    Ok(EngineOutput {
+        exit_code,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        oom_killed,
+        timed_out,
+    })
+}
+
+#[async_trait]
+impl SparkRunner for DockerRunner {
+    async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
+        let docker = self.connect()?;
+        let name = container_name(&job.table, &job.run_id);
+        let mut cmd = vec![self.settings.spark_sql.clone()];
+        cmd.extend(job.args.iter().cloned());
+        let labels = HashMap::from([
+            (LABEL_MANAGED.to_string(), "true".to_string()),
+            (LABEL_TABLE.to_string(), job.table.clone()),
+            (LABEL_RUN_ID.to_string(), job.run_id.clone()),
+        ]);
+        let config = Config {
+            image: Some(self.settings.image.clone()),
+            cmd: Some(cmd),
+            env: Some(
+                job.env
+                    .iter()
+                    .map(|(name, value)| format!("{name}={value}"))
+                    .collect(),
+            ),
+            labels: Some(labels),
+            tty: Some(false),
+            host_config: Some(HostConfig {
+                network_mode: (!self.settings.network.is_empty())
+                    .then(|| self.settings.network.clone()),
+                binds: (!self.settings.binds.is_empty()).then(|| self.settings.binds.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let options = CreateContainerOptions {
+            name: name.clone(),
+            platform: None,
+        };
+        if let Err(error) = docker.create_container(Some(options), config).await {
+            return Err(if is_not_found(&error) {
+                EngineError::Unavailable(format!(
+                    "image {} not found: build it (deploy/spark/) or pull it first",
+                    self.settings.image
+                ))
+            } else {
+                unavailable("cannot create the container", error)
+            });
+        }
+        debug!(container = %name, image = %self.settings.image, "container created");
+        if let Err(error) = docker
+            .start_container(&name, None::<StartContainerOptions<String>>)
+            .await
+        {
+            remove(&docker, &name).await;
+            return Err(unavailable("cannot start the container", error));
+        }
+        let output = follow_to_end(&docker, &name, job.timeout).await;
+        remove(&docker, &name).await;
+        output
+    }
+
+    async fn recover(
+        &self,
+        run_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<EngineOutput>, EngineError> {
+        let docker = self.connect()?;
+        let found = docker
+            .list_containers(Some(ListContainersOptions::<String> {
+                all: true,
+                filters: HashMap::from([(
+                    "label".to_string(),
+                    vec![format!("{LABEL_RUN_ID}={run_id}")],
+                )]),
+                ..Default::default()
+            }))
+            .await
+            .map_err(|error| unavailable("cannot list containers", error))?;
+        let Some(name) = found
+            .into_iter()
+            .find_map(|summary| summary.names.and_then(|names| names.into_iter().next()))
+        else {
+            return Ok(None);
+        };
+        let name = name.trim_start_matches('/').to_string();
+        let output = follow_to_end(&docker, &name, timeout).await;
+        remove(&docker, &name).await;
+        output.map(Some)
+    }
+
+    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
+        let docker = self.connect()?;
+        let found = docker
+            .list_containers(Some(ListContainersOptions::<String> {
+                all: true,
+                filters: HashMap::from([(
+                    "label".to_string(),
+                    vec![format!("{LABEL_MANAGED}=true")],
+                )]),
+                ..Default::default()
+            }))
+            .await
+            .map_err(|error| unavailable("cannot list containers", error))?;
+        Ok(found
+            .into_iter()
+            .filter_map(|summary| {
+                summary
+                    .labels
+                    .and_then(|labels| labels.get(LABEL_RUN_ID).cloned())
+            })
+            .collect())
+    }
+
+    async fn discard(&self, run_id: &str) -> Result<(), EngineError> {
+        let docker = self.connect()?;
+        let found = docker
+            .list_containers(Some(ListContainersOptions::<String> {
+                all: true,
+                filters: HashMap::from([(
+                    "label".to_string(),
+                    vec![format!("{LABEL_RUN_ID}={run_id}")],
+                )]),
+                ..Default::default()
+            }))
+            .await
+            .map_err(|error| unavailable("cannot list containers", error))?;
+        for summary in found {
+            if let Some(id) = summary.id {
+                remove(&docker, &id).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_names_are_unique_per_run_and_valid() {
+        assert_eq!(
+            container_name("analytics.orders", "20240501T120000-ab12"),
+            "icepack-analytics.orders-20240501T120000-ab12"
+        );
+        assert_eq!(container_name("a.b", "x/y z"), "icepack-a.b-x-y-z");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_engine_is_reported_as_unavailable() {
+        // Tests in this binary share the environment; this is the only one touching DOCKER_HOST.
+        std::env::set_var("DOCKER_HOST", "unix:///nonexistent/icepack/docker.sock");
+        let runner = DockerRunner::new(DockerSettings {
+            image: "localhost/none:1".to_string(),
+            spark_sql: "/opt/spark/bin/spark-sql".to_string(),
+            network: String::new(),
+            binds: Vec::new(),
+        });
+        let job = SparkJob {
+            run_id: "r".to_string(),
+            table: "a.b".to_string(),
+            args: Vec::new(),
+            env: Vec::new(),
+            timeout: Duration::from_secs(5),
+        };
+        let error = runner.run(&job).await.unwrap_err();
+        assert!(error.to_string().contains("engine unavailable"), "{error}");
+    }
+}

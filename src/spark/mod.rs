@@ -1,0 +1,9 @@
+//! Running Iceberg's `rewrite_data_files` in Apache Spark: the statements and command line (pure),
+//! reading the result (pure), and the engines that run it (Docker Engine API, local process).
+
+pub mod command;
+pub mod docker;
+pub mod process;
+pub mod result;
+pub mod runner;
+pub mod sql;

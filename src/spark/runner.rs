@@ -1,0 +1,348 @@
+//! The engine behind a narrow trait, and one compaction run on top of it: attempts, retries of
+//! what is worth retrying, the result read from stdout, failures classified.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use super::command::{describe_args, secret_conf_values};
+use super::result::{
+    classify_failure, failure_excerpt, parse_stdout, redact, FailureClass, RunReport,
+};
+
+/// Labels every container icepack starts carries (the Docker runner), to find them after a restart.
+pub const LABEL_MANAGED: &str = "io.icepack.managed";
+pub const LABEL_TABLE: &str = "io.icepack.table";
+pub const LABEL_RUN_ID: &str = "io.icepack.run-id";
+
+/// Longest stderr excerpt sent on in a failure.
+pub const EXCERPT_CHARS: usize = 1_200;
+
+/// One spark-sql invocation.
+#[derive(Debug, Clone)]
+pub struct SparkJob {
+    pub run_id: String,
+    pub table: String,
+    /// Arguments after the spark-sql executable.
+    pub args: Vec<String>,
+    /// Passed to the engine, never logged.
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+}
+
+impl SparkJob {
+    /// Everything that must never appear in logs or notifications.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut secrets: Vec<String> = self
+            .env
+            .iter()
+            .filter(|(name, _)| name != "AWS_REGION" && name != "AWS_DEFAULT_REGION")
+            .map(|(_, value)| value.clone())
+            .collect();
+        secrets.extend(secret_conf_values(&self.args));
+        secrets
+    }
+}
+
+/// How an engine run ended.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOutput {
+    pub exit_code: i64,
+    pub stdout: String,
+    pub stderr: String,
+    pub oom_killed: bool,
+    pub timed_out: bool,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum EngineError {
+    #[error("engine unavailable: {0}")]
+    Unavailable(String),
+}
+
+#[async_trait]
+pub trait SparkRunner: Send + Sync + 'static {
+    /// Runs the job to its end (or its deadline) and cleans up after it on every path.
+    async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError>;
+
+    /// Finds a run a previous icepack process started and waits for it (up to `timeout`) and
+    /// collects it. `None` when no trace of it is left.
+    async fn recover(
+        &self,
+        run_id: &str,
+        timeout: Duration,
+    ) -> Result<Option<EngineOutput>, EngineError>;
+
+    /// Run ids of runs left behind that nobody claims; removes nothing.
+    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError>;
+
+    /// Removes a left-over run's traces.
+    async fn discard(&self, run_id: &str) -> Result<(), EngineError>;
+}
+
+/// The end of a compaction run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum RunOutcome {
+    Success {
+        report: ReportSummary,
+        duration_millis: u64,
+        attempts: u32,
+    },
+    Failure {
+        class: FailureClass,
+        /// Short, secret-free.
+        excerpt: String,
+        duration_millis: u64,
+        attempts: u32,
+    },
+}
+
+/// What a successful run reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportSummary {
+    pub result: super::result::RewriteResult,
+    pub output_files: Vec<String>,
+}
+
+impl From<RunReport> for ReportSummary {
+    fn from(report: RunReport) -> Self {
+        ReportSummary {
+            result: report.result,
+            output_files: report.output_files,
+        }
+    }
+}
+
+impl RunOutcome {
+    pub fn failure_class(&self) -> Option<FailureClass> {
+        match self {
+            RunOutcome::Success { .. } => None,
+            RunOutcome::Failure { class, .. } => Some(*class),
+        }
+    }
+}
+
+/// Reads an engine's output into an outcome of one attempt.
+pub fn judge(
+    output: &EngineOutput,
+    secrets: &[String],
+) -> Result<RunReport, (FailureClass, String)> {
+    if output.exit_code == 0 && !output.timed_out {
+        return parse_stdout(&output.stdout).map_err(|error| {
+            let detail = format!(
+                "{error}; stderr: {}",
+                failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS / 2)
+            );
+            (FailureClass::Other, redact(&detail, secrets))
+        });
+    }
+    let class = classify_failure(
+        output.exit_code,
+        output.oom_killed,
+        output.timed_out,
+        &output.stderr,
+    );
+    let mut excerpt = failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS);
+    if output.timed_out {
+        excerpt = format!("deadline passed; the run was killed. {excerpt}");
+    } else if excerpt.is_empty() {
+        excerpt = format!("spark-sql exited with code {}", output.exit_code);
+    }
+    Err((class, excerpt))
+}
+
+/// Runs a job with up to `attempts` tries, `retry_interval` apart, retrying only what is worth it.
+pub async fn execute(
+    runner: &dyn SparkRunner,
+    job: &SparkJob,
+    attempts: u32,
+    retry_interval: Duration,
+) -> RunOutcome {
+    let started = Instant::now();
+    let secrets = job.secrets();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        info!(table = %job.table, run_id = %job.run_id, attempt, command = %describe_args(&job.args), "starting spark-sql");
+        let judged = match runner.run(job).await {
+            Ok(output) => judge(&output, &secrets),
+            Err(error) => Err((
+                FailureClass::EngineUnavailable,
+                redact(&error.to_string(), &secrets),
+            )),
+        };
+        match judged {
+            Ok(report) => {
+                return RunOutcome::Success {
+                    report: report.into(),
+                    duration_millis: started.elapsed().as_millis() as u64,
+                    attempts: attempt,
+                }
+            }
+            Err((class, excerpt)) => {
+                if attempt < attempts && class.is_retryable() {
+                    warn!(table = %job.table, run_id = %job.run_id, attempt, class = class.as_str(), %excerpt, "attempt failed; retrying");
+                    tokio::time::sleep(retry_interval).await;
+                    continue;
+                }
+                return RunOutcome::Failure {
+                    class,
+                    excerpt,
+                    duration_millis: started.elapsed().as_millis() as u64,
+                    attempts: attempt,
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Plays back canned engine results.
+    struct Scripted(Mutex<Vec<Result<EngineOutput, EngineError>>>);
+
+    #[async_trait]
+    impl SparkRunner for Scripted {
+        async fn run(&self, _job: &SparkJob) -> Result<EngineOutput, EngineError> {
+            self.0.lock().unwrap().remove(0)
+        }
+        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
+            Ok(None)
+        }
+        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
+            Ok(Vec::new())
+        }
+        async fn discard(&self, _: &str) -> Result<(), EngineError> {
+            Ok(())
+        }
+    }
+
+    fn job() -> SparkJob {
+        SparkJob {
+            run_id: "r1".to_string(),
+            table: "a.b".to_string(),
+            args: vec!["-e".to_string(), "x".to_string()],
+            env: vec![(
+                "AWS_SECRET_ACCESS_KEY".to_string(),
+                "s3cr3tvalue".to_string(),
+            )],
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    fn ok_output() -> EngineOutput {
+        EngineOutput {
+            stdout: "rewritten_data_files_count\tadded_data_files_count\n12\t1\n".to_string(),
+            ..EngineOutput::default()
+        }
+    }
+
+    fn failed(stderr: &str) -> EngineOutput {
+        EngineOutput {
+            exit_code: 1,
+            stderr: stderr.to_string(),
+            ..EngineOutput::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_conflict_is_retried_and_then_succeeds() {
+        let runner = Scripted(Mutex::new(vec![
+            Ok(failed("org.apache.iceberg.exceptions.ValidationException: found new delete for replaced data file")),
+            Ok(ok_output()),
+        ]));
+        let outcome = execute(&runner, &job(), 2, Duration::from_millis(1)).await;
+        match outcome {
+            RunOutcome::Success {
+                report, attempts, ..
+            } => {
+                assert_eq!(attempts, 2);
+                assert_eq!(report.result.rewritten_data_files_count, 12);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn commit_state_unknown_and_timeouts_are_not_retried() {
+        let runner = Scripted(Mutex::new(vec![Ok(failed(
+            "CommitStateUnknownException: lost",
+        ))]));
+        let outcome = execute(&runner, &job(), 3, Duration::from_millis(1)).await;
+        assert!(matches!(
+            outcome,
+            RunOutcome::Failure {
+                class: FailureClass::CommitStateUnknown,
+                attempts: 1,
+                ..
+            }
+        ));
+        let runner = Scripted(Mutex::new(vec![Ok(EngineOutput {
+            timed_out: true,
+            exit_code: 137,
+            ..EngineOutput::default()
+        })]));
+        let outcome = execute(&runner, &job(), 3, Duration::from_millis(1)).await;
+        assert!(matches!(
+            outcome,
+            RunOutcome::Failure {
+                class: FailureClass::Timeout,
+                attempts: 1,
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_unavailable_engine_fails_after_all_attempts_without_leaking_secrets() {
+        let runner = Scripted(Mutex::new(vec![
+            Err(EngineError::Unavailable(
+                "no socket (key s3cr3tvalue)".to_string(),
+            )),
+            Err(EngineError::Unavailable(
+                "no socket (key s3cr3tvalue)".to_string(),
+            )),
+        ]));
+        match execute(&runner, &job(), 2, Duration::from_millis(1)).await {
+            RunOutcome::Failure {
+                class,
+                excerpt,
+                attempts,
+                ..
+            } => {
+                assert_eq!(class, FailureClass::EngineUnavailable);
+                assert_eq!(attempts, 2);
+                assert!(!excerpt.contains("s3cr3tvalue"), "{excerpt}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn oom_with_137_is_out_of_memory() {
+        let output = EngineOutput {
+            exit_code: 137,
+            oom_killed: true,
+            ..EngineOutput::default()
+        };
+        assert_eq!(
+            judge(&output, &[]).unwrap_err().0,
+            FailureClass::OutOfMemory
+        );
+    }
+
+    #[test]
+    fn success_without_a_result_is_a_failure() {
+        let output = EngineOutput {
+            stdout: "nothing".to_string(),
+            ..EngineOutput::default()
+        };
+        assert_eq!(judge(&output, &[]).unwrap_err().0, FailureClass::Other);
+    }
+}

@@ -1,0 +1,207 @@
+//! The spark-sql invocation of a compaction, built exactly as the reference workflow builds it,
+//! with every identifier validated and every value quoted: nothing from an event or the
+//! configuration can inject SQL, and no shell ever sees the command.
+
+use std::collections::BTreeMap;
+
+use crate::clock::{format_rfc3339, UnixMillis};
+
+/// Column the output-files query names its result, to find it in spark-sql's stdout.
+pub const OUTPUT_FILE_COLUMN: &str = "icepack_output_file";
+
+/// Everything that decides one compaction's SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactionSql {
+    /// Spark catalog name (`lakehouse`), validated as an identifier.
+    pub catalog: String,
+    /// `namespace.table`, validated as identifiers.
+    pub table: String,
+    pub target_file_bytes: u64,
+    pub min_input_files: u64,
+    pub partial_progress: bool,
+    /// A filter expression for `rewrite_data_files(where => ...)`, passed as a quoted string.
+    pub where_filter: Option<String>,
+    /// `expire_snapshots(older_than => now - hours)` after the rewrite.
+    pub expire_snapshots_older_than_hours: Option<u64>,
+    /// When the run started: replace snapshots committed since (less a margin) are this run's.
+    pub run_started_millis: UnixMillis,
+}
+
+/// Margin for clock differences between icepack and the Spark driver when finding the run's
+/// replace snapshots; an older replace snapshot found by it is harmless (its files are known).
+const SNAPSHOT_MARGIN_MILLIS: i64 = 5 * 60 * 1000;
+
+impl CompactionSql {
+    /// The statements, `;`-separated, for `spark-sql -e`.
+    pub fn statements(&self) -> String {
+        let table_ref = format!("{}.{}", self.catalog, self.table);
+        let mut options = BTreeMap::new();
+        options.insert("target-file-size-bytes", self.target_file_bytes.to_string());
+        options.insert("min-input-files", self.min_input_files.to_string());
+        if self.partial_progress {
+            options.insert("partial-progress.enabled", "true".to_string());
+        }
+        let options = options
+            .iter()
+            .map(|(key, value)| format!("{}, {}", quote_string(key), quote_string(value)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let where_argument = self
+            .where_filter
+            .as_ref()
+            .map(|filter| format!(", where => {}", quote_string(filter)))
+            .unwrap_or_default();
+        let mut statements = vec![format!(
+            "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => 'binpack', options => map({options}){where_argument})",
+            catalog = self.catalog,
+            table = quote_string(&self.table),
+        )];
+        let since = format_rfc3339(self.run_started_millis - SNAPSHOT_MARGIN_MILLIS);
+        statements.push(format!(
+            "SELECT data_file.file_path AS {OUTPUT_FILE_COLUMN} FROM {table_ref}.entries \
+             WHERE status = 1 AND snapshot_id IN (SELECT snapshot_id FROM {table_ref}.snapshots \
+             WHERE operation = 'replace' AND committed_at >= TIMESTAMP {since})",
+            since = quote_string(&since.replace('T', " ").replace('Z', "")),
+        ));
+        if let Some(hours) = self.expire_snapshots_older_than_hours {
+            let older_than = self.run_started_millis - hours as i64 * 3_600_000;
+            let older_than = format_rfc3339(older_than)
+                .replace('T', " ")
+                .replace('Z', "");
+            statements.push(format!(
+                "CALL {catalog}.system.expire_snapshots(table => {table}, older_than => TIMESTAMP {older_than})",
+                catalog = self.catalog,
+                table = quote_string(&self.table),
+                older_than = quote_string(&older_than),
+            ));
+        }
+        statements.join(";\n") + ";"
+    }
+}
+
+/// A Spark SQL string literal: single quotes, with `\` and `'` backslash-escaped (Spark unescapes
+/// string literals C-style). Control characters are escaped too, so a literal is always one line.
+pub fn quote_string(value: &str) -> String {
+    let mut quoted = String::with_capacity(value.len() + 2);
+    quoted.push('\'');
+    for c in value.chars() {
+        match c {
+            '\\' => quoted.push_str("\\\\"),
+            '\'' => quoted.push_str("\\'"),
+            '\n' => quoted.push_str("\\n"),
+            '\r' => quoted.push_str("\\r"),
+            '\t' => quoted.push_str("\\t"),
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04x}", c as u32)),
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('\'');
+    quoted
+}
+
+/// A catalog name or `--conf` key: letters, digits, `_`, `-` and `.` only.
+pub fn is_safe_conf_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// A Spark catalog name: an identifier.
+pub fn is_safe_identifier(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sql() -> CompactionSql {
+        CompactionSql {
+            catalog: "lakehouse".to_string(),
+            table: "analytics.customer_orders".to_string(),
+            target_file_bytes: 536_870_912,
+            min_input_files: 10,
+            partial_progress: false,
+            where_filter: None,
+            expire_snapshots_older_than_hours: None,
+            run_started_millis: 1_714_564_800_000,
+        }
+    }
+
+    #[test]
+    fn the_call_is_the_reference_workflows() {
+        let statements = sql().statements();
+        assert!(statements.starts_with(
+            "CALL lakehouse.system.rewrite_data_files(table => 'analytics.customer_orders', strategy => 'binpack', options => map('min-input-files', '10', 'target-file-size-bytes', '536870912'));"
+        ), "{statements}");
+        assert!(statements.contains("FROM lakehouse.analytics.customer_orders.entries"));
+        assert!(
+            statements.contains("committed_at >= TIMESTAMP '2024-05-01 11:55:00.000'"),
+            "{statements}"
+        );
+        assert!(!statements.contains("expire_snapshots"));
+    }
+
+    #[test]
+    fn options_where_and_follow_ups() {
+        let statements = CompactionSql {
+            partial_progress: true,
+            where_filter: Some("order_date >= '2024-05-01'".to_string()),
+            expire_snapshots_older_than_hours: Some(24),
+            ..sql()
+        }
+        .statements();
+        assert!(statements.contains("'partial-progress.enabled', 'true'"));
+        assert!(
+            statements.contains(r"where => 'order_date >= \'2024-05-01\''"),
+            "{statements}"
+        );
+        assert!(statements.contains(
+            "CALL lakehouse.system.expire_snapshots(table => 'analytics.customer_orders', older_than => TIMESTAMP '2024-04-30 12:00:00.000')"
+        ), "{statements}");
+    }
+
+    #[test]
+    fn hostile_values_stay_inside_their_literal() {
+        for hostile in [
+            "x'); DROP TABLE lakehouse.a.b; --",
+            "x\\'); DROP TABLE t; --",
+            "a\nCALL lakehouse.system.remove_orphan_files(table => 'a.b')",
+            "\\",
+            "'",
+        ] {
+            let quoted = quote_string(hostile);
+            assert!(quoted.starts_with('\'') && quoted.ends_with('\''));
+            assert!(!quoted.contains('\n'));
+            // Every quote inside is escaped: an unescaped one would end the literal early.
+            let inner = &quoted[1..quoted.len() - 1];
+            let mut escaped = false;
+            for c in inner.chars() {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else {
+                    assert_ne!(c, '\'', "unescaped quote in {quoted}");
+                }
+            }
+            assert!(!escaped, "dangling backslash in {quoted}");
+        }
+    }
+
+    #[test]
+    fn identifiers_and_conf_keys_are_checked() {
+        assert!(is_safe_identifier("lakehouse"));
+        assert!(!is_safe_identifier("lake house"));
+        assert!(!is_safe_identifier("x;drop"));
+        assert!(is_safe_conf_key(
+            "spark.sql.catalog.lakehouse.s3.path-style-access"
+        ));
+        assert!(!is_safe_conf_key("a=b"));
+        assert!(!is_safe_conf_key("a b"));
+    }
+}
