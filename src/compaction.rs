@@ -78,16 +78,27 @@ fn passed_through_env(spark: &SparkConfig) -> Vec<(String, String)> {
 }
 
 /// The runner the configuration asks for.
-pub fn runner_from_config(spark: &SparkConfig) -> Arc<dyn SparkRunner> {
+pub fn runner_from_config(config: &Config) -> Arc<dyn SparkRunner> {
+    let spark = &config.spark;
     match spark.runner {
         SparkRunnerKind::Docker => Arc::new(DockerRunner::new(DockerSettings {
             image: spark.image.clone(),
             spark_sql: spark.spark_sql.clone(),
             network: spark.network.clone(),
             binds: spark.binds.clone(),
+            instance: instance_id(&config.service.state_dir),
         })),
         SparkRunnerKind::Process => Arc::new(ProcessRunner::new(spark.spark_sql.clone())),
     }
+}
+
+/// A stable id of a deployment: a hash of its state directory's absolute path.
+pub fn instance_id(state_dir: &std::path::Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let absolute = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    absolute.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
 }
 
 /// A run id: UTC start time and a random suffix, e.g. `20240501T120000Z-3fa2c1`.

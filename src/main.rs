@@ -197,7 +197,7 @@ async fn wait_for_signal() {
 fn compaction(config: &Config, enabled: bool) -> Compaction {
     Compaction {
         settings: CompactionSettings::from_config(Arc::new(config.clone())),
-        runner: runner_from_config(&config.spark),
+        runner: runner_from_config(config),
         enabled,
     }
 }

@@ -12,13 +12,13 @@
 # Builds/loads what is missing (spark-dist.sh, build-image-rootfs.sh). Starts its own
 # moto_server and (if not already running) its own podman service; stops what it started.
 #
-# Env: ICEPACK_CACHE_DIR (default /work/cache/icepack-spark), ICEPACK_IMAGE,
+# Env: ICEPACK_CACHE_DIR (default ~/.cache/icepack/spark), ICEPACK_IMAGE,
 #      ICEPACK_SMOKE_DIR (scratch, default $ICEPACK_CACHE_DIR/smoke), ICEPACK_SMOKE_INSERTS (20)
 set -euo pipefail
 
 MODE="${1:-both}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-CACHE="${ICEPACK_CACHE_DIR:-/work/cache/icepack-spark}"
+CACHE="${ICEPACK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/icepack/spark}"
 IMAGE="${ICEPACK_IMAGE:-localhost/icepack-spark:3.5}"
 SMOKE="${ICEPACK_SMOKE_DIR:-$CACHE/smoke}"
 INSERTS="${ICEPACK_SMOKE_INSERTS:-20}"

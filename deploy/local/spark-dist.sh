@@ -6,7 +6,7 @@
 #   eval "$(deploy/local/spark-dist.sh --env)"   # prepare, then print only KEY=VALUE lines
 #
 # Env:
-#   ICEPACK_CACHE_DIR   cache root (default /work/cache/icepack-spark)
+#   ICEPACK_CACHE_DIR   cache root (default ~/.cache/icepack/spark)
 #   PYSPARK_VERSION, ICEBERG_VERSION, SQLITE_JDBC_VERSION  (see deploy/spark/versions.env)
 #   MAVEN_REPO_URL      Maven repository base (default https://repo1.maven.org/maven2)
 #
@@ -20,7 +20,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../spark/versions.env
 . "$HERE/../spark/versions.env"
 
-CACHE="${ICEPACK_CACHE_DIR:-/work/cache/icepack-spark}"
+CACHE="${ICEPACK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/icepack/spark}"
 MAVEN_REPO_URL="${MAVEN_REPO_URL:-https://repo1.maven.org/maven2}"
 VENV="$CACHE/venv"
 JARS="$CACHE/jars"

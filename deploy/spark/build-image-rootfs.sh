@@ -6,7 +6,7 @@
 #
 #   deploy/spark/build-image-rootfs.sh [TAG]     (default TAG: localhost/icepack-spark:3.5)
 #
-# Idempotent and cached (under ICEPACK_CACHE_DIR, default /work/cache/icepack-spark):
+# Idempotent and cached (under ICEPACK_CACHE_DIR, default ~/.cache/icepack/spark):
 #   rootfs/debootstrap.ok     debootstrap done            (~50-75 s the first time)
 #   rootfs/base.ok            JRE etc. installed in chroot
 #   image-<name>.tar + .hash  `podman save` of the last built image
@@ -25,7 +25,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/versions.env"
 
 TAG="${1:-localhost/icepack-spark:3.5}"
-CACHE="${ICEPACK_CACHE_DIR:-/work/cache/icepack-spark}"
+CACHE="${ICEPACK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/icepack/spark}"
 ROOTDIR="$CACHE/rootfs"
 ROOTFS="$ROOTDIR/fs"
 BASE_PACKAGES=(openjdk-17-jre-headless procps bash ca-certificates tini)

@@ -310,7 +310,7 @@ mod tests {
         .unwrap();
         let clock: Arc<dyn Clock> = Arc::new(FakeClock::new(1_714_564_800_000));
         let settings = CompactionSettings::from_config(Arc::new(config.clone()));
-        let runner = runner_from_config(&config.spark);
+        let runner = runner_from_config(&config);
         start_pipeline(
             store,
             clock,

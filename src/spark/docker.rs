@@ -18,10 +18,11 @@ use bollard::errors::Error as DockerError;
 use bollard::models::HostConfig;
 use bollard::Docker;
 use futures::StreamExt;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use super::runner::{
-    EngineError, EngineOutput, SparkJob, SparkRunner, LABEL_MANAGED, LABEL_RUN_ID, LABEL_TABLE,
+    EngineError, EngineOutput, SparkJob, SparkRunner, LABEL_INSTANCE, LABEL_MANAGED, LABEL_RUN_ID,
+    LABEL_TABLE,
 };
 
 /// The most of each stream kept (its end).
@@ -34,6 +35,8 @@ pub struct DockerSettings {
     /// Network mode; the engine's default when empty.
     pub network: String,
     pub binds: Vec<String>,
+    /// Value of the instance label of this deployment's containers.
+    pub instance: String,
 }
 
 pub struct DockerRunner {
@@ -159,7 +162,7 @@ async fn remove(docker: &Docker, name: &str) {
         )
         .await
     {
-        Ok(()) => debug!(container = name, "container removed"),
+        Ok(()) => info!(container = name, "container removed"),
         Err(error) if is_not_found(&error) => {}
         Err(error) => warn!(container = name, %error, "cannot remove the container"),
     }
@@ -220,6 +223,7 @@ impl SparkRunner for DockerRunner {
             (LABEL_MANAGED.to_string(), "true".to_string()),
             (LABEL_TABLE.to_string(), job.table.clone()),
             (LABEL_RUN_ID.to_string(), job.run_id.clone()),
+            (LABEL_INSTANCE.to_string(), self.settings.instance.clone()),
         ]);
         let config = Config {
             image: Some(self.settings.image.clone()),
@@ -303,7 +307,10 @@ impl SparkRunner for DockerRunner {
                 all: true,
                 filters: HashMap::from([(
                     "label".to_string(),
-                    vec![format!("{LABEL_MANAGED}=true")],
+                    vec![
+                        format!("{LABEL_MANAGED}=true"),
+                        format!("{LABEL_INSTANCE}={}", self.settings.instance),
+                    ],
                 )]),
                 ..Default::default()
             }))
@@ -363,6 +370,7 @@ mod tests {
             spark_sql: "/opt/spark/bin/spark-sql".to_string(),
             network: String::new(),
             binds: Vec::new(),
+            instance: "test".to_string(),
         });
         let job = SparkJob {
             run_id: "r".to_string(),

@@ -16,6 +16,9 @@ use super::result::{
 pub const LABEL_MANAGED: &str = "io.icepack.managed";
 pub const LABEL_TABLE: &str = "io.icepack.table";
 pub const LABEL_RUN_ID: &str = "io.icepack.run-id";
+/// Which deployment (state directory) started the container: deployments sharing an engine leave
+/// each other's runs alone.
+pub const LABEL_INSTANCE: &str = "io.icepack.instance";
 
 /// Longest stderr excerpt sent on in a failure.
 pub const EXCERPT_CHARS: usize = 1_200;
@@ -75,7 +78,7 @@ pub trait SparkRunner: Send + Sync + 'static {
         timeout: Duration,
     ) -> Result<Option<EngineOutput>, EngineError>;
 
-    /// Run ids of runs left behind that nobody claims; removes nothing.
+    /// Run ids of this deployment's runs that still exist; removes nothing.
     async fn leftover_runs(&self) -> Result<Vec<String>, EngineError>;
 
     /// Removes a left-over run's traces.

@@ -58,10 +58,11 @@ impl RocksStore {
         })
     }
 
-    /// Opens a point-in-time, read-only view; works while a service holds the store.
+    /// Opens a point-in-time, read-only view; works while a service holds the store. Families the
+    /// store does not have yet (a service still creating them) read as empty.
     pub fn open_read_only(path: &Path) -> Result<RocksStore, StoreError> {
         let options = Options::default();
-        let names = Self::family_names(&options, path);
+        let names = DB::list_cf(&options, path).map_err(|error| open_error(path, error))?;
         let db = DB::open_cf_for_read_only(&options, path, names, false)
             .map_err(|error| open_error(path, error))?;
         Ok(RocksStore {
@@ -86,6 +87,15 @@ impl RocksStore {
         names
     }
 
+    /// A family to read; `None` in a read-only view of a store that does not have it yet.
+    fn readable_family(&self, name: &str) -> Result<Option<&ColumnFamily>, StoreError> {
+        match self.db.cf_handle(name) {
+            Some(handle) => Ok(Some(handle)),
+            None if self.read_only => Ok(None),
+            None => Err(StoreError::Read(format!("column family {name} is missing"))),
+        }
+    }
+
     fn family(&self, name: &str) -> Result<&ColumnFamily, StoreError> {
         self.db
             .cf_handle(name)
@@ -97,7 +107,9 @@ impl RocksStore {
         family: &str,
         prefix: &[u8],
     ) -> Result<Vec<(Vec<u8>, T)>, StoreError> {
-        let handle = self.family(family)?;
+        let Some(handle) = self.readable_family(family)? else {
+            return Ok(Vec::new());
+        };
         let mut found = Vec::new();
         for item in self
             .db
@@ -116,9 +128,12 @@ impl RocksStore {
 
 impl StateStore for RocksStore {
     fn load_table(&self, table: &str) -> Result<TableSnapshot, StoreError> {
+        let Some(tables) = self.readable_family(cf::TABLES)? else {
+            return Ok(TableSnapshot::default());
+        };
         let state = match self
             .db
-            .get_cf(self.family(cf::TABLES)?, table.as_bytes())
+            .get_cf(tables, table.as_bytes())
             .map_err(|error| StoreError::Read(error.to_string()))?
         {
             Some(bytes) => decode::<TableState>(table.as_bytes(), &bytes)?,
@@ -133,7 +148,9 @@ impl StateStore for RocksStore {
     }
 
     fn seen(&self, objects: &[(&str, &str)]) -> Result<Vec<bool>, StoreError> {
-        let handle = self.family(cf::SEEN)?;
+        let Some(handle) = self.readable_family(cf::SEEN)? else {
+            return Ok(vec![false; objects.len()]);
+        };
         let keys: Vec<Vec<u8>> = objects
             .iter()
             .map(|(bucket, key)| joined(bucket.as_bytes(), key.as_bytes()))
@@ -150,7 +167,9 @@ impl StateStore for RocksStore {
     }
 
     fn seen_entries(&self, objects: &[(&str, &str)]) -> Result<Vec<Option<SeenEntry>>, StoreError> {
-        let handle = self.family(cf::SEEN)?;
+        let Some(handle) = self.readable_family(cf::SEEN)? else {
+            return Ok(vec![None; objects.len()]);
+        };
         let keys: Vec<Vec<u8>> = objects
             .iter()
             .map(|(bucket, key)| joined(bucket.as_bytes(), key.as_bytes()))

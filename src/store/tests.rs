@@ -200,6 +200,19 @@ fn rocks_store_survives_reopen_and_reads_while_held() {
 }
 
 #[test]
+fn a_read_only_view_of_a_store_without_our_families_reads_empty() {
+    let directory = tempfile::tempdir().unwrap();
+    // A store as a starting service may leave it for an instant: only the default family.
+    let mut options = rocksdb::Options::default();
+    options.create_if_missing(true);
+    drop(rocksdb::DB::open(&options, directory.path()).unwrap());
+    let reader = RocksStore::open_read_only(directory.path()).unwrap();
+    assert_eq!(reader.load_table("n.t").unwrap(), TableSnapshot::default());
+    assert_eq!(reader.seen(&[("b", "k")]).unwrap(), vec![false]);
+    assert!(reader.files("n.t").unwrap().is_empty());
+}
+
+#[test]
 fn a_second_writer_is_refused_with_a_clear_error() {
     let directory = tempfile::tempdir().unwrap();
     let _held = RocksStore::open(directory.path()).unwrap();

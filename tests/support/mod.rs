@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod spark;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -366,6 +368,14 @@ impl Icepack {
         }
     }
 
+    /// SIGKILL, as a crash or the OOM killer would.
+    pub async fn kill(&mut self, index: usize) -> ExitStatus {
+        unsafe {
+            libc::kill(self.children[index].id() as i32, libc::SIGKILL);
+        }
+        self.wait_exit(index, Duration::from_secs(30)).await
+    }
+
     /// SIGTERM, then waits for the exit.
     pub async fn terminate(&mut self, index: usize) -> ExitStatus {
         unsafe {
@@ -376,9 +386,18 @@ impl Icepack {
 
     /// Runs a one-shot subcommand and returns (success, stdout, stderr).
     pub fn command(&self, args: &[&str]) -> (bool, String, String) {
+        self.command_with_env(args, &[])
+    }
+
+    /// Same, with extra environment (e.g. `ICEPACK_SPARK__RUNNER` overrides).
+    pub fn command_with_env(
+        &self,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+    ) -> (bool, String, String) {
         let mut command = Command::new(binary());
         command.args(args).arg("--config").arg(&self.config);
-        for (name, value) in AWS_ENV {
+        for (name, value) in AWS_ENV.iter().chain(extra_env) {
             command.env(name, value);
         }
         let output = command.output().unwrap();

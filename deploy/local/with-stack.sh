@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Runs a command with the local stack the end-to-end tests use, then tears the stack down:
+#   - a podman service answering the Docker Engine API (DOCKER_HOST),
+#   - the Spark + Iceberg image built without a registry (deploy/spark/build-image-rootfs.sh),
+#   - a host Spark with the same jars, to create and check tables (deploy/local/spark-dist.sh).
+# The S3 + SQS server (moto) is started by each test itself.
+#
+#   deploy/local/with-stack.sh cargo test --all-targets
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+step() { printf '\033[1m[stack]\033[0m %s\n' "$*" >&2; }
+
+./deploy/local/install-deps.sh
+
+socket_dir=$(mktemp -d /tmp/icepack-podman.XXXXXX)
+stop_stack() {
+  ./deploy/local/podman-service.sh stop "$socket_dir" >/dev/null 2>&1 || true
+  rm -rf "$socket_dir"
+}
+trap stop_stack EXIT
+
+step "container engine (podman, Docker Engine API)"
+docker_host=$(./deploy/local/podman-service.sh start "$socket_dir" | tail -n 1)
+export "${docker_host?}"
+
+step "Spark + Iceberg image (cached after the first build)"
+started=$SECONDS
+image=$(./deploy/spark/build-image-rootfs.sh | tail -n 1)
+image=${image#IMAGE=}
+step "image $image ready in $((SECONDS - started)) s"
+
+step "host Spark for table setup and checks"
+eval "$(./deploy/local/spark-dist.sh --env)"
+
+export ICEPACK_E2E=1
+export ICEPACK_TEST_SPARK_IMAGE="$image"
+export ICEPACK_TEST_SPARK_HOME="$SPARK_HOME"
+export ICEPACK_TEST_SPARK_JARS="$ICEPACK_SPARK_JARS"
+export SPARK_LOCAL_IP=127.0.0.1
+
+step "running: $*"
+"$@"

@@ -1,0 +1,317 @@
+//! Compaction end to end on the real stack: an Iceberg table on the local S3 server (JDBC catalog
+//! on SQLite), Spark appending small batches, S3 notifications through SQS into icepack, the
+//! threshold firing, and the Docker runner compacting through the Docker Engine API (podman).
+
+mod support;
+
+use std::time::Duration;
+
+use support::spark::{icepack_containers, row_with, stack_available, Lakehouse};
+use support::{unique, wait_until, Icepack, Moto};
+
+const TABLE: &str = "analytics.orders";
+const MISSING: &str = "analytics.missing";
+
+/// `count` commits of a few rows each, every one a small data file (Spark runs with one task).
+fn inserts(first_batch: i64, count: i64) -> Vec<String> {
+    (first_batch..first_batch + count)
+        .map(|batch| {
+            let rows: Vec<String> = (0..5)
+                .map(|row| {
+                    let id = batch * 5 + row;
+                    format!("({id}, '2024-05-0{}', {}.25)", 1 + id % 3, id * 3)
+                })
+                .collect();
+            format!("INSERT INTO lakehouse.{TABLE} VALUES {}", rows.join(", "))
+        })
+        .collect()
+}
+
+fn create_table() -> Vec<String> {
+    vec![
+        "CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics".to_string(),
+        format!("CREATE TABLE lakehouse.{TABLE} (id BIGINT, order_date STRING, amount DOUBLE) USING iceberg"),
+    ]
+}
+
+fn table_facts() -> String {
+    format!(
+        "SELECT count(*) AS row_count, sum(hash(id, order_date, amount)) AS checksum FROM lakehouse.{TABLE};\nSELECT count(*) AS data_files FROM lakehouse.{TABLE}.files;"
+    )
+}
+
+fn table_status(icepack: &Icepack, table: &str) -> serde_json::Value {
+    icepack.status()["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["table"] == table)
+        .cloned()
+        .unwrap()
+}
+
+fn config(moto: &Moto, queue_url: &str, bucket: &str, lakehouse: &Lakehouse) -> String {
+    format!(
+        r#"
+[service]
+state_dir = "@STATE_DIR@"
+
+[sqs]
+queue_url = "{queue_url}"
+endpoint_url = "{endpoint}"
+wait_time_seconds = 1
+visibility_timeout_seconds = 60
+
+[defaults]
+max_wait_minutes = 0
+
+{catalog}
+{spark}
+timeout_minutes = 10
+max_concurrent = 2
+retry_attempts = 2
+retry_interval_seconds = 1
+
+[[tables]]
+table = "{TABLE}"
+bucket = "{bucket}"
+prefix = "warehouse/analytics/orders/"
+min_files = 12
+min_input_files = 2
+
+[[tables]]
+table = "{MISSING}"
+bucket = "{bucket}"
+prefix = "warehouse/analytics/missing/"
+min_files = 2
+"#,
+        endpoint = moto.endpoint,
+        catalog = lakehouse.catalog_toml(),
+        spark = lakehouse.docker_spark_toml(),
+    )
+}
+
+#[tokio::test]
+async fn a_due_table_is_compacted_in_a_container_and_its_state_settles() {
+    if !stack_available("a_due_table_is_compacted_in_a_container_and_its_state_settles") {
+        return;
+    }
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
+
+    // A micro-batch writer: 12 commits of a few rows, each one small data file.
+    let mut statements = create_table();
+    statements.extend(inserts(0, 12));
+    let before = lakehouse.sql(&(statements.join(";\n") + ";\n" + &table_facts()));
+    let rows_before = row_with(&before, "checksum");
+    assert_eq!(row_with(&before, "data_files")["data_files"], "12");
+
+    // A second table the catalog does not know: its run fails and its files stay pending.
+    moto.put_object(&bucket, "warehouse/analytics/missing/data/a.parquet", 100)
+        .await;
+    moto.put_object(&bucket, "warehouse/analytics/missing/data/b.parquet", 100)
+        .await;
+
+    let config = config(&moto, &queue_url, &bucket, &lakehouse);
+    let mut icepack = Icepack::with_config(&config);
+    let run = icepack.spawn_run("");
+
+    let orders = wait_until("the compaction to settle", Duration::from_secs(300), || {
+        let status = table_status(&icepack, TABLE);
+        async move { status["last_run"].is_object().then_some(status) }
+    })
+    .await;
+    let last_run = &orders["last_run"];
+    assert_eq!(
+        last_run["outcome"],
+        "success",
+        "{orders}\n{}",
+        icepack.log(run)
+    );
+    assert_eq!(last_run["trigger"], "files");
+    assert_eq!(last_run["claimed_files"], 12);
+    assert_eq!(last_run["rewritten_data_files"], 12);
+    assert_eq!(last_run["added_data_files"], 1);
+    assert_eq!(last_run["output_files"], 1);
+
+    // The run's own output file fires an event too: once the queue is drained it has not counted.
+    wait_until("the queue to drain", Duration::from_secs(60), || async {
+        (moto.queue_depth(&queue_url).await == 0).then_some(())
+    })
+    .await;
+    let orders = table_status(&icepack, TABLE);
+    assert_eq!(orders["pending_files"], 0, "{orders}");
+    assert_eq!(orders["due"], false);
+    assert!(orders["in_flight_run"].is_null());
+
+    // The failing table: state kept, failure recorded, back-off instead of a new run per event.
+    let missing = wait_until(
+        "the failing run to settle",
+        Duration::from_secs(300),
+        || {
+            let status = table_status(&icepack, MISSING);
+            async move { status["last_run"].is_object().then_some(status) }
+        },
+    )
+    .await;
+    assert_eq!(missing["last_run"]["outcome"], "failure", "{missing}");
+    assert_eq!(missing["last_run"]["failure_class"], "other");
+    assert_eq!(
+        missing["last_run"]["attempts"], 2,
+        "retried once within the run"
+    );
+    assert!(
+        missing["last_run"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing"),
+        "{missing}"
+    );
+    assert_eq!(missing["pending_files"], 2, "pending state preserved");
+    assert_eq!(missing["consecutive_failures"], 1);
+    assert!(missing["next_attempt_time"].is_string());
+    moto.put_object(&bucket, "warehouse/analytics/missing/data/c.parquet", 100)
+        .await;
+    wait_until(
+        "the new file to be counted",
+        Duration::from_secs(30),
+        || async { (table_status(&icepack, MISSING)["pending_files"] == 3).then_some(()) },
+    )
+    .await;
+    let missing_again = table_status(&icepack, MISSING);
+    assert_eq!(
+        missing_again["last_run"]["run_id"], missing["last_run"]["run_id"],
+        "no new run before the back-off ends"
+    );
+    assert!(missing_again["in_flight_run"].is_null());
+
+    assert!(icepack.terminate(run).await.success());
+    assert!(
+        icepack_containers(&icepack.state_dir()).await.is_empty(),
+        "no container is left behind"
+    );
+
+    // The data: fewer files, same rows, same checksum.
+    let after = lakehouse.sql(&table_facts());
+    assert_eq!(row_with(&after, "data_files")["data_files"], "1");
+    assert_eq!(row_with(&after, "checksum"), rows_before);
+}
+
+#[tokio::test]
+async fn a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_process_runner() {
+    if !stack_available(
+        "a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_process_runner",
+    ) {
+        return;
+    }
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+    let dir = tempfile::tempdir().unwrap();
+    let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
+    let mut statements = create_table();
+    statements.extend(inserts(0, 12));
+    let before = lakehouse.sql(&(statements.join(";\n") + ";\n" + &table_facts()));
+
+    let mut icepack = Icepack::with_config(&config(&moto, &queue_url, &bucket, &lakehouse));
+    let first = icepack.spawn_run("");
+    wait_until("a run in flight with its container", Duration::from_secs(120), || {
+        let in_flight = table_status(&icepack, TABLE)["in_flight_run"].is_object();
+        let state_dir = icepack.state_dir();
+        async move { (in_flight && !icepack_containers(&state_dir).await.is_empty()).then_some(()) }
+    })
+    .await;
+    let killed = icepack.kill(first).await;
+    assert!(!killed.success());
+    let claimed = table_status(&icepack, TABLE);
+    assert_eq!(claimed["in_flight_run"]["claimed_files"], 12, "{claimed}");
+
+    let second = icepack.spawn_run("");
+    let orders = wait_until(
+        "the recovered run to settle",
+        Duration::from_secs(300),
+        || {
+            let status = table_status(&icepack, TABLE);
+            async move { status["last_run"].is_object().then_some(status) }
+        },
+    )
+    .await;
+    assert_eq!(
+        orders["last_run"]["outcome"],
+        "success",
+        "{orders}\n{}",
+        icepack.log(second)
+    );
+    assert_eq!(
+        orders["last_run"]["run_id"], claimed["in_flight_run"]["run_id"],
+        "the same run, recovered"
+    );
+    assert_eq!(orders["last_run"]["rewritten_data_files"], 12);
+    assert!(
+        icepack.log(second).contains("recovering it"),
+        "{}",
+        icepack.log(second)
+    );
+    wait_until("the queue to drain", Duration::from_secs(60), || async {
+        (moto.queue_depth(&queue_url).await == 0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        table_status(&icepack, TABLE)["pending_files"],
+        0,
+        "nothing lost, nothing counted twice"
+    );
+    assert!(icepack_containers(&icepack.state_dir()).await.is_empty());
+
+    // Three more commits: pending, not due. A manual run compacts them now, with a local spark-sql.
+    lakehouse.sql(&(inserts(12, 3).join(";\n") + ";"));
+    wait_until("three pending files", Duration::from_secs(60), || async {
+        (table_status(&icepack, TABLE)["pending_files"] == 3).then_some(())
+    })
+    .await;
+    assert!(icepack.terminate(second).await.success());
+    let spark_sql = format!(
+        "{}/bin/spark-sql",
+        support::spark::env("ICEPACK_TEST_SPARK_HOME")
+    );
+    let jars = format!("[{}]", support::spark::env("ICEPACK_TEST_SPARK_JARS"));
+    let (ok, stdout, stderr) = icepack.command_with_env(
+        &["compact", TABLE],
+        &[
+            ("ICEPACK_SPARK__RUNNER", "process"),
+            ("ICEPACK_SPARK__SPARK_SQL", &spark_sql),
+            ("ICEPACK_SPARK__JARS", &jars),
+            ("SPARK_LOCAL_IP", "127.0.0.1"),
+        ],
+    );
+    assert!(ok, "{stdout}\n{stderr}");
+    let result: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["trigger"], "manual");
+    assert_eq!(result["claimed_files"], 3);
+    assert_eq!(result["run"]["outcome"], "success");
+    assert_eq!(
+        result["run"]["report"]["result"]["rewritten_data_files_count"],
+        4
+    );
+    let orders = table_status(&icepack, TABLE);
+    assert_eq!(orders["pending_files"], 0);
+    assert_eq!(orders["last_run"]["trigger"], "manual");
+
+    let after = lakehouse.sql(&table_facts());
+    assert_eq!(row_with(&after, "data_files")["data_files"], "1");
+    let rows_before = row_with(&before, "checksum");
+    assert_ne!(
+        row_with(&after, "checksum"),
+        rows_before,
+        "three batches were added since"
+    );
+    assert_eq!(row_with(&after, "row_count")["row_count"], "75");
+}

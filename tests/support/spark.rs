@@ -1,0 +1,167 @@
+//! The local Spark + Iceberg stack for end-to-end tests: a JDBC catalog on SQLite in a test's
+//! directory, a warehouse on the moto S3 server, and a host spark-sql (same jars as the image) to
+//! create tables and check them. Set up by `deploy/local/with-stack.sh` (`make test`).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use icepack::config::{CatalogConfig, SparkConfig};
+use icepack::spark::command::spark_sql_args;
+
+/// Whether the stack is there; in CI its absence is an error, elsewhere the test is skipped.
+pub fn stack_available(test: &str) -> bool {
+    if std::env::var("ICEPACK_E2E").is_ok() {
+        return true;
+    }
+    if std::env::var("CI").is_ok() {
+        panic!("{test} needs the local stack in CI: run it through `make test` (deploy/local/with-stack.sh)");
+    }
+    eprintln!("skipping {test}: no local stack (run `make test` or deploy/local/with-stack.sh cargo test)");
+    false
+}
+
+pub fn env(name: &str) -> String {
+    std::env::var(name)
+        .unwrap_or_else(|_| panic!("{name} is not set: run through deploy/local/with-stack.sh"))
+}
+
+/// An Iceberg catalog on SQLite whose warehouse lives in a bucket of the test's S3 server.
+pub struct Lakehouse {
+    pub catalog_dir: PathBuf,
+    pub catalog: CatalogConfig,
+    pub s3_endpoint: String,
+    pub bucket: String,
+}
+
+impl Lakehouse {
+    pub fn new(dir: &Path, s3_endpoint: &str, bucket: &str) -> Lakehouse {
+        let catalog_dir = dir.join("catalog");
+        std::fs::create_dir_all(&catalog_dir).unwrap();
+        let catalog = CatalogConfig {
+            catalog_impl: "org.apache.iceberg.jdbc.JdbcCatalog".to_string(),
+            uri: format!("jdbc:sqlite:{}/catalog.db", catalog_dir.display()),
+            warehouse: format!("s3://{bucket}/warehouse"),
+            io_impl: "org.apache.iceberg.aws.s3.S3FileIO".to_string(),
+            s3_endpoint: s3_endpoint.to_string(),
+            properties: BTreeMap::from([
+                ("jdbc.journal_mode".to_string(), "WAL".to_string()),
+                ("jdbc.busy_timeout".to_string(), "10000".to_string()),
+                ("jdbc.schema-version".to_string(), "V1".to_string()),
+                ("client.region".to_string(), "us-east-1".to_string()),
+            ]),
+        };
+        Lakehouse {
+            catalog_dir,
+            catalog,
+            s3_endpoint: s3_endpoint.to_string(),
+            bucket: bucket.to_string(),
+        }
+    }
+
+    /// The `[catalogs.lakehouse]` section for icepack's configuration.
+    pub fn catalog_toml(&self) -> String {
+        let properties: Vec<String> = self
+            .catalog
+            .properties
+            .iter()
+            .map(|(key, value)| format!("\"{key}\" = \"{value}\""))
+            .collect();
+        format!(
+            "[catalogs.lakehouse]\nimpl = \"{}\"\nuri = \"{}\"\nwarehouse = \"{}\"\nio_impl = \"{}\"\ns3_endpoint = \"{}\"\nproperties = {{ {} }}\n",
+            self.catalog.catalog_impl,
+            self.catalog.uri,
+            self.catalog.warehouse,
+            self.catalog.io_impl,
+            self.catalog.s3_endpoint,
+            properties.join(", ")
+        )
+    }
+
+    /// The `[spark]` section running the image through the Docker API, jars baked in.
+    pub fn docker_spark_toml(&self) -> String {
+        format!(
+            "[spark]\nrunner = \"docker\"\nimage = \"{}\"\nspark_sql = \"/opt/spark/bin/spark-sql\"\npackages = []\nnetwork = \"host\"\nbinds = [\"{dir}:{dir}:rw\"]\nconf = {{ \"spark.master\" = \"local[2]\", \"spark.driver.memory\" = \"1g\" }}\nenv = [\"AWS_ACCESS_KEY_ID\", \"AWS_SECRET_ACCESS_KEY\", \"AWS_REGION\", \"SPARK_LOCAL_IP\"]\n",
+            env("ICEPACK_TEST_SPARK_IMAGE"),
+            dir = self.catalog_dir.display()
+        )
+    }
+
+    /// Runs statements with the host spark-sql; returns stdout (header lines on).
+    pub fn sql(&self, statements: &str) -> String {
+        let spark = SparkConfig {
+            packages: Vec::new(),
+            jars: env("ICEPACK_TEST_SPARK_JARS")
+                .split(',')
+                .map(str::to_string)
+                .collect(),
+            master: "local[1]".to_string(),
+            ..SparkConfig::default()
+        };
+        let args = spark_sql_args(&spark, "lakehouse", &self.catalog, statements);
+        let scratch = tempfile::tempdir().unwrap();
+        let mut command = Command::new(format!("{}/bin/spark-sql", env("ICEPACK_TEST_SPARK_HOME")));
+        command
+            .args(&args)
+            .current_dir(scratch.path())
+            .env("SPARK_LOCAL_IP", "127.0.0.1");
+        for (name, value) in super::AWS_ENV {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
+            panic!(
+                "spark-sql failed:\n{}\n{}",
+                statements,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        stdout
+    }
+}
+
+/// The first row after the header line that has `column`, as (column → value).
+pub fn row_with(stdout: &str, column: &str) -> BTreeMap<String, String> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|line| line.split('\t').any(|name| name == column))
+        .unwrap_or_else(|| panic!("no result with column {column} in:\n{stdout}"));
+    lines[at]
+        .split('\t')
+        .map(str::to_string)
+        .zip(lines[at + 1].split('\t').map(str::to_string))
+        .collect()
+}
+
+/// Containers the icepack with this state directory started that still exist (Docker API).
+pub async fn icepack_containers(state_dir: &Path) -> Vec<String> {
+    use bollard::container::ListContainersOptions;
+    let docker = bollard::Docker::connect_with_local_defaults().unwrap();
+    docker
+        .list_containers(Some(ListContainersOptions::<String> {
+            all: true,
+            filters: std::collections::HashMap::from([(
+                "label".to_string(),
+                vec![
+                    format!("{}=true", icepack::spark::runner::LABEL_MANAGED),
+                    format!(
+                        "{}={}",
+                        icepack::spark::runner::LABEL_INSTANCE,
+                        icepack::compaction::instance_id(state_dir)
+                    ),
+                ],
+            )]),
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|container| container.names.and_then(|names| names.into_iter().next()))
+        .collect()
+}
