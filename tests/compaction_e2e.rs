@@ -40,6 +40,25 @@ fn table_facts() -> String {
     )
 }
 
+/// Prints (never asserts) how long it took from the table becoming due to its container running.
+fn print_trigger_latency(log: &str) {
+    let time_of = |needle: &str| {
+        log.lines()
+            .find(|line| line.contains(needle))
+            .and_then(|line| line.split_whitespace().next())
+            .and_then(|stamp| chrono::DateTime::parse_from_rfc3339(stamp).ok())
+    };
+    if let (Some(due), Some(created)) = (
+        time_of(&format!("table is due for compaction table={TABLE}")),
+        time_of("container created container=icepack-analytics.orders"),
+    ) {
+        eprintln!(
+            "FIGURES threshold crossed → container created: {} ms",
+            (created - due).num_milliseconds()
+        );
+    }
+}
+
 fn table_status(icepack: &Icepack, table: &str) -> serde_json::Value {
     icepack.status()["tables"]
         .as_array()
@@ -196,6 +215,7 @@ async fn a_due_table_is_compacted_in_a_container_and_its_state_settles() {
         icepack_containers(&icepack.state_dir()).await.is_empty(),
         "no container is left behind"
     );
+    print_trigger_latency(&icepack.log(run));
 
     // The data: fewer files, same rows, same checksum.
     let after = lakehouse.sql(&table_facts());
@@ -314,4 +334,54 @@ async fn a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_
         "three batches were added since"
     );
     assert_eq!(row_with(&after, "row_count")["row_count"], "75");
+}
+
+/// Figures for the notes and BENCHMARKS.md, not a pass/fail check: the Docker runner's whole run
+/// (container create → logs → inspect → remove) against a bare host spark-sql of the same CALL on
+/// an identical table. `deploy/local/with-stack.sh cargo test --test compaction_e2e -- --ignored --nocapture`
+#[tokio::test]
+#[ignore]
+async fn measure_docker_runner_against_bare_spark_sql() {
+    if !stack_available("measure_docker_runner_against_bare_spark_sql") {
+        return;
+    }
+    let moto = Moto::start().await;
+    let bucket = unique("lake");
+    let queue = unique("landing");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+    let dir = tempfile::tempdir().unwrap();
+    let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
+    let mut statements = create_table();
+    statements.extend(inserts(0, 12));
+    statements.push(format!("CREATE TABLE lakehouse.analytics.orders_copy USING iceberg AS SELECT * FROM lakehouse.{TABLE} WHERE false"));
+    statements.extend(
+        inserts(0, 12)
+            .into_iter()
+            .map(|insert| insert.replace(TABLE, "analytics.orders_copy")),
+    );
+    lakehouse.sql(&(statements.join(";\n") + ";"));
+
+    let call = |table: &str| {
+        format!("CALL lakehouse.system.rewrite_data_files(table => '{table}', strategy => 'binpack', options => map('min-input-files', '2', 'target-file-size-bytes', '536870912'));")
+    };
+    let started = std::time::Instant::now();
+    let bare = lakehouse.sql(&call("analytics.orders_copy"));
+    let bare_seconds = started.elapsed().as_secs_f64();
+    assert_eq!(
+        row_with(&bare, "rewritten_data_files_count")["rewritten_data_files_count"],
+        "12"
+    );
+
+    let icepack = Icepack::with_config(&config(&moto, &queue_url, &bucket, &lakehouse));
+    let started = std::time::Instant::now();
+    let (ok, stdout, stderr) = icepack.command(&["compact", TABLE]);
+    let icepack_seconds = started.elapsed().as_secs_f64();
+    assert!(ok, "{stdout}\n{stderr}");
+    let result: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let run_seconds = result["run"]["duration_millis"].as_f64().unwrap() / 1000.0;
+    eprintln!(
+        "FIGURES bare spark-sql CALL: {bare_seconds:.1} s; icepack compact (docker runner) whole command: {icepack_seconds:.1} s, run: {run_seconds:.1} s; ratio run/bare: {:.2}",
+        run_seconds / bare_seconds
+    );
 }

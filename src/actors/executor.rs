@@ -395,3 +395,193 @@ impl Handler<GetPoolStatus> for CompactionPool {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actors::messages::{GetStatus, Ingest};
+    use crate::clock::FakeClock;
+    use crate::config::Config;
+    use crate::intake::InboundMessage;
+    use crate::service::{start_pipeline, Compaction, Pipeline};
+    use crate::spark::runner::{EngineError, EngineOutput, SparkJob};
+    use crate::store::MemoryStore;
+    use async_trait::async_trait;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Mutex;
+
+    /// A runner whose runs end only when the test says so; counts how many were started.
+    #[derive(Default)]
+    struct Gated {
+        started: AtomicU32,
+        release: Mutex<Vec<oneshot::Sender<EngineOutput>>>,
+    }
+
+    #[async_trait]
+    impl SparkRunner for Gated {
+        async fn run(&self, _job: &SparkJob) -> Result<EngineOutput, EngineError> {
+            let (sender, receiver) = oneshot::channel();
+            self.release.lock().unwrap().push(sender);
+            self.started.fetch_add(1, Ordering::SeqCst);
+            Ok(receiver.await.unwrap_or_default())
+        }
+        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
+            Ok(None)
+        }
+        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
+            Ok(Vec::new())
+        }
+        async fn discard(&self, _: &str) -> Result<(), EngineError> {
+            Ok(())
+        }
+    }
+
+    fn body(keys: std::ops::Range<u32>) -> String {
+        let records: Vec<String> = keys
+            .map(|key| format!(r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"t/data/{key}.parquet","size":10}}}}}}"#))
+            .collect();
+        format!(r#"{{"Records":[{}]}}"#, records.join(","))
+    }
+
+    async fn ingest(pipeline: &Pipeline, keys: std::ops::Range<u32>) {
+        pipeline
+            .router
+            .send(Ingest {
+                messages: vec![InboundMessage {
+                    id: "m".to_string(),
+                    body: body(keys),
+                }],
+            })
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !check() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn pipeline(runner: Arc<Gated>) -> Pipeline {
+        let config = Config::from_toml_str(
+            "[defaults]\nmax_wait_minutes = 0\nmin_files = 3\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
+        )
+        .unwrap();
+        let settings = CompactionSettings::from_config(Arc::new(config));
+        start_pipeline(
+            Arc::new(MemoryStore::new()),
+            Arc::new(FakeClock::new(1_714_564_800_000)),
+            Compaction {
+                settings,
+                runner,
+                enabled: true,
+            },
+        )
+        .unwrap()
+    }
+
+    #[actix::test]
+    async fn one_run_per_table_and_intake_goes_on_while_it_runs() {
+        let runner = Arc::new(Gated::default());
+        let pipeline = pipeline(runner.clone());
+        ingest(&pipeline, 0..3).await;
+        wait_for("the run to start", || {
+            runner.started.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        // More crossings while the run is in flight: counted at once, no second run.
+        ingest(&pipeline, 3..6).await;
+        ingest(&pipeline, 6..9).await;
+        let status = pipeline.accumulators[0].send(GetStatus).await.unwrap();
+        assert_eq!(
+            status.pending_files, 6,
+            "files landing during the run are counted and stay pending"
+        );
+        assert_eq!(status.in_flight_run.as_ref().unwrap().claimed_files, 3);
+        assert_eq!(
+            runner.started.load(Ordering::SeqCst),
+            1,
+            "exactly one run for the table"
+        );
+
+        let done = EngineOutput {
+            stdout: "rewritten_data_files_count\tadded_data_files_count\n3\t1\n".to_string(),
+            ..EngineOutput::default()
+        };
+        runner
+            .release
+            .lock()
+            .unwrap()
+            .remove(0)
+            .send(done.clone())
+            .unwrap();
+        // The 6 files that landed during the run make the table due again: the next run claims them.
+        wait_for("the next run", || {
+            runner.started.load(Ordering::SeqCst) == 2
+        })
+        .await;
+        let status = pipeline.accumulators[0].send(GetStatus).await.unwrap();
+        assert_eq!(status.last_run.as_ref().unwrap().outcome, "success");
+        assert_eq!(status.in_flight_run.as_ref().unwrap().claimed_files, 6);
+        runner.release.lock().unwrap().remove(0).send(done).unwrap();
+        pipeline.pool.send(WaitIdle).await.unwrap();
+    }
+
+    #[actix::test]
+    async fn a_failed_run_is_not_retried_on_every_new_event() {
+        let runner = Arc::new(Gated::default());
+        let pipeline = pipeline(runner.clone());
+        ingest(&pipeline, 0..3).await;
+        wait_for("the run to start", || {
+            runner.started.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        let failed = EngineOutput {
+            exit_code: 1,
+            stderr: "NoSuchTableException: n.t".to_string(),
+            ..EngineOutput::default()
+        };
+        runner
+            .release
+            .lock()
+            .unwrap()
+            .remove(0)
+            .send(failed)
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while pipeline.accumulators[0]
+            .send(GetStatus)
+            .await
+            .unwrap()
+            .last_run
+            .is_none()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the failure never settled"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for batch in 0..5 {
+            ingest(&pipeline, 10 + batch * 3..13 + batch * 3).await;
+        }
+        let status = pipeline.accumulators[0].send(GetStatus).await.unwrap();
+        assert_eq!(
+            status.pending_files, 18,
+            "the failed run's files are pending again, with the new ones"
+        );
+        assert_eq!(status.consecutive_failures, 1);
+        assert!(status.next_attempt_time.is_some());
+        assert_eq!(
+            runner.started.load(Ordering::SeqCst),
+            1,
+            "back-off: new events start no run"
+        );
+    }
+}
