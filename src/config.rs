@@ -39,6 +39,74 @@ pub struct Config {
     pub catalogs: BTreeMap<String, CatalogConfig>,
     #[serde(default)]
     pub spark: SparkConfig,
+    #[serde(default)]
+    pub slack: SlackConfig,
+    /// Generic JSON webhooks (schema `icepack.run/v1`) for other chat or paging tools.
+    #[serde(default)]
+    pub webhooks: Vec<WebhookConfig>,
+}
+
+/// Slack incoming webhook; enabled when the variable named by `webhook_url_env` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    /// Name of the environment variable holding the webhook URL (a secret: never in this file).
+    #[serde(default = "default_slack_url_env")]
+    pub webhook_url_env: String,
+    #[serde(default = "default_slack_channel")]
+    pub channel: String,
+    #[serde(default = "default_notify_on")]
+    pub notify_on: Vec<crate::notify::EventKind>,
+}
+
+fn default_slack_url_env() -> String {
+    "SLACK_WEBHOOK_URL".to_string()
+}
+
+fn default_slack_channel() -> String {
+    "#lakehouse-alerts".to_string()
+}
+
+fn default_notify_on() -> Vec<crate::notify::EventKind> {
+    vec![
+        crate::notify::EventKind::Success,
+        crate::notify::EventKind::Failure,
+    ]
+}
+
+impl Default for SlackConfig {
+    fn default() -> Self {
+        SlackConfig {
+            webhook_url_env: default_slack_url_env(),
+            channel: default_slack_channel(),
+            notify_on: default_notify_on(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Name of the environment variable holding the URL.
+    pub url_env: String,
+    #[serde(default = "default_notify_on")]
+    pub notify_on: Vec<crate::notify::EventKind>,
+}
+
+fn check_env_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    let valid = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if valid {
+        Ok(())
+    } else {
+        invalid(format!(
+            "{key}: `{}` is not an environment variable name (the URL itself never goes in this file)",
+            name.escape_debug()
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,6 +119,21 @@ pub struct ServiceConfig {
     /// message retention (14 days at most on SQS).
     #[serde(default = "default_dedup_retention_days")]
     pub dedup_retention_days: i64,
+    /// Metrics, health and the status API; loopback unless set otherwise. Empty disables it.
+    #[serde(default = "default_http_listen")]
+    pub http_listen: String,
+    /// On SIGTERM, how long runs in flight may go on before icepack exits (they are recovered at
+    /// the next start), and how long notifications may take to go out.
+    #[serde(default = "default_shutdown_timeout_seconds")]
+    pub shutdown_timeout_seconds: i64,
+}
+
+fn default_http_listen() -> String {
+    "127.0.0.1:9464".to_string()
+}
+
+fn default_shutdown_timeout_seconds() -> i64 {
+    30
 }
 
 fn default_state_dir() -> PathBuf {
@@ -66,6 +149,8 @@ impl Default for ServiceConfig {
         ServiceConfig {
             state_dir: default_state_dir(),
             dedup_retention_days: default_dedup_retention_days(),
+            http_listen: default_http_listen(),
+            shutdown_timeout_seconds: default_shutdown_timeout_seconds(),
         }
     }
 }
@@ -249,6 +334,8 @@ impl Default for Config {
             tables: Vec::new(),
             catalogs: default_catalogs(),
             spark: SparkConfig::default(),
+            slack: SlackConfig::default(),
+            webhooks: Vec::new(),
         }
     }
 }
@@ -282,6 +369,10 @@ impl Config {
             catalog.validate(name)?;
         }
         self.spark.validate()?;
+        check_env_name("slack.webhook_url_env", &self.slack.webhook_url_env)?;
+        for (index, webhook) in self.webhooks.iter().enumerate() {
+            check_env_name(&format!("webhooks[{index}].url_env"), &webhook.url_env)?;
+        }
         let mut seen_names = HashSet::new();
         let mut seen_locations = std::collections::HashMap::new();
         for (index, table) in self.tables.iter().enumerate() {
@@ -326,6 +417,17 @@ impl ServiceConfig {
         if self.state_dir.as_os_str().is_empty() {
             return invalid("service.state_dir: must not be empty");
         }
+        if !self.http_listen.is_empty() && self.http_listen.parse::<std::net::SocketAddr>().is_err()
+        {
+            return invalid(format!(
+                "service.http_listen: expected an address such as 127.0.0.1:9464, got `{}`",
+                self.http_listen
+            ));
+        }
+        check_not_negative(
+            "service.shutdown_timeout_seconds",
+            self.shutdown_timeout_seconds,
+        )?;
         if self.dedup_retention_days < 1 {
             return invalid(format!(
                 "service.dedup_retention_days: must be at least 1, got {}",

@@ -8,7 +8,10 @@ pub mod compaction;
 pub mod config;
 pub mod event;
 pub mod failpoint;
+pub mod http;
 pub mod intake;
+pub mod metrics;
+pub mod notify;
 pub mod policy;
 pub mod queue;
 pub mod routing;
@@ -17,3 +20,5 @@ pub mod spark;
 pub mod state;
 pub mod status;
 pub mod store;
+#[doc(hidden)]
+pub mod testing;

@@ -6,21 +6,27 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use actix::Actor;
 use anyhow::{bail, Context as _, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
+use icepack::actors::executor::StopDispatching;
 use icepack::actors::messages::{CompactNow, Ingest, WaitIdle};
+use icepack::actors::notifier::{sinks_from_config, Flush, Notifier};
 use icepack::actors::poller::{PollerSettings, SqsPoller};
 use icepack::clock::{Clock, SystemClock};
 use icepack::compaction::{runner_from_config, CompactionSettings};
 use icepack::config::Config;
+use icepack::http::{self, ApiState};
 use icepack::intake::{InboundMessage, IntakeSummary};
+use icepack::metrics::Metrics;
+use icepack::notify::delivery::DeliveryPolicy;
 use icepack::queue::SqsQueue;
 use icepack::service::{start_pipeline, Compaction};
 use icepack::spark::runner::RunOutcome;
-use icepack::status::{table_status, StatusReport};
+use icepack::status::{render_status_text, table_status, StatusReport};
 use icepack::store::{RocksStore, StateStore};
 
 #[derive(Debug, Parser)]
@@ -146,7 +152,32 @@ fn run(path: &Path) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     system.block_on(async move {
-        let pipeline = start_pipeline(store, clock, compaction(&config, true))?;
+        let metrics = Arc::new(Metrics::default());
+        let notifier = Notifier::new(sinks_from_config(&config), DeliveryPolicy::default(), metrics.clone()).start();
+        let pipeline = start_pipeline(
+            store,
+            clock.clone(),
+            compaction(&config, true),
+            metrics.clone(),
+            Some(notifier.clone()),
+        )?;
+        if !config.service.http_listen.is_empty() {
+            let address: std::net::SocketAddr = config.service.http_listen.parse()?;
+            let state = ApiState {
+                pipeline: pipeline.clone(),
+                metrics: metrics.clone(),
+                clock: clock.clone(),
+                token: std::env::var("ICEPACK_API_TOKEN").ok().filter(|token| !token.is_empty()),
+                loopback: address.ip().is_loopback(),
+                queue_window: Some(Duration::from_secs(
+                    (3 * (config.sqs.wait_time_seconds as u64 + 15)).max(60),
+                )),
+                started_millis: clock.now_millis(),
+            };
+            http::serve(address, state)
+                .await
+                .with_context(|| format!("cannot listen on service.http_listen {address}"))?;
+        }
         let queue = Arc::new(SqsQueue::connect(&config.sqs).await);
         let (shutdown_sender, shutdown) = watch::channel(false);
         let (stopped_sender, stopped) = oneshot::channel();
@@ -161,6 +192,8 @@ fn run(path: &Path) -> Result<()> {
             settings,
             shutdown,
             stopped_sender,
+            metrics.clone(),
+            clock.clone(),
         ));
         info!(
             tables = pipeline.tables.len(),
@@ -177,6 +210,18 @@ fn run(path: &Path) -> Result<()> {
             error!(
                 "the batch in flight did not finish within 120 s; its messages stay in the queue"
             );
+        }
+        let grace = Duration::from_secs(config.service.shutdown_timeout_seconds as u64);
+        pipeline.pool.do_send(StopDispatching);
+        match tokio::time::timeout(grace, pipeline.pool.send(WaitIdle)).await {
+            Ok(_) => info!("no run in flight"),
+            Err(_) => warn!(
+                grace_secs = grace.as_secs(),
+                "runs still in flight are left running; the next start recovers them"
+            ),
+        }
+        if !notifier.send(Flush(grace)).await.unwrap_or(false) {
+            warn!("some notifications were not sent before the shutdown deadline");
         }
         info!("stopped");
         Ok::<(), anyhow::Error>(())
@@ -216,7 +261,13 @@ fn replay(path: &Path, events: &str, compact: bool) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     let summary = system.block_on(async move {
-        let pipeline = start_pipeline(store, clock, compaction(&config, compact))?;
+        let pipeline = start_pipeline(
+            store,
+            clock,
+            compaction(&config, compact),
+            Arc::new(Metrics::default()),
+            None,
+        )?;
         let mut summary = IntakeSummary::default();
         let mut batch = Vec::new();
         let mut line_number = 0u64;
@@ -283,7 +334,20 @@ fn compact(path: &Path, table: &str) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     let result = system.block_on(async move {
-        let pipeline = start_pipeline(store, clock, compaction(&config, true))?;
+        let metrics = Arc::new(Metrics::default());
+        let notifier = Notifier::new(
+            sinks_from_config(&config),
+            DeliveryPolicy::default(),
+            metrics.clone(),
+        )
+        .start();
+        let pipeline = start_pipeline(
+            store,
+            clock,
+            compaction(&config, true),
+            metrics,
+            Some(notifier.clone()),
+        )?;
         let Some(index) = pipeline.table_index(table) else {
             bail!("table {table} is not configured in {}", path.display());
         };
@@ -318,9 +382,46 @@ fn compact(path: &Path, table: &str) -> Result<()> {
     Ok(())
 }
 
+/// The running service's view over its HTTP API, if it answers.
+fn status_from_service(config: &Config) -> Option<serde_json::Value> {
+    if config.service.http_listen.is_empty() {
+        return None;
+    }
+    let url = format!("http://{}/v1/tables", config.service.http_listen);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .get(&url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .ok()?;
+        response
+            .error_for_status()
+            .ok()?
+            .json::<serde_json::Value>()
+            .await
+            .ok()
+    })
+}
+
 fn status(path: &Path, json: bool) -> Result<()> {
     let config = load_config(path)?;
     let specs = config.table_specs();
+    if specs.is_empty() {
+        bail!("no tables configured in {}", path.display());
+    }
+    if let Some(report) = status_from_service(&config) {
+        if json {
+            println!("{report}");
+        } else {
+            print!("{}", render_status_text(&report));
+        }
+        return Ok(());
+    }
     let now = SystemClock.now_millis();
     let state_dir = &config.service.state_dir;
     let report = if state_dir.join("CURRENT").exists() {
@@ -338,13 +439,11 @@ fn status(path: &Path, json: bool) -> Result<()> {
                 .collect(),
         }
     };
+    let report = serde_json::to_value(&report)?;
     if json {
-        println!("{}", serde_json::to_string(&report)?);
+        println!("{report}");
     } else {
-        print!("{}", report.render_text());
-    }
-    if specs.is_empty() {
-        bail!("no tables configured in {}", path.display());
+        print!("{}", render_status_text(&report));
     }
     Ok(())
 }

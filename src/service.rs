@@ -11,19 +11,23 @@ use crate::accumulator::Accumulator;
 use crate::actors::accumulator::TableAccumulatorActor;
 use crate::actors::executor::{CompactionPool, RegisterTables};
 use crate::actors::messages::GetStatus;
+use crate::actors::notifier::Notifier;
 use crate::actors::router::IntakeRouter;
 use crate::clock::Clock;
 use crate::compaction::CompactionSettings;
 use crate::config::TableSpec;
+use crate::metrics::Metrics;
 use crate::spark::runner::SparkRunner;
 use crate::status::StatusReport;
 use crate::store::{StateStore, StoreError};
 
+#[derive(Clone)]
 pub struct Pipeline {
     pub tables: Arc<Vec<TableSpec>>,
     pub router: Addr<IntakeRouter>,
     pub accumulators: Vec<Addr<TableAccumulatorActor>>,
     pub pool: Addr<CompactionPool>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// How the pipeline compacts.
@@ -39,6 +43,8 @@ pub fn start_pipeline(
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     compaction: Compaction,
+    metrics: Arc<Metrics>,
+    notifier: Option<Addr<Notifier>>,
 ) -> Result<Pipeline, StoreError> {
     let config = compaction.settings.config.clone();
     let tables = Arc::new(config.table_specs());
@@ -49,6 +55,8 @@ pub fn start_pipeline(
         compaction.runner,
         clock.clone(),
         compaction.enabled,
+        metrics.clone(),
+        notifier,
     )
     .start();
     let mut accumulators = Vec::with_capacity(tables.len());
@@ -73,6 +81,7 @@ pub fn start_pipeline(
         store,
         clock,
         config.service.dedup_retention_days,
+        metrics.clone(),
     )
     .start();
     Ok(Pipeline {
@@ -80,6 +89,7 @@ pub fn start_pipeline(
         router,
         accumulators,
         pool,
+        metrics,
     })
 }
 

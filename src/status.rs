@@ -7,6 +7,11 @@ use crate::config::TableSpec;
 use crate::policy::due_reason;
 use crate::state::TableSnapshot;
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct StatusReportJson {
+    pub tables: Vec<serde_json::Value>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StatusReport {
     pub tables: Vec<TableStatus>,
@@ -27,6 +32,75 @@ pub struct TableStatus {
     pub consecutive_failures: u32,
     /// After failures, no run starts before this time.
     pub next_attempt_time: Option<String>,
+    /// Which threshold is nearest to firing, and how far each one is.
+    pub explain: Explain,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Explain {
+    /// `files`, `bytes` or `max_wait`: the threshold closest to firing (largest share reached).
+    pub nearest: Option<&'static str>,
+    pub files: ThresholdDistance,
+    pub bytes: ThresholdDistance,
+    /// `None` when the time threshold is disabled.
+    pub max_wait: Option<ThresholdDistance>,
+}
+
+/// How far one threshold is: `value` of `threshold` (seconds for max-wait), `remaining` to go.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThresholdDistance {
+    pub value: u64,
+    pub threshold: u64,
+    pub remaining: u64,
+    /// Share of the threshold reached, 0.0 to 1.0.
+    pub reached: f64,
+}
+
+impl Eq for Explain {}
+
+fn distance(value: u64, threshold: u64) -> ThresholdDistance {
+    ThresholdDistance {
+        value,
+        threshold,
+        remaining: threshold.saturating_sub(value),
+        reached: if threshold == 0 {
+            1.0
+        } else {
+            (value as f64 / threshold as f64).min(1.0)
+        },
+    }
+}
+
+pub fn explain(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis) -> Explain {
+    let pending = &snapshot.state.pending;
+    let thresholds = &spec.thresholds;
+    let files = distance(pending.files, thresholds.min_files);
+    let bytes = distance(pending.bytes, thresholds.min_total_bytes);
+    let max_wait = thresholds.max_wait_millis.map(|max_wait| {
+        let age = pending
+            .oldest_event_millis
+            .filter(|_| pending.files > 0)
+            .map(|oldest| (now - oldest).max(0) / 1000)
+            .unwrap_or(0) as u64;
+        distance(age, (max_wait / 1000) as u64)
+    });
+    let mut candidates = vec![("files", files.reached), ("bytes", bytes.reached)];
+    if let Some(wait) = &max_wait {
+        if pending.files > 0 {
+            candidates.push(("max_wait", wait.reached));
+        }
+    }
+    let nearest = candidates
+        .into_iter()
+        .filter(|(_, reached)| *reached > 0.0)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(name, _)| name);
+    Explain {
+        nearest,
+        files,
+        bytes,
+        max_wait,
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -113,71 +187,95 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
         }),
         consecutive_failures: snapshot.state.consecutive_failures,
         next_attempt_time: snapshot.state.next_attempt_millis.map(format_rfc3339),
+        explain: explain(spec, snapshot, now),
     }
 }
 
-impl StatusReport {
-    /// A plain-text table for people.
-    pub fn render_text(&self) -> String {
-        let mut out = format!(
+/// A plain-text table for people, from the JSON document (local or from the service's API).
+pub fn render_status_text(report: &serde_json::Value) -> String {
+    let text = |value: &serde_json::Value| {
+        value
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| "-".to_string())
+    };
+    let number = |value: &serde_json::Value| value.as_u64().unwrap_or(0);
+    let mut out = format!(
+        "{:<40} {:>8} {:>12} {:<26} {}\n",
+        "TABLE", "FILES", "BYTES", "OLDEST PENDING EVENT", "DUE"
+    );
+    for table in report["tables"].as_array().into_iter().flatten() {
+        let due = match table["due_reason"].as_str() {
+            Some(reason) => format!("yes ({reason})"),
+            None => "no".to_string(),
+        };
+        out.push_str(&format!(
             "{:<40} {:>8} {:>12} {:<26} {}\n",
-            "TABLE", "FILES", "BYTES", "OLDEST PENDING EVENT", "DUE"
-        );
-        for table in &self.tables {
+            text(&table["table"]),
+            number(&table["pending_files"]),
+            number(&table["pending_bytes"]),
+            text(&table["oldest_pending_event_time"]),
+            due
+        ));
+        for partition in table["partitions"].as_array().into_iter().flatten() {
+            let name = partition["partition"]
+                .as_str()
+                .filter(|name| !name.is_empty())
+                .unwrap_or("(unpartitioned)");
             out.push_str(&format!(
-                "{:<40} {:>8} {:>12} {:<26} {}\n",
-                table.table,
-                table.pending_files,
-                table.pending_bytes,
-                table.oldest_pending_event_time.as_deref().unwrap_or("-"),
-                match table.due_reason {
-                    Some(reason) => format!("yes ({reason})"),
-                    None => "no".to_string(),
-                }
+                "  {:<38} {:>8} {:>12}\n",
+                name,
+                number(&partition["files"]),
+                number(&partition["bytes"])
             ));
-            for partition in &table.partitions {
-                let name = if partition.partition.is_empty() {
-                    "(unpartitioned)"
-                } else {
-                    partition.partition.as_str()
-                };
-                out.push_str(&format!(
-                    "  {:<38} {:>8} {:>12}\n",
-                    name, partition.files, partition.bytes
-                ));
-            }
-            if let Some(run) = &table.in_flight_run {
-                out.push_str(&format!(
-                    "  run in flight: {} ({}), started {}, {} files / {} bytes claimed\n",
-                    run.run_id, run.trigger, run.started_at, run.claimed_files, run.claimed_bytes
-                ));
-            }
-            if let Some(run) = &table.last_run {
-                let detail = match (
-                    run.rewritten_data_files,
-                    run.added_data_files,
-                    run.failure_class,
-                ) {
-                    (Some(rewritten), Some(added), _) => {
-                        format!("{rewritten} files rewritten into {added}")
-                    }
-                    (_, _, Some(class)) => {
-                        format!("{class}: {}", run.error.as_deref().unwrap_or(""))
-                    }
-                    _ => String::new(),
-                };
-                out.push_str(&format!(
-                    "  last run: {} {} at {} in {} ms, {}\n",
-                    run.run_id, run.outcome, run.finished_at, run.duration_ms, detail
-                ));
-            }
-            if let Some(next) = &table.next_attempt_time {
-                out.push_str(&format!(
-                    "  backing off after {} failure(s): next run not before {}\n",
-                    table.consecutive_failures, next
-                ));
-            }
         }
-        out
+        if let Some(nearest) = table["explain"]["nearest"].as_str() {
+            let detail = &table["explain"][nearest];
+            out.push_str(&format!(
+                "  nearest threshold: {nearest}, {} of {} ({:.0}%)\n",
+                number(&detail["value"]),
+                number(&detail["threshold"]),
+                detail["reached"].as_f64().unwrap_or(0.0) * 100.0
+            ));
+        }
+        let run = &table["in_flight_run"];
+        if run.is_object() {
+            out.push_str(&format!(
+                "  run in flight: {} ({}), started {}, {} files / {} bytes claimed\n",
+                text(&run["run_id"]),
+                text(&run["trigger"]),
+                text(&run["started_at"]),
+                number(&run["claimed_files"]),
+                number(&run["claimed_bytes"])
+            ));
+        }
+        let last = &table["last_run"];
+        if last.is_object() {
+            let detail = if last["outcome"] == "success" {
+                format!(
+                    "{} files rewritten into {}",
+                    number(&last["rewritten_data_files"]),
+                    number(&last["added_data_files"])
+                )
+            } else {
+                format!("{}: {}", text(&last["failure_class"]), text(&last["error"]))
+            };
+            out.push_str(&format!(
+                "  last run: {} {} at {} in {} ms, {}\n",
+                text(&last["run_id"]),
+                text(&last["outcome"]),
+                text(&last["finished_at"]),
+                number(&last["duration_ms"]),
+                detail
+            ));
+        }
+        if table["next_attempt_time"].is_string() {
+            out.push_str(&format!(
+                "  backing off after {} failure(s): next run not before {}\n",
+                number(&table["consecutive_failures"]),
+                text(&table["next_attempt_time"])
+            ));
+        }
     }
+    out
 }

@@ -7,6 +7,7 @@ use support::Icepack;
 const CONFIG: &str = r#"
 [service]
 state_dir = "@STATE_DIR@"
+http_listen = ""
 
 [[tables]]
 table = "analytics.customer_orders"
@@ -169,7 +170,13 @@ fn status_of_a_new_deployment_shows_empty_tables() {
             "in_flight_run": null,
             "last_run": null,
             "consecutive_failures": 0,
-            "next_attempt_time": null
+            "next_attempt_time": null,
+            "explain": {
+                "nearest": null,
+                "files": {"value": 0, "threshold": 10, "remaining": 10, "reached": 0.0},
+                "bytes": {"value": 0, "threshold": 268435456, "remaining": 268435456, "reached": 0.0},
+                "max_wait": {"value": 0, "threshold": 7200, "remaining": 7200, "reached": 0.0}
+            }
         }]})
     );
     let (ok, stdout, _) = icepack.command(&["status"]);

@@ -74,6 +74,7 @@ fn config(moto: &Moto, queue_url: &str, bucket: &str, lakehouse: &Lakehouse) -> 
         r#"
 [service]
 state_dir = "@STATE_DIR@"
+http_listen = ""
 
 [sqs]
 queue_url = "{queue_url}"

@@ -16,6 +16,7 @@ fn config(moto: &Moto, queue_url: &str, bucket: &str, visibility_timeout_seconds
         r#"
 [service]
 state_dir = "@STATE_DIR@"
+http_listen = ""
 
 [sqs]
 queue_url = "{queue_url}"
@@ -289,6 +290,7 @@ async fn the_queue_endpoint_down_backs_off_without_a_busy_loop() {
         r#"
 [service]
 state_dir = "@STATE_DIR@"
+http_listen = ""
 [sqs]
 queue_url = "http://127.0.0.1:{dead_port}/{account}/nowhere"
 endpoint_url = "http://127.0.0.1:{dead_port}"

@@ -18,13 +18,27 @@ use super::messages::{
     Claimed, CompactNow, GetPoolStatus, NotClaimed, PoolStatus, RecoverRun, RequestCompaction,
     RunFinished, RunResult, StartRun, WaitIdle,
 };
+use tracing::Instrument;
+
+use super::notifier::{Notifier, Notify};
 use crate::accumulator::ClaimTicket;
 use crate::clock::Clock;
 use crate::compaction::{new_run_id, CompactionSettings};
 use crate::config::TableSpec;
+use crate::metrics::Metrics;
+use crate::notify::RunEvent;
 use crate::routing::TableIndex;
 use crate::spark::result::FailureClass;
 use crate::spark::runner::{execute, judge, RunOutcome, SparkRunner};
+
+/// Notifications carry counts, not the list of output files.
+fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
+    let mut outcome = outcome.clone();
+    if let RunOutcome::Success { report, .. } = &mut outcome {
+        report.output_files.clear();
+    }
+    outcome
+}
 
 /// How long after start-up containers of unknown runs are cleaned up: every table has reported
 /// its in-flight run by then.
@@ -54,6 +68,8 @@ pub struct CompactionPool {
     idle_waiters: Vec<oneshot::Sender<()>>,
     /// `false` (replay --no-compact): requests are noted, never run.
     enabled: bool,
+    metrics: Arc<Metrics>,
+    notifier: Option<Addr<Notifier>>,
 }
 
 impl CompactionPool {
@@ -63,6 +79,8 @@ impl CompactionPool {
         runner: Arc<dyn SparkRunner>,
         clock: Arc<dyn Clock>,
         enabled: bool,
+        metrics: Arc<Metrics>,
+        notifier: Option<Addr<Notifier>>,
     ) -> Self {
         CompactionPool {
             settings,
@@ -76,6 +94,8 @@ impl CompactionPool {
             manual: HashMap::new(),
             idle_waiters: Vec::new(),
             enabled,
+            metrics,
+            notifier,
         }
     }
 
@@ -137,14 +157,57 @@ impl CompactionPool {
         outcome: RunOutcome,
         ctx: &mut Context<Self>,
     ) {
-        if self
-            .running
-            .get(&table)
-            .is_some_and(|slot| slot.run_id == run_id)
-        {
-            self.running.remove(&table);
-        }
+        let started_millis = match self.running.get(&table) {
+            Some(slot) if slot.run_id == run_id => {
+                let started = slot.started_millis;
+                self.running.remove(&table);
+                started
+            }
+            _ => ticket.started_millis,
+        };
         let spec = &self.tables[table];
+        let duration_seconds = match &outcome {
+            RunOutcome::Success {
+                duration_millis, ..
+            }
+            | RunOutcome::Failure {
+                duration_millis, ..
+            } => *duration_millis as f64 / 1000.0,
+        };
+        match outcome.failure_class() {
+            None => {
+                self.metrics.runs_succeeded.inc(&[("table", &spec.table)]);
+                self.metrics
+                    .run_duration
+                    .observe(&[("outcome", "success")], duration_seconds);
+            }
+            Some(class) => {
+                self.metrics
+                    .runs_failed
+                    .inc(&[("table", &spec.table), ("class", class.as_str())]);
+                self.metrics
+                    .run_duration
+                    .observe(&[("outcome", "failure")], duration_seconds);
+            }
+        }
+        if let Some(notifier) = &self.notifier {
+            let catalog = self.settings.config.catalogs.get(&spec.catalog);
+            notifier.do_send(Notify(RunEvent {
+                table: spec.table.clone(),
+                run_id: run_id.clone(),
+                catalog: spec.catalog.clone(),
+                catalog_impl: catalog
+                    .map(|catalog| catalog.catalog_impl.clone())
+                    .unwrap_or_default(),
+                trigger: ticket.trigger.clone(),
+                started_millis,
+                finished_millis: self.clock.now_millis(),
+                target_file_bytes: spec.target_file_bytes,
+                claimed_files: ticket.files,
+                claimed_bytes: ticket.bytes,
+                outcome: strip_output_files(&outcome),
+            }));
+        }
         match &outcome {
             RunOutcome::Success {
                 report,
@@ -259,8 +322,13 @@ impl Handler<Claimed> for CompactionPool {
         let attempts = self.settings.attempts;
         let retry_interval = self.settings.retry_interval;
         let run_id = ticket.run_id.clone();
+        self.metrics
+            .runs_started
+            .inc(&[("table", &self.tables[table].table)]);
+        let span = tracing::info_span!("run", table = %self.tables[table].table, run_id = %run_id);
         ctx.spawn(
             async move { execute(runner.as_ref(), &job, attempts, retry_interval).await }
+                .instrument(span)
                 .into_actor(self)
                 .map(move |outcome, pool, ctx| pool.finish(table, run_id, ticket, outcome, ctx)),
         );
@@ -362,6 +430,20 @@ impl Handler<CompactNow> for CompactionPool {
             }
             .into_actor(self),
         )
+    }
+}
+
+/// Shutting down: start no more runs (those in flight go on).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct StopDispatching;
+
+impl Handler<StopDispatching> for CompactionPool {
+    type Result = ();
+
+    fn handle(&mut self, _message: StopDispatching, _ctx: &mut Context<Self>) {
+        self.enabled = false;
+        self.notify_idle();
     }
 }
 
@@ -482,6 +564,8 @@ mod tests {
                 runner,
                 enabled: true,
             },
+            Arc::new(Metrics::default()),
+            None,
         )
         .unwrap()
     }

@@ -1,9 +1,10 @@
 //! The actors: thin shells that move messages between the plain components.
 //!
-//! SQS poller → intake router → one table accumulator per table → compaction executor pool.
+//! SQS poller → intake router → one table accumulator per table → compaction executor pool → notifier.
 
 pub mod accumulator;
 pub mod executor;
 pub mod messages;
+pub mod notifier;
 pub mod poller;
 pub mod router;

@@ -2,7 +2,7 @@
 //! only once the router reports its effects durable. Errors back off exponentially; nothing here
 //! crashes the process.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,8 +15,10 @@ use tracing::{debug, error, info, warn};
 
 use super::messages::Ingest;
 use super::router::IntakeRouter;
+use crate::clock::Clock;
 use crate::failpoint;
 use crate::intake::{InboundMessage, Verdict};
+use crate::metrics::Metrics;
 use crate::policy::Backoff;
 use crate::queue::{Queue, Receipt};
 
@@ -28,24 +30,13 @@ pub struct PollerSettings {
     pub visibility_timeout_seconds: i32,
 }
 
-/// Counters the poller exposes.
-#[derive(Debug, Default)]
-pub struct PollerCounters {
-    pub messages_received: AtomicU64,
-    pub messages_deleted: AtomicU64,
-    pub messages_kept_invalid: AtomicU64,
-    pub delete_failures: AtomicU64,
-    pub visibility_extensions: AtomicU64,
-    pub queue_errors: AtomicU64,
-    pub commit_failures: AtomicU64,
-}
-
 pub struct SqsPoller {
     queue: Arc<dyn Queue>,
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
     shutdown: watch::Receiver<bool>,
-    counters: Arc<PollerCounters>,
+    metrics: Arc<Metrics>,
+    clock: Arc<dyn Clock>,
     backoff: Backoff,
     on_stopped: Option<oneshot::Sender<()>>,
 }
@@ -57,20 +48,19 @@ impl SqsPoller {
         settings: PollerSettings,
         shutdown: watch::Receiver<bool>,
         on_stopped: oneshot::Sender<()>,
+        metrics: Arc<Metrics>,
+        clock: Arc<dyn Clock>,
     ) -> Self {
         SqsPoller {
             queue,
             router,
             settings,
             shutdown,
-            counters: Arc::new(PollerCounters::default()),
+            metrics,
+            clock,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
             on_stopped: Some(on_stopped),
         }
-    }
-
-    pub fn counters(&self) -> Arc<PollerCounters> {
-        self.counters.clone()
     }
 
     fn after_cycle(&mut self, outcome: CycleOutcome, ctx: &mut Context<Self>) {
@@ -147,7 +137,8 @@ impl Handler<PollOnce> for SqsPoller {
             self.router.clone(),
             self.settings,
             self.shutdown.clone(),
-            self.counters.clone(),
+            self.metrics.clone(),
+            self.clock.clone(),
         );
         AtomicResponse::new(Box::pin(
             cycle
@@ -163,7 +154,8 @@ async fn poll_cycle(
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
     mut shutdown: watch::Receiver<bool>,
-    counters: Arc<PollerCounters>,
+    counters: Arc<Metrics>,
+    clock: Arc<dyn Clock>,
 ) -> CycleOutcome {
     if *shutdown.borrow() {
         return CycleOutcome::ShuttingDown;
@@ -176,11 +168,14 @@ async fn poll_cycle(
     let messages = match received {
         Ok(messages) => messages,
         Err(error) => {
-            counters.queue_errors.fetch_add(1, Ordering::Relaxed);
+            counters.sqs_errors.inc(&[("operation", error.operation)]);
             warn!(%error, "cannot receive from the queue");
             return CycleOutcome::Failed;
         }
     };
+    counters
+        .last_receive_millis
+        .store(clock.now_millis().max(0) as u64, Ordering::Relaxed);
     if messages.is_empty() {
         return CycleOutcome::Empty;
     }
@@ -204,11 +199,13 @@ async fn poll_cycle(
         tokio::select! {
             report = &mut ingest => break report,
             _ = tokio::time::sleep(extend_every) => {
-                counters.visibility_extensions.fetch_add(1, Ordering::Relaxed);
                 match queue.extend_visibility(&receipts, settings.visibility_timeout_seconds).await {
                     Ok(failed) if failed.is_empty() => debug!(num_messages = receipts.len(), "extended visibility"),
                     Ok(failed) => warn!(num_failed = failed.len(), "cannot extend visibility of some messages; they may be redelivered and will not be counted twice"),
-                    Err(error) => warn!(%error, "cannot extend visibility; messages may be redelivered and will not be counted twice"),
+                    Err(error) => {
+                        counters.sqs_errors.inc(&[("operation", error.operation)]);
+                        warn!(%error, "cannot extend visibility; messages may be redelivered and will not be counted twice")
+                    }
                 }
             }
         }
@@ -216,7 +213,6 @@ async fn poll_cycle(
     let report = match report {
         Ok(Ok(report)) => report,
         Ok(Err(error)) => {
-            counters.commit_failures.fetch_add(1, Ordering::Relaxed);
             error!(%error, num_messages = receipts.len(), "cannot count the batch durably; no message of it is deleted");
             return CycleOutcome::Failed;
         }
@@ -232,9 +228,7 @@ async fn poll_cycle(
         match verdict {
             Verdict::Delete => deletable.push(receipt),
             Verdict::Keep { error } => {
-                counters
-                    .messages_kept_invalid
-                    .fetch_add(1, Ordering::Relaxed);
+                counters.messages_invalid.fetch_add(1, Ordering::Relaxed);
                 warn!(
                     message_id = %message.id,
                     receive_count = message.receive_count,
@@ -265,7 +259,7 @@ async fn poll_cycle(
                 counters
                     .delete_failures
                     .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                counters.queue_errors.fetch_add(1, Ordering::Relaxed);
+                counters.sqs_errors.inc(&[("operation", error.operation)]);
                 warn!(%error, "cannot delete counted messages; a redelivery will not be counted twice");
                 outcome = CycleOutcome::Failed;
             }
@@ -319,6 +313,8 @@ mod tests {
                 runner,
                 enabled: false,
             },
+            Arc::new(Metrics::default()),
+            None,
         )
         .unwrap()
     }
@@ -326,11 +322,7 @@ mod tests {
     fn start_poller(
         queue: Arc<dyn Queue>,
         pipeline: &Pipeline,
-    ) -> (
-        Arc<PollerCounters>,
-        watch::Sender<bool>,
-        oneshot::Receiver<()>,
-    ) {
+    ) -> (Arc<Metrics>, watch::Sender<bool>, oneshot::Receiver<()>) {
         let (shutdown_sender, shutdown) = watch::channel(false);
         let (stopped_sender, stopped) = oneshot::channel();
         let poller = SqsPoller::new(
@@ -343,8 +335,10 @@ mod tests {
             },
             shutdown,
             stopped_sender,
+            pipeline.metrics.clone(),
+            Arc::new(crate::clock::SystemClock),
         );
-        let counters = poller.counters();
+        let counters = pipeline.metrics.clone();
         poller.start();
         (counters, shutdown_sender, stopped)
     }
@@ -374,7 +368,7 @@ mod tests {
         })
         .await;
         assert_eq!(pending_files(&pipeline).await, 2);
-        assert_eq!(counters.messages_kept_invalid.load(Ordering::Relaxed), 1);
+        assert_eq!(counters.messages_invalid.load(Ordering::Relaxed), 1);
         assert_eq!(
             queue.num_in_flight(),
             1,
@@ -477,7 +471,10 @@ mod tests {
             queue.deleted_ids().len() == 1
         })
         .await;
-        assert_eq!(counters.queue_errors.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            counters.sqs_errors.get(&[("operation", "ReceiveMessage")]),
+            2
+        );
         assert!(
             started.elapsed() >= Duration::from_millis(1_000),
             "two back-offs of at least 0.5 s each"

@@ -3,6 +3,7 @@
 //!
 //! Batches are handled one at a time, so an accumulator never holds more than one staged change.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,8 @@ use crate::clock::Clock;
 use crate::config::TableSpec;
 use crate::failpoint;
 use crate::intake::plan_batch;
-use crate::routing::Router;
+use crate::metrics::Metrics;
+use crate::routing::{IgnoreReason, Router};
 use crate::store::StateStore;
 
 const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
@@ -30,6 +32,7 @@ pub struct IntakeRouter {
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     dedup_retention_millis: i64,
+    metrics: Arc<Metrics>,
 }
 
 impl IntakeRouter {
@@ -39,6 +42,7 @@ impl IntakeRouter {
         store: Arc<dyn StateStore>,
         clock: Arc<dyn Clock>,
         dedup_retention_days: i64,
+        metrics: Arc<Metrics>,
     ) -> Self {
         assert_eq!(tables.len(), accumulators.len());
         IntakeRouter {
@@ -48,6 +52,7 @@ impl IntakeRouter {
             store,
             clock,
             dedup_retention_millis: dedup_retention_days * 24 * 3600 * 1000,
+            metrics,
         }
     }
 
@@ -87,6 +92,8 @@ impl Handler<Ingest> for IntakeRouter {
         let mut candidates = plan.candidates;
         let mut summary = plan.summary;
         let verdicts = plan.verdicts;
+        let metrics = self.metrics.clone();
+        let clock = self.clock.clone();
 
         let work = async move {
             let staging = join_all(involved.iter().map(|(table, accumulator)| {
@@ -97,9 +104,11 @@ impl Handler<Ingest> for IntakeRouter {
 
             let mut ops = Vec::new();
             let mut failure = None;
+            let mut counted_per_table = Vec::new();
             for ((table, _), staged) in involved.iter().zip(staging) {
                 match staged {
                     Ok(Ok(staged)) => {
+                        counted_per_table.push((*table, staged.num_counted));
                         summary.counted += staged.num_counted;
                         summary.ignored.duplicate += staged.num_duplicates;
                         ops.extend(staged.ops);
@@ -131,6 +140,32 @@ impl Handler<Ingest> for IntakeRouter {
             let committed = outcome.is_ok();
             for (_, accumulator) in &involved {
                 accumulator.do_send(Settle { committed });
+            }
+            let now = clock.now_millis().max(0) as u64;
+            if committed {
+                metrics
+                    .last_commit_success_millis
+                    .store(now, Ordering::Relaxed);
+                for (table, counted) in counted_per_table {
+                    if counted > 0 {
+                        metrics
+                            .records_counted
+                            .add(&[("table", &tables[table].table)], counted);
+                    }
+                }
+                for reason in IgnoreReason::ALL {
+                    let ignored = summary.ignored.get(reason);
+                    if ignored > 0 {
+                        metrics
+                            .records_ignored
+                            .add(&[("reason", reason.as_str())], ignored);
+                    }
+                }
+            } else {
+                metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
+                metrics
+                    .last_commit_failure_millis
+                    .store(now, Ordering::Relaxed);
             }
             outcome.map(|()| IngestReport { verdicts, summary })
         };

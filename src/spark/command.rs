@@ -96,8 +96,10 @@ pub fn describe_args(args: &[String]) -> String {
                 {
                     format!("{key}=***")
                 }
-                _ => arg.clone(),
+                _ => hide_url_password(arg),
             }
+        } else if previous == "--master" {
+            hide_url_password(arg)
         } else if previous == "-e" {
             format!("<{} statements>", arg.matches(";\n").count() + 1)
         } else {
@@ -107,6 +109,29 @@ pub fn describe_args(args: &[String]) -> String {
         previous = arg;
     }
     shown.join(" ")
+}
+
+/// `scheme://user:password@host` → `scheme://user:***@host`, wherever it appears in the text.
+pub fn hide_url_password(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(scheme_end) = rest.find("://") {
+        let (head, tail) = rest.split_at(scheme_end + 3);
+        out.push_str(head);
+        let authority_end = tail.find(['/', '?', '#', ' ', ',']).unwrap_or(tail.len());
+        let authority = &tail[..authority_end];
+        match (authority.rfind('@'), authority.find(':')) {
+            (Some(at), Some(colon)) if colon < at => {
+                out.push_str(&authority[..colon]);
+                out.push_str(":***");
+                out.push_str(&authority[at..]);
+            }
+            _ => out.push_str(authority),
+        }
+        rest = &tail[authority_end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Values of `--conf` settings that are secrets, for redacting engine output.
@@ -163,6 +188,25 @@ mod tests {
         assert!(!described.contains("hunter22"), "{described}");
         assert!(described.contains("s3.secret-access-key=***"));
         assert_eq!(secret_conf_values(&args), vec!["hunter22".to_string()]);
+    }
+
+    #[test]
+    fn passwords_in_urls_are_hidden() {
+        assert_eq!(
+            hide_url_password(
+                "spark.sql.catalog.c.uri=jdbc:postgresql://icepack:hunter2@db:5432/catalog"
+            ),
+            "spark.sql.catalog.c.uri=jdbc:postgresql://icepack:***@db:5432/catalog"
+        );
+        assert_eq!(
+            hide_url_password("http://host:8181/x"),
+            "http://host:8181/x"
+        );
+        let described = describe_args(&[
+            "--conf".to_string(),
+            "spark.x.uri=https://u:p4ss@h/".to_string(),
+        ]);
+        assert!(!described.contains("p4ss"), "{described}");
     }
 
     #[test]

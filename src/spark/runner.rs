@@ -149,6 +149,7 @@ pub fn judge(
         &output.stderr,
     );
     let mut excerpt = failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS);
+    excerpt = super::command::hide_url_password(&excerpt);
     if output.timed_out {
         excerpt = format!("deadline passed; the run was killed. {excerpt}");
     } else if excerpt.is_empty() {

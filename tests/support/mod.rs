@@ -303,6 +303,8 @@ pub struct Icepack {
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
     children: Vec<Child>,
+    /// Set for every process this handle starts.
+    pub env: Vec<(String, String)>,
 }
 
 pub fn binary() -> &'static str {
@@ -322,6 +324,7 @@ impl Icepack {
             dir,
             config,
             children: Vec::new(),
+            env: Vec::new(),
         }
     }
 
@@ -344,6 +347,7 @@ impl Icepack {
         for (name, value) in AWS_ENV {
             command.env(name, value);
         }
+        command.envs(self.env.iter().map(|(name, value)| (name, value)));
         self.children.push(command.spawn().unwrap());
         index
     }
@@ -400,6 +404,7 @@ impl Icepack {
         for (name, value) in AWS_ENV.iter().chain(extra_env) {
             command.env(name, value);
         }
+        command.envs(self.env.iter().map(|(name, value)| (name, value)));
         let output = command.output().unwrap();
         (
             output.status.success(),

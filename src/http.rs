@@ -1,0 +1,260 @@
+//! The HTTP surface: `/metrics` (Prometheus), `/healthz`, `/readyz`, and the status API with its
+//! one mutating call, a manual compaction, which needs the bearer token when one is set.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use tracing::{info, warn};
+
+use crate::actors::messages::{GetPoolStatus, RequestCompaction};
+use crate::clock::Clock;
+use crate::metrics::{Metrics, TableGauges};
+use crate::service::Pipeline;
+use crate::status::TableStatus;
+
+#[derive(Clone)]
+pub struct ApiState {
+    pub pipeline: Pipeline,
+    pub metrics: Arc<Metrics>,
+    pub clock: Arc<dyn Clock>,
+    /// `ICEPACK_API_TOKEN`; never logged.
+    pub token: Option<String>,
+    /// Whether the listener is on a loopback address.
+    pub loopback: bool,
+    /// How recent the last successful receive must be for `/readyz`; `None` when nothing polls.
+    pub queue_window: Option<Duration>,
+    pub started_millis: i64,
+}
+
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/v1/tables", get(tables))
+        .route("/v1/tables/{table}", get(table))
+        .route("/v1/tables/{table}/compact", post(compact))
+        .with_state(state)
+}
+
+/// Binds the listener (fails fast when the address is taken) and serves in the background.
+pub async fn serve(address: SocketAddr, state: ApiState) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    let bound = listener.local_addr()?;
+    if !bound.ip().is_loopback() && state.token.is_none() {
+        warn!(%bound, "the HTTP listener is not on loopback and ICEPACK_API_TOKEN is not set: mutating calls are refused");
+    }
+    info!(%bound, "HTTP listener up: /metrics /healthz /readyz /v1/tables");
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(listener, router(state)).await {
+            warn!(%error, "HTTP listener stopped");
+        }
+    });
+    Ok(bound)
+}
+
+async fn statuses(state: &ApiState) -> Vec<TableStatus> {
+    state.pipeline.status().await.tables
+}
+
+async fn metrics(State(state): State<ApiState>) -> Response {
+    let gauges: Vec<TableGauges> = statuses(&state)
+        .await
+        .into_iter()
+        .map(|status| TableGauges {
+            run_in_flight: status.in_flight_run.is_some(),
+            table: status.table,
+            pending_files: status.pending_files,
+            pending_bytes: status.pending_bytes,
+            due: status.due,
+            consecutive_failures: status.consecutive_failures,
+        })
+        .collect();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(&gauges),
+    )
+        .into_response()
+}
+
+async fn readyz(State(state): State<ApiState>) -> Response {
+    let now = state.clock.now_millis();
+    let mut problems = Vec::new();
+    let failure = state
+        .metrics
+        .last_commit_failure_millis
+        .load(Ordering::Relaxed);
+    let success = state
+        .metrics
+        .last_commit_success_millis
+        .load(Ordering::Relaxed);
+    if failure > 0 && failure >= success {
+        problems.push(
+            "the last state commit failed: the state directory may be unwritable".to_string(),
+        );
+    }
+    if let Some(window) = state.queue_window {
+        let last = state.metrics.last_receive_millis.load(Ordering::Relaxed) as i64;
+        let reference = if last == 0 {
+            state.started_millis
+        } else {
+            last
+        };
+        if now - reference > window.as_millis() as i64 {
+            problems.push(format!(
+                "no successful receive from the queue in the last {} s",
+                window.as_secs()
+            ));
+        } else if last == 0 {
+            problems.push("the queue has not been reached yet".to_string());
+        }
+    }
+    if problems.is_empty() {
+        (StatusCode::OK, Json(json!({"ready": true}))).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"ready": false, "problems": problems})),
+        )
+            .into_response()
+    }
+}
+
+/// Adds the executor pool's view: the position of each table waiting for a run slot.
+async fn with_queue_positions(
+    state: &ApiState,
+    statuses: Vec<TableStatus>,
+) -> Vec<serde_json::Value> {
+    let pool = state
+        .pipeline
+        .pool
+        .send(GetPoolStatus)
+        .await
+        .unwrap_or_default();
+    statuses
+        .into_iter()
+        .enumerate()
+        .map(|(index, status)| {
+            let mut value = serde_json::to_value(&status).unwrap_or_default();
+            value["queue_position"] =
+                json!(pool.waiting.iter().position(|waiting| *waiting == index));
+            value
+        })
+        .collect()
+}
+
+async fn tables(State(state): State<ApiState>) -> Response {
+    let statuses = statuses(&state).await;
+    Json(json!({"tables": with_queue_positions(&state, statuses).await})).into_response()
+}
+
+async fn table(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
+    let statuses = statuses(&state).await;
+    let all = with_queue_positions(&state, statuses).await;
+    match all
+        .into_iter()
+        .find(|status| status["table"] == table.as_str())
+    {
+        Some(status) => Json(status).into_response(),
+        None => not_found(&table),
+    }
+}
+
+fn not_found(table: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({"error": format!("table {table} is not configured")})),
+    )
+        .into_response()
+}
+
+/// Mutating calls: with a token set, `Authorization: Bearer <token>` is required; without one,
+/// only a loopback listener accepts them.
+fn authorize(state: &ApiState, headers: &HeaderMap) -> Result<(), Box<Response>> {
+    let refuse = |status: StatusCode, message: &str| {
+        Box::new((status, Json(json!({"error": message}))).into_response())
+    };
+    match &state.token {
+        Some(token) => {
+            let presented = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .unwrap_or("");
+            if constant_time_equal(presented.as_bytes(), token.as_bytes()) {
+                Ok(())
+            } else {
+                Err(refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "a valid bearer token is required",
+                ))
+            }
+        }
+        None if state.loopback => Ok(()),
+        None => Err(refuse(
+            StatusCode::FORBIDDEN,
+            "set ICEPACK_API_TOKEN to allow mutating calls on a non-loopback listener",
+        )),
+    }
+}
+
+fn constant_time_equal(left: &[u8], right: &[u8]) -> bool {
+    left.len() == right.len()
+        && left
+            .iter()
+            .zip(right)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+async fn compact(
+    State(state): State<ApiState>,
+    Path(table): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = authorize(&state, &headers) {
+        return *refused;
+    }
+    let Some(index) = state.pipeline.table_index(&table) else {
+        return not_found(&table);
+    };
+    let pool = state
+        .pipeline
+        .pool
+        .send(GetPoolStatus)
+        .await
+        .unwrap_or_default();
+    if let Some((_, run_id, _)) = pool
+        .running
+        .iter()
+        .find(|(running, _, _)| *running == index)
+    {
+        return (
+            StatusCode::CONFLICT,
+            Json(json!({"error": "a run is in flight", "run_id": run_id})),
+        )
+            .into_response();
+    }
+    state.pipeline.pool.do_send(RequestCompaction {
+        table: index,
+        trigger: "manual".to_string(),
+        force: true,
+    });
+    info!(%table, "manual compaction requested over HTTP");
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({"table": table, "accepted": true, "runs_in_flight": pool.running.len(), "tables_waiting": pool.waiting.len()})),
+    )
+        .into_response()
+}

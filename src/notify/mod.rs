@@ -1,0 +1,44 @@
+//! Telling people what icepack did: run outcomes rendered for Slack incoming webhooks and for a
+//! generic JSON webhook, delivered with rate limits and retries, never holding anything else up.
+
+pub mod delivery;
+pub mod payload;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::UnixMillis;
+use crate::spark::runner::RunOutcome;
+
+/// Which outcomes a sink wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Success,
+    Failure,
+}
+
+/// The end of a compaction run, as it is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEvent {
+    pub table: String,
+    pub run_id: String,
+    pub catalog: String,
+    pub catalog_impl: String,
+    pub trigger: String,
+    pub started_millis: UnixMillis,
+    pub finished_millis: UnixMillis,
+    pub target_file_bytes: u64,
+    /// The files the run took; on failure they are pending again.
+    pub claimed_files: u64,
+    pub claimed_bytes: u64,
+    pub outcome: RunOutcome,
+}
+
+impl RunEvent {
+    pub fn kind(&self) -> EventKind {
+        match self.outcome {
+            RunOutcome::Success { .. } => EventKind::Success,
+            RunOutcome::Failure { .. } => EventKind::Failure,
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! What a run event looks like in Slack (the reference workflow's attachments: a coloured bar and
+//! short fields) and in the generic JSON webhook (schema `icepack.run/v1`, documented in the README).
+
+use serde_json::{json, Value};
+
+use super::RunEvent;
+use crate::clock::format_rfc3339;
+use crate::spark::runner::RunOutcome;
+
+const GREEN: &str = "#36a64f";
+const RED: &str = "#E01E5A";
+
+fn mib(bytes: u64) -> String {
+    format!("{:.2} MB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn seconds(millis: u64) -> String {
+    if millis >= 60_000 {
+        format!("{}m {:02}s", millis / 60_000, (millis / 1000) % 60)
+    } else {
+        format!("{:.1} s", millis as f64 / 1000.0)
+    }
+}
+
+fn field(title: &str, value: String, short: bool) -> Value {
+    json!({"title": title, "value": value, "short": short})
+}
+
+/// A Slack incoming-webhook message. `channel` is ignored by app webhooks, honoured by legacy ones.
+pub fn slack(event: &RunEvent, channel: &str) -> Value {
+    let mut message = match &event.outcome {
+        RunOutcome::Success {
+            report,
+            duration_millis,
+            ..
+        } => json!({
+            "text": format!(":white_check_mark: Iceberg Table Compaction Completed: `{}`", event.table),
+            "attachments": [{
+                "color": GREEN,
+                "title": "Compaction Summary",
+                "fields": [
+                    field("Table", format!("`{}`", event.table), true),
+                    field("Run ID", format!("`{}`", event.run_id), true),
+                    field("Catalog", format!("{} ({})", event.catalog, event.catalog_impl), true),
+                    field("Trigger", event.trigger.clone(), true),
+                    field("Files", format!("{} rewritten → {} added", report.result.rewritten_data_files_count, report.result.added_data_files_count), true),
+                    field("Bytes Rewritten", mib(report.result.rewritten_bytes_count), true),
+                    field("Duration", seconds(*duration_millis), true),
+                    field("Target File Size", format!("{} MB", event.target_file_bytes / (1024 * 1024)), true),
+                ],
+            }],
+        }),
+        RunOutcome::Failure {
+            class,
+            excerpt,
+            duration_millis,
+            attempts,
+        } => json!({
+            "text": format!(":x: Iceberg Compaction Job Failed: `{}`", event.table),
+            "attachments": [{
+                "color": RED,
+                "title": "Compaction Failure Alert",
+                "fields": [
+                    field("Table", format!("`{}`", event.table), true),
+                    field("Run ID", format!("`{}`", event.run_id), true),
+                    field("Failure Class", class.as_str().to_string(), true),
+                    field("Attempts", format!("{attempts} in {}", seconds(*duration_millis)), true),
+                    field("Error", format!("```{}```", excerpt.replace("```", "'''")), false),
+                    field(
+                        "Pending State Preserved",
+                        format!("pending state preserved: {} files, {}", event.claimed_files, mib(event.claimed_bytes)),
+                        false,
+                    ),
+                ],
+            }],
+        }),
+    };
+    if !channel.is_empty() {
+        message["channel"] = json!(channel);
+    }
+    message
+}
+
+/// The generic webhook document.
+pub fn webhook(event: &RunEvent) -> Value {
+    let (event_name, result, failure, duration_millis, attempts) = match &event.outcome {
+        RunOutcome::Success {
+            report,
+            duration_millis,
+            attempts,
+        } => (
+            "compaction_succeeded",
+            json!({
+                "rewritten_data_files": report.result.rewritten_data_files_count,
+                "added_data_files": report.result.added_data_files_count,
+                "rewritten_bytes": report.result.rewritten_bytes_count,
+                "failed_data_files": report.result.failed_data_files_count,
+                "removed_delete_files": report.result.removed_delete_files_count,
+            }),
+            Value::Null,
+            *duration_millis,
+            *attempts,
+        ),
+        RunOutcome::Failure {
+            class,
+            excerpt,
+            duration_millis,
+            attempts,
+        } => (
+            "compaction_failed",
+            Value::Null,
+            json!({"class": class.as_str(), "excerpt": excerpt}),
+            *duration_millis,
+            *attempts,
+        ),
+    };
+    json!({
+        "schema": "icepack.run/v1",
+        "event": event_name,
+        "table": event.table,
+        "run_id": event.run_id,
+        "catalog": event.catalog,
+        "trigger": event.trigger,
+        "started_at": format_rfc3339(event.started_millis),
+        "finished_at": format_rfc3339(event.finished_millis),
+        "duration_ms": duration_millis,
+        "attempts": attempts,
+        "target_file_bytes": event.target_file_bytes,
+        "claimed": {"files": event.claimed_files, "bytes": event.claimed_bytes},
+        "result": result,
+        "failure": failure,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spark::result::{FailureClass, RewriteResult};
+    use crate::spark::runner::ReportSummary;
+
+    pub(crate) fn event(outcome: RunOutcome) -> RunEvent {
+        RunEvent {
+            table: "analytics.orders".to_string(),
+            run_id: "20240501T120000Z-abc123".to_string(),
+            catalog: "lakehouse".to_string(),
+            catalog_impl: "org.apache.iceberg.rest.RESTCatalog".to_string(),
+            trigger: "files".to_string(),
+            started_millis: 1_714_564_800_000,
+            finished_millis: 1_714_564_812_500,
+            target_file_bytes: 512 * 1024 * 1024,
+            claimed_files: 12,
+            claimed_bytes: 3 * 1024 * 1024,
+            outcome,
+        }
+    }
+
+    fn success() -> RunOutcome {
+        RunOutcome::Success {
+            report: ReportSummary {
+                result: RewriteResult {
+                    rewritten_data_files_count: 12,
+                    added_data_files_count: 1,
+                    rewritten_bytes_count: 3 * 1024 * 1024,
+                    ..Default::default()
+                },
+                output_files: vec!["s3://b/k".to_string()],
+            },
+            duration_millis: 12_500,
+            attempts: 1,
+        }
+    }
+
+    #[test]
+    fn slack_success_has_the_reference_look() {
+        let message = slack(&event(success()), "#lakehouse-alerts");
+        assert_eq!(message["channel"], "#lakehouse-alerts");
+        assert!(message["text"]
+            .as_str()
+            .unwrap()
+            .contains("Compaction Completed: `analytics.orders`"));
+        let attachment = &message["attachments"][0];
+        assert_eq!(attachment["color"], GREEN);
+        let fields: Vec<(&str, &str)> = attachment["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|field| {
+                (
+                    field["title"].as_str().unwrap(),
+                    field["value"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert!(fields.contains(&("Files", "12 rewritten → 1 added")));
+        assert!(fields.contains(&("Bytes Rewritten", "3.00 MB")));
+        assert!(fields.contains(&("Duration", "12.5 s")));
+        assert!(fields.contains(&("Target File Size", "512 MB")));
+        assert!(fields.contains(&("Catalog", "lakehouse (org.apache.iceberg.rest.RESTCatalog)")));
+        assert!(fields.contains(&("Trigger", "files")));
+    }
+
+    #[test]
+    fn slack_failure_says_what_is_preserved() {
+        let failure = RunOutcome::Failure {
+            class: FailureClass::Timeout,
+            excerpt: "deadline passed ```".to_string(),
+            duration_millis: 3_600_000,
+            attempts: 1,
+        };
+        let message = slack(&event(failure), "");
+        assert!(message.get("channel").is_none());
+        let attachment = &message["attachments"][0];
+        assert_eq!(attachment["color"], RED);
+        let text = attachment.to_string();
+        assert!(
+            text.contains("pending state preserved: 12 files, 3.00 MB"),
+            "{text}"
+        );
+        assert!(text.contains("timeout"));
+        assert!(text.contains("60m 00s"));
+    }
+
+    #[test]
+    fn webhook_document_follows_its_schema() {
+        let document = webhook(&event(success()));
+        assert_eq!(document["schema"], "icepack.run/v1");
+        assert_eq!(document["event"], "compaction_succeeded");
+        assert_eq!(document["result"]["added_data_files"], 1);
+        assert!(document["failure"].is_null());
+        assert_eq!(document["started_at"], "2024-05-01T12:00:00.000Z");
+    }
+}

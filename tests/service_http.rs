@@ -1,0 +1,331 @@
+//! The operator's surface of a running service: notifications to a real HTTP receiver standing in
+//! for Slack and a webhook, `/metrics`, `/healthz`, `/readyz`, the status API and its token, the
+//! CLI going through the API — and no secret anywhere in what comes out.
+
+mod support;
+
+use std::time::Duration;
+
+use icepack::testing::http_receiver::{Receiver, Reply};
+use support::{unique, wait_until, Icepack, Moto};
+
+const SECRETS: [&str; 5] = [
+    "SECRETHOOK",
+    "SECRETPAGER",
+    "SECRETTOKEN",
+    "SECRETAWSKEY123",
+    "SECRETCATALOG",
+];
+
+fn record(key: &str) -> String {
+    format!(
+        r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake-bucket"}},"object":{{"key":"warehouse/orders/data/{key}","size":1024}}}}}}"#
+    )
+}
+
+fn assert_no_secret(what: &str, text: &str) {
+    for secret in SECRETS {
+        assert!(
+            !text.contains(secret),
+            "{secret} leaked into {what}:\n{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn notifications_metrics_health_and_the_api_leak_no_secret() {
+    let moto = Moto::start().await;
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&unique("landing"), 5).await;
+    let slack = Receiver::start().await;
+    let pager = Receiver::start().await;
+    // Slack fails once with a 500: the notifier retries; nothing else waits for it.
+    slack.script([Reply::status(500, "rollup_error")]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = format!(
+        r##"
+[service]
+state_dir = "@STATE_DIR@"
+http_listen = "127.0.0.1:{port}"
+shutdown_timeout_seconds = 10
+
+[sqs]
+queue_url = "{queue_url}"
+endpoint_url = "{endpoint}"
+wait_time_seconds = 1
+
+[defaults]
+max_wait_minutes = 0
+min_files = 2
+
+[catalogs.lakehouse]
+impl = "org.apache.iceberg.rest.RESTCatalog"
+uri = "http://127.0.0.1:1/catalog"
+properties = {{ "s3.secret-access-key" = "SECRETCATALOG" }}
+
+[spark]
+runner = "docker"
+image = "localhost/icepack-spark:3.5"
+retry_attempts = 1
+
+[slack]
+channel = "#lakehouse-alerts"
+
+[[webhooks]]
+url_env = "TEST_PAGER_URL"
+notify_on = ["failure"]
+
+[[tables]]
+table = "analytics.orders"
+bucket = "lake-bucket"
+prefix = "warehouse/orders/"
+"##,
+        endpoint = moto.endpoint
+    );
+    let mut icepack = Icepack::with_config(&config);
+    icepack.env = vec![
+        (
+            "SLACK_WEBHOOK_URL".to_string(),
+            slack.url("/services/T000/SECRETHOOK"),
+        ),
+        (
+            "TEST_PAGER_URL".to_string(),
+            pager.url("/pager/SECRETPAGER"),
+        ),
+        ("ICEPACK_API_TOKEN".to_string(), "SECRETTOKEN".to_string()),
+        (
+            "AWS_SECRET_ACCESS_KEY".to_string(),
+            "SECRETAWSKEY123".to_string(),
+        ),
+        // No container engine here: the run fails as engine_unavailable, quickly.
+        (
+            "DOCKER_HOST".to_string(),
+            "unix:///nonexistent/icepack-test/docker.sock".to_string(),
+        ),
+    ];
+    let run = icepack.spawn_run("");
+    moto.send(
+        &queue_url,
+        &format!(
+            r#"{{"Records":[{},{}]}}"#,
+            record("a.parquet"),
+            record("b.parquet")
+        ),
+    )
+    .await;
+
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    wait_until(
+        "the failure alert on Slack and the pager",
+        Duration::from_secs(60),
+        || async { (slack.received().len() >= 2 && !pager.received().is_empty()).then_some(()) },
+    )
+    .await;
+    let alert = &slack.received()[1].body;
+    assert_eq!(alert["channel"], "#lakehouse-alerts");
+    assert!(
+        alert["text"]
+            .as_str()
+            .unwrap()
+            .contains("Compaction Job Failed: `analytics.orders`"),
+        "{alert}"
+    );
+    let attachment = alert["attachments"][0].to_string();
+    assert!(attachment.contains("engine_unavailable"), "{attachment}");
+    assert!(
+        attachment.contains("pending state preserved: 2 files"),
+        "{attachment}"
+    );
+    let page = &pager.received()[0].body;
+    assert_eq!(page["schema"], "icepack.run/v1");
+    assert_eq!(page["event"], "compaction_failed");
+    assert_eq!(page["failure"]["class"], "engine_unavailable");
+    assert_eq!(page["claimed"]["files"], 2);
+
+    let get = |path: &str| {
+        let http = http.clone();
+        let url = format!("{base}{path}");
+        async move {
+            let response = http.get(url).send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    assert_eq!(get("/healthz").await.0, 200);
+    assert_eq!(
+        get("/readyz").await.0,
+        200,
+        "the queue was reached and the store is writable"
+    );
+    let (status, metrics) = get("/metrics").await;
+    assert_eq!(status, 200);
+    for expected in [
+        "icepack_sqs_messages_received_total 1",
+        "icepack_sqs_messages_deleted_total 1",
+        "icepack_records_counted_total{table=\"analytics.orders\"} 2",
+        "icepack_runs_failed_total{table=\"analytics.orders\",class=\"engine_unavailable\"} 1",
+        "icepack_run_duration_seconds_count{outcome=\"failure\"} 1",
+        "icepack_table_pending_files{table=\"analytics.orders\"} 2",
+        "icepack_table_consecutive_failures{table=\"analytics.orders\"} 1",
+        "icepack_notifications_sent_total{sink=\"slack\"} 1",
+        "icepack_notifications_sent_total{sink=\"webhook[0]\"} 1",
+    ] {
+        assert!(
+            metrics.contains(expected),
+            "missing `{expected}` in:\n{metrics}"
+        );
+    }
+    let (status, tables) = get("/v1/tables").await;
+    assert_eq!(status, 200);
+    let tables: serde_json::Value = serde_json::from_str(&tables).unwrap();
+    let orders = &tables["tables"][0];
+    assert_eq!(orders["pending_files"], 2);
+    assert_eq!(orders["explain"]["nearest"], "files");
+    assert_eq!(orders["explain"]["files"]["remaining"], 0);
+    assert_eq!(orders["last_run"]["failure_class"], "engine_unavailable");
+    assert_eq!(get("/v1/tables/analytics.orders").await.0, 200);
+    assert_eq!(get("/v1/tables/analytics.nope").await.0, 404);
+
+    // The one mutating call needs the token.
+    let compact = format!("{base}/v1/tables/analytics.orders/compact");
+    assert_eq!(
+        http.post(&compact).send().await.unwrap().status().as_u16(),
+        401
+    );
+    assert_eq!(
+        http.post(&compact)
+            .bearer_auth("wrong")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        401
+    );
+    let accepted = http
+        .post(&compact)
+        .bearer_auth("SECRETTOKEN")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status().as_u16(), 202);
+    wait_until(
+        "the manual run's alert",
+        Duration::from_secs(30),
+        || async { (slack.received().len() >= 3).then_some(()) },
+    )
+    .await;
+    assert!(slack.received()[2]
+        .body
+        .to_string()
+        .contains("engine_unavailable"));
+
+    // The CLI asks the running service.
+    let (ok, status_json, stderr) = icepack.command(&["status", "--json"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        status_json.contains("queue_position"),
+        "status came from the API: {status_json}"
+    );
+    let (ok, status_text, _) = icepack.command(&["status"]);
+    assert!(
+        ok && status_text.contains("nearest threshold: files"),
+        "{status_text}"
+    );
+
+    assert!(
+        icepack.terminate(run).await.success(),
+        "{}",
+        icepack.log(run)
+    );
+    let log = icepack.log(run);
+    for (what, text) in [
+        ("the log", log.as_str()),
+        ("/metrics", metrics.as_str()),
+        ("/v1/tables", &tables.to_string()),
+        ("status --json", status_json.as_str()),
+        ("status", status_text.as_str()),
+    ] {
+        assert_no_secret(what, text);
+    }
+    for received in slack.received().iter().chain(pager.received().iter()) {
+        assert_no_secret("a notification", &received.body.to_string());
+    }
+}
+
+#[tokio::test]
+async fn a_dead_slack_never_stalls_counting() {
+    let moto = Moto::start().await;
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&unique("landing"), 5).await;
+    let slack = Receiver::start().await;
+    // Slack hangs for 20 s on every request.
+    slack.script((0..10).map(|_| Reply {
+        delay: Duration::from_secs(20),
+        ..Reply::status(500, "")
+    }));
+    let config = format!(
+        r#"
+[service]
+state_dir = "@STATE_DIR@"
+http_listen = ""
+shutdown_timeout_seconds = 1
+[sqs]
+queue_url = "{queue_url}"
+endpoint_url = "{endpoint}"
+wait_time_seconds = 1
+[defaults]
+max_wait_minutes = 0
+min_files = 1
+[spark]
+retry_attempts = 1
+failure_backoff_initial_seconds = 1
+failure_backoff_max_seconds = 1
+[[tables]]
+table = "analytics.orders"
+bucket = "lake-bucket"
+prefix = "warehouse/orders/"
+"#,
+        endpoint = moto.endpoint
+    );
+    let mut icepack = Icepack::with_config(&config);
+    icepack.env = vec![
+        ("SLACK_WEBHOOK_URL".to_string(), slack.url("/hook")),
+        (
+            "DOCKER_HOST".to_string(),
+            "unix:///nonexistent/icepack-test/docker.sock".to_string(),
+        ),
+    ];
+    let run = icepack.spawn_run("");
+    for index in 0..5 {
+        moto.send(
+            &queue_url,
+            &format!(r#"{{"Records":[{}]}}"#, record(&format!("{index}.parquet"))),
+        )
+        .await;
+    }
+    wait_until(
+        "every file counted while Slack hangs",
+        Duration::from_secs(30),
+        || async {
+            let status = icepack.status();
+            let table = &status["tables"][0];
+            let claimed = table["in_flight_run"]["claimed_files"]
+                .as_u64()
+                .unwrap_or(0);
+            (table["pending_files"].as_u64().unwrap() + claimed == 5).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        icepack.log(run).matches("compaction failed").count() >= 1,
+        "runs went on too"
+    );
+    assert!(
+        icepack.terminate(run).await.success(),
+        "{}",
+        icepack.log(run)
+    );
+}
