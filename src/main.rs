@@ -78,6 +78,14 @@ enum Command {
         /// `namespace.table` as configured.
         table: String,
     },
+    /// Forward MinIO bucket-notification webhooks (POST /minio) to the configured SQS queue.
+    Bridge {
+        #[arg(long, env = "ICEPACK_CONFIG")]
+        config: PathBuf,
+        /// Address to listen on, e.g. 0.0.0.0:9465.
+        #[arg(long, default_value = "127.0.0.1:9465")]
+        listen: std::net::SocketAddr,
+    },
     /// Show each table's pending small files and whether it is due.
     Status {
         #[arg(long, env = "ICEPACK_CONFIG")]
@@ -100,6 +108,7 @@ fn main() -> ExitCode {
             events,
         } => replay(&config, &events, !no_compact),
         Command::Compact { config, table } => compact(&config, &table),
+        Command::Bridge { config, listen } => bridge(&config, listen),
         Command::Status { config, json } => status(&config, json),
     };
     match result {
@@ -383,6 +392,22 @@ fn compact(path: &Path, table: &str) -> Result<()> {
 }
 
 /// The running service's view over its HTTP API, if it answers.
+fn bridge(path: &Path, listen: std::net::SocketAddr) -> Result<()> {
+    let config = load_config(path)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let queue = Arc::new(SqsQueue::connect(&config.sqs).await);
+        let token = std::env::var("ICEPACK_BRIDGE_TOKEN").ok().filter(|token| !token.is_empty());
+        tokio::select! {
+            served = icepack::bridge::serve(listen, queue, token) => served.with_context(|| format!("cannot serve on {listen}")),
+            _ = wait_for_signal() => Ok(()),
+        }
+    })
+}
+
 fn status_from_service(config: &Config) -> Option<serde_json::Value> {
     if config.service.http_listen.is_empty() {
         return None;

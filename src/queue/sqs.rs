@@ -45,6 +45,19 @@ impl SqsQueue {
     pub fn client(&self) -> &Client {
         &self.client
     }
+
+    /// Sends one message (the MinIO bridge forwards notifications with it).
+    pub async fn send(&self, body: &str) -> Result<String, QueueError> {
+        let output = self
+            .client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(|error| queue_error("SendMessage", error))?;
+        Ok(output.message_id().unwrap_or_default().to_string())
+    }
 }
 
 fn queue_error(operation: &'static str, error: impl std::error::Error) -> QueueError {
