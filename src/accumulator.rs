@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::clock::UnixMillis;
 use crate::config::TableSpec;
-use crate::policy::{due_reason, max_wait_deadline, DueReason};
+use crate::policy::{max_wait_deadline, table_decision, Decision, DueReason};
 use crate::spark::result::split_object_path;
 use crate::spark::runner::RunOutcome;
 use crate::state::{
@@ -59,19 +59,43 @@ pub struct ClaimTicket {
     pub started_millis: UnixMillis,
     pub files: u64,
     pub bytes: u64,
+    /// The partitions to rewrite (empty: the whole table), and `min-input-files`.
+    pub partitions: Vec<String>,
+    pub min_input_files: u64,
+    /// The partition spec known when the run started (to build the `where` filter).
+    pub spec: Option<Vec<crate::partitions::PartitionField>>,
+    /// `false`: a reconcile, which reads the truth and rewrites nothing.
+    pub rewrite: bool,
 }
 
-impl From<&Claim> for ClaimTicket {
-    fn from(claim: &Claim) -> Self {
+impl ClaimTicket {
+    fn from_claim(claim: &Claim, spec: Option<Vec<crate::partitions::PartitionField>>) -> Self {
         ClaimTicket {
             run_id: claim.run_id.clone(),
             trigger: claim.trigger.clone(),
             started_millis: claim.started_millis,
             files: claim.counts.files,
             bytes: claim.counts.bytes,
+            partitions: claim.rewrite_partitions.clone(),
+            min_input_files: claim.min_input_files,
+            spec,
+            rewrite: claim.rewrite,
         }
     }
 }
+
+/// What a run is to do, decided when it gets its slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunPlan {
+    pub trigger: String,
+    pub partitions: Vec<String>,
+    pub min_input_files: u64,
+    pub rewrite: bool,
+}
+
+/// Files a reconcile keeps although the metadata does not have them yet: their writer may still be
+/// committing.
+pub const RECONCILE_GRACE_MILLIS: i64 = 15 * 60 * 1000;
 
 /// How a failed table waits before its next run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,6 +198,7 @@ impl Accumulator {
                     size: candidate.size,
                     event_millis,
                     partition: candidate.partition.clone(),
+                    source: crate::state::FileSource::Events,
                 },
             });
             state.next_file_seq += 1;
@@ -234,23 +259,58 @@ impl Accumulator {
         now: UnixMillis,
         force: bool,
     ) -> Option<(Vec<Op>, ClaimTicket)> {
+        let plan = match (self.decision(now), force) {
+            (
+                Decision::Due {
+                    reason,
+                    partitions,
+                    min_input_files,
+                },
+                false,
+            ) => RunPlan {
+                trigger: reason.as_str().to_string(),
+                partitions,
+                min_input_files,
+                rewrite: true,
+            },
+            (_, false) => return None,
+            (_, true) => RunPlan {
+                trigger: trigger.to_string(),
+                partitions: Vec::new(),
+                min_input_files: self.spec.min_input_files,
+                rewrite: trigger != "reconcile",
+            },
+        };
+        self.begin_claim_with(run_id, plan, now)
+    }
+
+    /// Claims every pending file for a run that follows `plan`.
+    pub fn begin_claim_with(
+        &mut self,
+        run_id: &str,
+        plan: RunPlan,
+        now: UnixMillis,
+    ) -> Option<(Vec<Op>, ClaimTicket)> {
         assert!(
             self.staged.is_none(),
             "a claim is staged only between batches"
         );
         let current = &self.snapshot.state;
-        if current.claim.is_some() || (current.pending.is_empty() && !force) {
+        if current.claim.is_some() {
             return None;
         }
         let claim = Claim {
             run_id: run_id.to_string(),
-            trigger: trigger.to_string(),
+            trigger: plan.trigger,
             started_millis: now,
             upto_seq: current.next_file_seq,
             counts: current.pending.clone(),
             partitions: self.snapshot.partitions.clone(),
+            rewrite_partitions: plan.partitions,
+            min_input_files: plan.min_input_files,
+            rewrite: plan.rewrite,
         };
-        let ticket = ClaimTicket::from(&claim);
+        let ticket = ClaimTicket::from_claim(&claim, current.partition_spec.clone());
         let state = TableState {
             pending: PendingCounts::default(),
             claim: Some(claim),
@@ -291,15 +351,147 @@ impl Accumulator {
         self.staged.is_some()
     }
 
-    /// Whether the committed state makes the table due now, and why.
+    /// Whether the committed state makes the table due now, and why (a table whose thresholds
+    /// are crossed but that has nothing worth rewriting is not due).
     pub fn due(&self, now: UnixMillis) -> Option<DueReason> {
-        due_reason(&self.snapshot.state.pending, &self.spec.thresholds, now)
+        match self.decision(now) {
+            Decision::Due { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    pub fn decision(&self, now: UnixMillis) -> Decision {
+        table_decision(
+            &self.snapshot.state.pending,
+            &self.snapshot.partitions,
+            &self.spec.thresholds,
+            &self.spec.rewrite_rule(),
+            now,
+        )
+    }
+
+    /// A ticket for the claim in flight (recovery after a restart).
+    pub fn claim_ticket(&self) -> Option<ClaimTicket> {
+        let state = &self.snapshot.state;
+        state
+            .claim
+            .as_ref()
+            .map(|claim| ClaimTicket::from_claim(claim, state.partition_spec.clone()))
     }
 
     /// When the max-wait threshold fires for what is pending, if it can.
     pub fn next_deadline(&self) -> Option<UnixMillis> {
         max_wait_deadline(&self.snapshot.state.pending, &self.spec.thresholds)
     }
+}
+
+/// The pending files after a run read the table's committed metadata (the truth): every small
+/// data file the metadata has, plus the logged files it does not have yet and that are still
+/// expected (logged after the claim, or within a reconcile's grace window) and were not committed
+/// and removed since. Returns the new log (fresh sequence numbers from `next_seq`) and the `seen`
+/// entries that make late events of these files — and of everything committed meanwhile, such as
+/// the run's own output — duplicates.
+#[allow(clippy::too_many_arguments)]
+fn rebuild_from_truth(
+    spec: &TableSpec,
+    logged: &BTreeMap<u64, FileEntry>,
+    upto_seq: u64,
+    keep_unconfirmed_after: UnixMillis,
+    truth: &[(String, u64)],
+    committed: &[String],
+    next_seq: u64,
+    store: &dyn StateStore,
+    now: UnixMillis,
+) -> Result<(BTreeMap<u64, FileEntry>, Vec<Op>), StoreError> {
+    use std::collections::HashMap;
+    let object = |path: &str| {
+        split_object_path(path).map(|(bucket, key)| (bucket.to_string(), key.to_string()))
+    };
+    let truth: HashMap<(String, String), u64> = truth
+        .iter()
+        .filter_map(|(path, size)| Some((object(path)?, *size)))
+        .collect();
+    let committed: HashSet<(String, String)> =
+        committed.iter().filter_map(|path| object(path)).collect();
+    let mut kept: Vec<FileEntry> = Vec::new();
+    let mut known: HashSet<(String, String)> = HashSet::new();
+    for (seq, file) in logged {
+        let id = (file.bucket.clone(), file.key.clone());
+        let keep = if let Some(size) = truth.get(&id) {
+            Some(FileEntry {
+                size: *size,
+                ..file.clone()
+            })
+        } else if (*seq >= upto_seq || file.event_millis >= keep_unconfirmed_after)
+            && !committed.contains(&id)
+        {
+            Some(file.clone())
+        } else {
+            None
+        };
+        if let Some(file) = keep {
+            known.insert(id);
+            kept.push(file);
+        }
+    }
+    let mut discovered: Vec<(&(String, String), &u64)> = truth
+        .iter()
+        .filter(|(id, _)| !known.contains(*id))
+        .collect();
+    discovered.sort();
+    for ((bucket, key), size) in discovered {
+        kept.push(FileEntry {
+            bucket: bucket.clone(),
+            key: key.clone(),
+            size: *size,
+            event_millis: now,
+            partition: crate::routing::partition_of(&spec.prefix, key),
+            source: crate::state::FileSource::Metadata,
+        });
+    }
+    let rebuilt: BTreeMap<u64, FileEntry> = kept
+        .into_iter()
+        .enumerate()
+        .map(|(index, file)| (next_seq + index as u64, file))
+        .collect();
+    // Every file now pending, and everything committed meanwhile, is a known key from now on.
+    let mut ids: Vec<(String, String, Option<u64>)> = rebuilt
+        .iter()
+        .map(|(seq, file)| (file.bucket.clone(), file.key.clone(), Some(*seq)))
+        .collect();
+    let pending: HashSet<(String, String)> = rebuilt
+        .values()
+        .map(|file| (file.bucket.clone(), file.key.clone()))
+        .collect();
+    ids.extend(
+        committed
+            .into_iter()
+            .filter(|id| !pending.contains(id))
+            .map(|(bucket, key)| (bucket, key, None)),
+    );
+    let lookups: Vec<(&str, &str)> = ids
+        .iter()
+        .map(|(bucket, key, _)| (bucket.as_str(), key.as_str()))
+        .collect();
+    let existing = store.seen_entries(&lookups)?;
+    let mut ops = Vec::new();
+    for ((bucket, key, seq), existing) in ids.iter().zip(existing) {
+        let first_seen_millis = existing
+            .as_ref()
+            .map_or(now, |entry| entry.first_seen_millis);
+        if existing.as_ref().map(|entry| entry.seq) != Some(*seq) {
+            ops.push(Op::PutSeen {
+                bucket: bucket.clone(),
+                key: key.clone(),
+                entry: SeenEntry {
+                    table: spec.table.clone(),
+                    first_seen_millis,
+                    seq: *seq,
+                },
+            });
+        }
+    }
+    Ok((rebuilt, ops))
 }
 
 /// What a table's state becomes when its run ended, and the ops that make it so.
@@ -348,6 +540,62 @@ pub fn settle_run(
         attempts: 0,
     };
     match outcome {
+        RunOutcome::Success {
+            report,
+            duration_millis,
+            attempts,
+        } if report.truth.is_some() => {
+            let truth = report.truth.as_deref().unwrap_or_default();
+            let keep_unconfirmed_after = if claim.rewrite {
+                claim.started_millis
+            } else {
+                now - RECONCILE_GRACE_MILLIS
+            };
+            let (rebuilt, seen_ops) = rebuild_from_truth(
+                spec,
+                &files,
+                claim.upto_seq,
+                keep_unconfirmed_after,
+                truth,
+                &report.committed,
+                current.next_file_seq,
+                store,
+                now,
+            )?;
+            ops.push(Op::DeleteFilesBelow {
+                table: table.clone(),
+                seq: current.next_file_seq,
+            });
+            ops.extend(seen_ops);
+            files = rebuilt;
+            for (seq, entry) in &files {
+                ops.push(Op::PutFile {
+                    table: table.clone(),
+                    seq: *seq,
+                    entry: entry.clone(),
+                });
+            }
+            state.next_file_seq = files
+                .keys()
+                .next_back()
+                .map_or(current.next_file_seq, |last| last + 1)
+                .max(current.next_file_seq);
+            state.last_truth_millis = Some(now);
+            if report.spec.is_some() {
+                state.partition_spec = report.spec.clone();
+            }
+            if claim.rewrite {
+                state.consecutive_failures = 0;
+                state.next_attempt_millis = None;
+                state.last_run = Some(RunRecord {
+                    result: Some(report.result),
+                    output_files: report.output_files.len() as u64,
+                    duration_millis: *duration_millis,
+                    attempts: *attempts,
+                    ..record(true)
+                });
+            }
+        }
         RunOutcome::Success {
             report,
             duration_millis,
@@ -407,7 +655,7 @@ pub fn settle_run(
             excerpt,
             duration_millis,
             attempts,
-        } => {
+        } if claim.rewrite => {
             state.consecutive_failures = current.consecutive_failures.saturating_add(1);
             state.next_attempt_millis =
                 Some(now + backoff.delay_millis(state.consecutive_failures));
@@ -419,6 +667,8 @@ pub fn settle_run(
                 ..record(false)
             });
         }
+        // A reconcile that failed: its files are pending again, compactions are not held back.
+        RunOutcome::Failure { .. } => {}
     }
     let (pending, partitions) = PendingCounts::aggregate(files.values());
     state.pending = pending;
@@ -517,17 +767,23 @@ mod tests {
             accumulator.snapshot().partitions["d=1"],
             PartitionCounts {
                 files: 2,
-                bytes: 40
+                bytes: 40,
+                ..Default::default()
             }
         );
         assert_eq!(
             accumulator.snapshot().partitions["d=2"],
             PartitionCounts {
                 files: 1,
-                bytes: 20
+                bytes: 20,
+                ..Default::default()
             }
         );
-        assert_eq!(accumulator.due(1_000), Some(DueReason::Files));
+        assert_eq!(
+            accumulator.decision(1_000),
+            Decision::NothingToRewrite(DueReason::Files),
+            "3 files, but no partition holds min_input_files (3) of them"
+        );
 
         let reloaded = Accumulator::load(spec(), &store).unwrap();
         assert_eq!(reloaded.snapshot(), accumulator.snapshot());
@@ -595,7 +851,10 @@ mod tests {
         stage_and_commit(
             &mut accumulator,
             &store,
-            vec![candidate("t/a.parquet", 10, 99_999_999, "")],
+            vec![
+                candidate("t/a.parquet", 10, 99_999_999, ""),
+                candidate("t/b.parquet", 10, 99_999_999, ""),
+            ],
             1_000,
         );
         assert_eq!(accumulator.next_deadline(), Some(61_000));
@@ -612,6 +871,7 @@ mod tests {
                     ..Default::default()
                 },
                 output_files: outputs.iter().map(|key| format!("s3://b/{key}")).collect(),
+                ..Default::default()
             },
             duration_millis: 5,
             attempts: 1,
@@ -639,8 +899,8 @@ mod tests {
         now: i64,
     ) -> ClaimTicket {
         let (ops, ticket) = accumulator
-            .begin_claim(run_id, "files", now, false)
-            .expect("something to claim");
+            .begin_claim(run_id, "files", now, true)
+            .expect("no run in flight");
         store.commit(ops).unwrap();
         accumulator.settle(true);
         ticket
@@ -792,6 +1052,114 @@ mod tests {
         assert_eq!(accumulator.snapshot().state.pending.files, 0);
     }
 
+    fn truthful_success(truth: &[(&str, u64)], committed: &[&str]) -> RunOutcome {
+        RunOutcome::Success {
+            report: crate::spark::runner::ReportSummary {
+                result: crate::spark::result::RewriteResult {
+                    rewritten_data_files_count: 12,
+                    added_data_files_count: 1,
+                    ..Default::default()
+                },
+                output_files: vec!["s3://b/t/data/d=1/out.parquet".to_string()],
+                spec: Some(vec![crate::partitions::PartitionField {
+                    name: "d".to_string(),
+                    source: "d".to_string(),
+                    transform: crate::partitions::Transform::Identity,
+                }]),
+                truth: Some(
+                    truth
+                        .iter()
+                        .map(|(key, size)| (format!("s3://b/{key}"), *size))
+                        .collect(),
+                ),
+                committed: committed
+                    .iter()
+                    .map(|key| format!("s3://b/{key}"))
+                    .collect(),
+            },
+            duration_millis: 5,
+            attempts: 1,
+        }
+    }
+
+    #[test]
+    fn after_a_run_the_pending_files_are_the_truth_plus_what_is_still_on_its_way() {
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+        // Claimed: a (rewritten), b (left in a partition not worth rewriting), orphan (never committed).
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![
+                candidate("t/data/d=1/a.parquet", 10, 100, "d=1"),
+                candidate("t/data/d=2/b.parquet", 10, 100, "d=2"),
+                candidate("t/data/d=1/orphan.parquet", 10, 100, "d=1"),
+            ],
+            1_000,
+        );
+        claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+        // During the run: c (committed, then rewritten by the run), d (its writer still committing),
+        // and the run's own output.
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![
+                candidate("t/data/d=1/c.parquet", 10, 2_100, "d=1"),
+                candidate("t/data/d=3/d.parquet", 10, 2_200, "d=3"),
+                candidate("t/data/d=1/out.parquet", 40, 2_300, "d=1"),
+            ],
+            2_300,
+        );
+        let outcome = truthful_success(
+            &[
+                ("t/data/d=1/out.parquet", 40),
+                ("t/data/d=2/b.parquet", 10),
+                ("t/data/d=4/old.parquet", 7),
+            ],
+            &["t/data/d=1/c.parquet", "t/data/d=1/out.parquet"],
+        );
+        finish(&mut accumulator, &store, "run-1", &outcome, 3_000);
+        let mut pending: Vec<(String, crate::state::FileSource)> = store
+            .files("n.t")
+            .unwrap()
+            .into_iter()
+            .map(|(_, file)| (file.key, file.source))
+            .collect();
+        pending.sort();
+        use crate::state::FileSource::{Events, Metadata};
+        assert_eq!(
+            pending,
+            vec![
+                ("t/data/d=1/out.parquet".to_string(), Events),
+                ("t/data/d=2/b.parquet".to_string(), Events),
+                ("t/data/d=3/d.parquet".to_string(), Events),
+                ("t/data/d=4/old.parquet".to_string(), Metadata),
+            ],
+            "a and c were rewritten, the orphan was never committed"
+        );
+        let snapshot = accumulator.snapshot();
+        assert_eq!(snapshot.state.pending.files, 4);
+        assert_eq!(snapshot.partitions["d=4"].metadata_files, 1);
+        assert!(snapshot.state.partition_spec.is_some());
+        assert_eq!(snapshot.state.last_truth_millis, Some(3_000));
+        assert_eq!(
+            Accumulator::load(spec(), &store).unwrap().snapshot(),
+            snapshot,
+            "durable"
+        );
+        // Late events of truth files and committed files are duplicates.
+        let staged = stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![
+                candidate("t/data/d=4/old.parquet", 7, 3_100, "d=4"),
+                candidate("t/data/d=1/c.parquet", 10, 3_100, "d=1"),
+            ],
+            3_100,
+        );
+        assert_eq!((staged.num_counted, staged.num_duplicates), (0, 2));
+    }
+
     #[test]
     fn a_stale_outcome_changes_nothing() {
         let store = MemoryStore::new();
@@ -872,7 +1240,7 @@ mod tests {
                         }
                         Step::Claim => {
                             run += 1;
-                            if let Some((ops, _)) = accumulator.begin_claim(&format!("run-{run}"), "files", now, false) {
+                            if let Some((ops, _)) = accumulator.begin_claim(&format!("run-{run}"), "files", now, true) {
                                 store.commit(ops).unwrap();
                                 accumulator.settle(true);
                                 claimed.append(&mut expected);

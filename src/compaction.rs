@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::accumulator::{ClaimTicket, FailureBackoff};
 use crate::clock::UnixMillis;
 use crate::config::{Config, SparkConfig, SparkRunnerKind, TableSpec};
+use crate::partitions::where_for_partitions;
 use crate::spark::command::spark_sql_args;
 use crate::spark::docker::{DockerRunner, DockerSettings};
 use crate::spark::process::ProcessRunner;
@@ -43,11 +44,25 @@ impl CompactionSettings {
             catalog: spec.catalog.clone(),
             table: spec.table.clone(),
             target_file_bytes: spec.target_file_bytes,
-            min_input_files: spec.min_input_files,
+            min_input_files: if ticket.min_input_files > 0 {
+                ticket.min_input_files
+            } else {
+                spec.min_input_files
+            },
             partial_progress: spec.partial_progress,
             where_filter: spec.where_filter.clone(),
             expire_snapshots_older_than_hours: spec.expire_snapshots_older_than_hours,
             run_started_millis: ticket.started_millis,
+            small_file_bytes: spec.thresholds.small_file_bytes,
+            partition_filter: ticket.spec.as_deref().and_then(|partition_spec| {
+                where_for_partitions(partition_spec, &ticket.partitions)
+            }),
+            rewrite: ticket.rewrite,
+            committed_since_millis: if ticket.rewrite {
+                ticket.started_millis
+            } else {
+                ticket.started_millis - crate::accumulator::RECONCILE_GRACE_MILLIS
+            },
         }
         .statements();
         let catalog = &self.config.catalogs[&spec.catalog];
@@ -134,6 +149,10 @@ mod tests {
             started_millis: 0,
             files: 4,
             bytes: 4,
+            partitions: Vec::new(),
+            min_input_files: 4,
+            spec: None,
+            rewrite: true,
         };
         let job = settings.job(&spec, &ticket);
         let statements = job.args.last().unwrap();

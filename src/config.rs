@@ -287,6 +287,8 @@ pub struct TableConfig {
     pub partial_progress: Option<bool>,
     /// Run `expire_snapshots` after a successful rewrite, for snapshots older than this.
     pub expire_snapshots_older_than_hours: Option<i64>,
+    /// Rebuild the pending state from the table's metadata this often, events or not (off).
+    pub reconcile_every_hours: Option<i64>,
 }
 
 /// A table with every default applied: what the rest of icepack works with.
@@ -303,9 +305,17 @@ pub struct TableSpec {
     pub where_filter: Option<String>,
     pub partial_progress: bool,
     pub expire_snapshots_older_than_hours: Option<u64>,
+    pub reconcile_every_millis: Option<i64>,
 }
 
 impl TableSpec {
+    pub fn rewrite_rule(&self) -> crate::policy::RewriteRule {
+        crate::policy::RewriteRule {
+            min_input_files: self.min_input_files,
+            target_file_bytes: self.target_file_bytes,
+        }
+    }
+
     /// A spec with compaction defaults, for tests and benchmarks.
     #[doc(hidden)]
     pub fn for_tests(table: &str, bucket: &str, prefix: &str, thresholds: Thresholds) -> TableSpec {
@@ -321,6 +331,7 @@ impl TableSpec {
             where_filter: None,
             partial_progress: false,
             expire_snapshots_older_than_hours: None,
+            reconcile_every_millis: None,
         }
     }
 }
@@ -519,6 +530,9 @@ impl TableConfig {
         if let Some(hours) = self.expire_snapshots_older_than_hours {
             check_positive(&format!("{key}.expire_snapshots_older_than_hours"), hours)?;
         }
+        if let Some(hours) = self.reconcile_every_hours {
+            check_positive(&format!("{key}.reconcile_every_hours"), hours)?;
+        }
         if let Some(filter) = &self.where_filter {
             if filter.trim().is_empty()
                 || filter.chars().any(char::is_control)
@@ -571,6 +585,7 @@ impl TableConfig {
             expire_snapshots_older_than_hours: self
                 .expire_snapshots_older_than_hours
                 .map(|hours| hours as u64),
+            reconcile_every_millis: self.reconcile_every_hours.map(|hours| hours * 3_600_000),
         }
     }
 }

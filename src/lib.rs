@@ -13,6 +13,7 @@ pub mod http;
 pub mod intake;
 pub mod metrics;
 pub mod notify;
+pub mod partitions;
 pub mod policy;
 pub mod queue;
 pub mod routing;

@@ -78,6 +78,13 @@ enum Command {
         /// `namespace.table` as configured.
         table: String,
     },
+    /// Rebuild tables' pending state from their Iceberg metadata (all tables, or one).
+    Reconcile {
+        #[arg(long, env = "ICEPACK_CONFIG")]
+        config: PathBuf,
+        /// `namespace.table` as configured; all tables when absent.
+        table: Option<String>,
+    },
     /// Forward MinIO bucket-notification webhooks (POST /minio) to the configured SQS queue.
     Bridge {
         #[arg(long, env = "ICEPACK_CONFIG")]
@@ -109,6 +116,7 @@ fn main() -> ExitCode {
         } => replay(&config, &events, !no_compact),
         Command::Compact { config, table } => compact(&config, &table),
         Command::Bridge { config, listen } => bridge(&config, listen),
+        Command::Reconcile { config, table } => reconcile(&config, table.as_deref()),
         Command::Status { config, json } => status(&config, json),
     };
     match result {
@@ -362,7 +370,10 @@ fn compact(path: &Path, table: &str) -> Result<()> {
         };
         let result = pipeline
             .pool
-            .send(CompactNow { table: index })
+            .send(CompactNow {
+                table: index,
+                trigger: "manual".to_string(),
+            })
             .await
             .context("executor pool stopped")?
             .map_err(|error| anyhow::anyhow!(error))?;
@@ -392,6 +403,52 @@ fn compact(path: &Path, table: &str) -> Result<()> {
 }
 
 /// The running service's view over its HTTP API, if it answers.
+fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
+    let config = load_config(path)?;
+    let store = open_store(&config)
+        .context("`reconcile` needs the state directory; stop the service first")?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let system = actix::System::new();
+    let failed = system.block_on(async move {
+        let pipeline = start_pipeline(store, clock, compaction(&config, true), Arc::new(Metrics::default()), None)?;
+        let indices: Vec<usize> = match only {
+            Some(table) => vec![pipeline
+                .table_index(table)
+                .ok_or_else(|| anyhow::anyhow!("table {table} is not configured in {}", path.display()))?],
+            None => (0..pipeline.tables.len()).collect(),
+        };
+        let mut failed = 0;
+        for index in indices {
+            let result = pipeline
+                .pool
+                .send(CompactNow { table: index, trigger: "reconcile".to_string() })
+                .await
+                .context("executor pool stopped")?;
+            let _ = pipeline.pool.send(WaitIdle).await;
+            let status = pipeline.accumulators[index].send(icepack::actors::messages::GetStatus).await?;
+            let outcome = match &result {
+                Ok(result) => match &result.outcome {
+                    RunOutcome::Success { .. } => "reconciled".to_string(),
+                    RunOutcome::Failure { class, excerpt, .. } => format!("failed ({}): {excerpt}", class.as_str()),
+                },
+                Err(error) => format!("failed: {error}"),
+            };
+            if !outcome.starts_with("reconciled") {
+                failed += 1;
+            }
+            println!(
+                "{}",
+                serde_json::json!({"table": status.table, "outcome": outcome, "pending_files": status.pending_files, "pending_bytes": status.pending_bytes, "partitions": status.partitions})
+            );
+        }
+        Ok::<usize, anyhow::Error>(failed)
+    })?;
+    if failed > 0 {
+        bail!("{failed} table(s) could not be reconciled");
+    }
+    Ok(())
+}
+
 fn bridge(path: &Path, listen: std::net::SocketAddr) -> Result<()> {
     let config = load_config(path)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

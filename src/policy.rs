@@ -4,8 +4,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use std::collections::BTreeMap;
+
 use crate::clock::UnixMillis;
-use crate::state::PendingCounts;
+use crate::state::{PartitionCounts, PendingCounts};
 
 /// A table's thresholds, in bytes and milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +26,8 @@ pub struct Thresholds {
 pub enum DueReason {
     Files,
     Bytes,
+    /// One partition alone has `min_input_files` small files.
+    Partition,
     MaxWait,
 }
 
@@ -32,12 +36,14 @@ impl DueReason {
         match self {
             DueReason::Files => "files",
             DueReason::Bytes => "bytes",
+            DueReason::Partition => "partition",
             DueReason::MaxWait => "max_wait",
         }
     }
 }
 
-/// The first threshold crossed, checked in the order files, bytes, max-wait.
+/// The first threshold crossed, checked in the order files, bytes, max-wait — on the table's
+/// totals only (see [`table_decision`] for the decision that also looks at partitions).
 pub fn due_reason(
     pending: &PendingCounts,
     thresholds: &Thresholds,
@@ -55,6 +61,79 @@ pub fn due_reason(
     match max_wait_deadline(pending, thresholds) {
         Some(deadline) if now >= deadline => Some(DueReason::MaxWait),
         _ => None,
+    }
+}
+
+/// How `rewrite_data_files` decides whether a partition's file group is rewritten: enough files,
+/// or at least two files holding a target file's worth of data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RewriteRule {
+    pub min_input_files: u64,
+    pub target_file_bytes: u64,
+}
+
+impl RewriteRule {
+    /// `min-input-files` for a run with this trigger: a max-wait run rewrites any partition with
+    /// two small files or more (one file cannot be improved by rewriting it alone).
+    pub fn min_input_files_for(&self, reason: DueReason) -> u64 {
+        match reason {
+            DueReason::MaxWait => 2.min(self.min_input_files),
+            _ => self.min_input_files,
+        }
+    }
+
+    pub fn worth_rewriting(&self, partition: &PartitionCounts, min_input_files: u64) -> bool {
+        partition.files >= min_input_files.max(1)
+            || (partition.files >= 2 && partition.bytes >= self.target_file_bytes)
+    }
+}
+
+/// Whether to start a run, why, and which partitions it should rewrite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    NotDue,
+    /// Thresholds are crossed, but no partition has enough to rewrite: a run would rewrite nothing.
+    NothingToRewrite(DueReason),
+    Due {
+        reason: DueReason,
+        /// The partitions worth rewriting (paths; `""` for an unpartitioned table).
+        partitions: Vec<String>,
+        min_input_files: u64,
+    },
+}
+
+/// The table's decision: its totals crossing a threshold, or one partition reaching
+/// `min_input_files`, and only when at least one partition is worth rewriting.
+pub fn table_decision(
+    pending: &PendingCounts,
+    partitions: &BTreeMap<String, PartitionCounts>,
+    thresholds: &Thresholds,
+    rule: &RewriteRule,
+    now: UnixMillis,
+) -> Decision {
+    let reason = due_reason(pending, thresholds, now).or_else(|| {
+        partitions
+            .values()
+            .any(|partition| partition.files >= rule.min_input_files)
+            .then_some(DueReason::Partition)
+    });
+    let Some(reason) = reason else {
+        return Decision::NotDue;
+    };
+    let min_input_files = rule.min_input_files_for(reason);
+    let worth: Vec<String> = partitions
+        .iter()
+        .filter(|(_, counts)| rule.worth_rewriting(counts, min_input_files))
+        .map(|(path, _)| path.clone())
+        .collect();
+    if worth.is_empty() {
+        Decision::NothingToRewrite(reason)
+    } else {
+        Decision::Due {
+            reason,
+            partitions: worth,
+            min_input_files,
+        }
     }
 }
 
@@ -189,6 +268,105 @@ mod tests {
         let waiting = pending(1, 1, Some(0));
         assert_eq!(max_wait_deadline(&waiting, &disabled), None);
         assert_eq!(due_reason(&waiting, &disabled, i64::MAX), None);
+    }
+
+    fn partitions(counts: &[(&str, u64, u64)]) -> BTreeMap<String, PartitionCounts> {
+        counts
+            .iter()
+            .map(|(path, files, bytes)| {
+                (
+                    path.to_string(),
+                    PartitionCounts {
+                        files: *files,
+                        bytes: *bytes,
+                        ..Default::default()
+                    },
+                )
+            })
+            .collect()
+    }
+
+    const RULE: RewriteRule = RewriteRule {
+        min_input_files: 10,
+        target_file_bytes: 512 * MIB,
+    };
+
+    #[test]
+    fn only_partitions_worth_it_are_rewritten() {
+        // 12 + 6 small files: the table is due by files, only the 12-file partition is rewritten.
+        let parts = partitions(&[("d=1", 12, 12), ("d=2", 6, 6)]);
+        assert_eq!(
+            table_decision(&pending(18, 18, Some(0)), &parts, &thresholds(), &RULE, 1),
+            Decision::Due {
+                reason: DueReason::Files,
+                partitions: vec!["d=1".to_string()],
+                min_input_files: 10
+            }
+        );
+        // The 6 left behind: not due until the partition qualifies.
+        let parts = partitions(&[("d=2", 6, 6)]);
+        assert_eq!(
+            table_decision(&pending(6, 6, Some(0)), &parts, &thresholds(), &RULE, 1),
+            Decision::NotDue
+        );
+    }
+
+    #[test]
+    fn one_file_in_each_of_many_partitions_starts_no_run() {
+        let parts: Vec<(String, u64, u64)> =
+            (0..40).map(|day| (format!("d={day}"), 1, 1)).collect();
+        let parts = partitions(
+            &parts
+                .iter()
+                .map(|(p, f, b)| (p.as_str(), *f, *b))
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(
+            table_decision(&pending(40, 40, Some(0)), &parts, &thresholds(), &RULE, 1),
+            Decision::NothingToRewrite(DueReason::Files)
+        );
+    }
+
+    #[test]
+    fn a_partition_alone_can_make_the_table_due_and_max_wait_rewrites_pairs() {
+        let lax = Thresholds {
+            min_files: 100,
+            ..thresholds()
+        };
+        let parts = partitions(&[("d=1", 10, 10), ("d=2", 3, 3)]);
+        assert_eq!(
+            table_decision(&pending(13, 13, Some(0)), &parts, &lax, &RULE, 1),
+            Decision::Due {
+                reason: DueReason::Partition,
+                partitions: vec!["d=1".to_string()],
+                min_input_files: 10
+            }
+        );
+        let parts = partitions(&[("d=1", 1, 1), ("d=2", 3, 3)]);
+        let late = 120 * 60_000 + 1;
+        assert_eq!(
+            table_decision(&pending(4, 4, Some(0)), &parts, &thresholds(), &RULE, late),
+            Decision::Due {
+                reason: DueReason::MaxWait,
+                partitions: vec!["d=2".to_string()],
+                min_input_files: 2
+            }
+        );
+        // Two files holding a target file's worth: rewritten whatever their number.
+        let parts = partitions(&[("d=1", 2, 600 * MIB)]);
+        assert!(matches!(
+            table_decision(
+                &pending(2, 600 * MIB, Some(0)),
+                &parts,
+                &thresholds(),
+                &RULE,
+                1
+            ),
+            Decision::Due {
+                reason: DueReason::Bytes,
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -28,6 +28,9 @@ impl PendingCounts {
             let partition = partitions.entry(file.partition.clone()).or_default();
             partition.files += 1;
             partition.bytes += file.size;
+            if file.source == FileSource::Metadata {
+                partition.metadata_files += 1;
+            }
         }
         (counts, partitions)
     }
@@ -55,6 +58,20 @@ impl PendingCounts {
 pub struct PartitionCounts {
     pub files: u64,
     pub bytes: u64,
+    /// Of `files`, those known from Iceberg metadata rather than from events.
+    #[serde(default)]
+    pub metadata_files: u64,
+}
+
+/// Where icepack learned of a pending file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileSource {
+    /// An S3 event, not yet confirmed by the committed metadata.
+    #[default]
+    Events,
+    /// The table's committed metadata (a run's or a reconcile's truth).
+    Metadata,
 }
 
 /// One table's durable record (the `tables` column family).
@@ -73,6 +90,12 @@ pub struct TableState {
     /// After a failure, no run starts before this time.
     #[serde(default)]
     pub next_attempt_millis: Option<UnixMillis>,
+    /// The partition spec as last read from the catalog.
+    #[serde(default)]
+    pub partition_spec: Option<Vec<crate::partitions::PartitionField>>,
+    /// When the pending state was last rebuilt from the committed metadata.
+    #[serde(default)]
+    pub last_truth_millis: Option<UnixMillis>,
 }
 
 /// The files a run took when it started: every logged file with a sequence number below `upto_seq`.
@@ -86,6 +109,18 @@ pub struct Claim {
     pub upto_seq: u64,
     pub counts: PendingCounts,
     pub partitions: BTreeMap<String, PartitionCounts>,
+    /// The partitions the run rewrites (empty: the whole table) and its `min-input-files`.
+    #[serde(default)]
+    pub rewrite_partitions: Vec<String>,
+    #[serde(default)]
+    pub min_input_files: u64,
+    /// `false` for a reconcile: the run rewrites nothing, it reads the truth.
+    #[serde(default = "yes")]
+    pub rewrite: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// How the last run of a table ended.
@@ -123,6 +158,8 @@ pub struct FileEntry {
     pub size: u64,
     pub event_millis: UnixMillis,
     pub partition: String,
+    #[serde(default)]
+    pub source: FileSource,
 }
 
 /// What is remembered of an object key to recognise duplicates (the `seen` column family).

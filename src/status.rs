@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::clock::{format_rfc3339, UnixMillis};
 use crate::config::TableSpec;
-use crate::policy::due_reason;
+use crate::policy::{table_decision, Decision};
 use crate::state::TableSnapshot;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -32,6 +32,10 @@ pub struct TableStatus {
     pub consecutive_failures: u32,
     /// After failures, no run starts before this time.
     pub next_attempt_time: Option<String>,
+    /// When the pending state was last rebuilt from the table's committed metadata.
+    pub last_truth_time: Option<String>,
+    /// Thresholds are crossed but no partition has enough small files to rewrite.
+    pub nothing_to_rewrite: bool,
     /// Which threshold is nearest to firing, and how far each one is.
     pub explain: Explain,
 }
@@ -136,11 +140,24 @@ pub struct PartitionStatus {
     pub partition: String,
     pub files: u64,
     pub bytes: u64,
+    /// Of `files`: announced by S3 events since the last truth, and known from the metadata.
+    pub from_events: u64,
+    pub from_metadata: u64,
 }
 
 pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis) -> TableStatus {
     let pending = &snapshot.state.pending;
-    let reason = due_reason(pending, &spec.thresholds, now);
+    let decision = table_decision(
+        pending,
+        &snapshot.partitions,
+        &spec.thresholds,
+        &spec.rewrite_rule(),
+        now,
+    );
+    let reason = match &decision {
+        Decision::Due { reason, .. } => Some(*reason),
+        _ => None,
+    };
     TableStatus {
         table: spec.table.clone(),
         pending_files: pending.files,
@@ -159,6 +176,8 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
                 partition: partition.clone(),
                 files: counts.files,
                 bytes: counts.bytes,
+                from_events: counts.files - counts.metadata_files.min(counts.files),
+                from_metadata: counts.metadata_files,
             })
             .collect(),
         in_flight_run: snapshot.state.claim.as_ref().map(|claim| InFlightRun {
@@ -187,6 +206,8 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
         }),
         consecutive_failures: snapshot.state.consecutive_failures,
         next_attempt_time: snapshot.state.next_attempt_millis.map(format_rfc3339),
+        last_truth_time: snapshot.state.last_truth_millis.map(format_rfc3339),
+        nothing_to_rewrite: matches!(decision, Decision::NothingToRewrite(_)),
         explain: explain(spec, snapshot, now),
     }
 }
@@ -223,10 +244,12 @@ pub fn render_status_text(report: &serde_json::Value) -> String {
                 .filter(|name| !name.is_empty())
                 .unwrap_or("(unpartitioned)");
             out.push_str(&format!(
-                "  {:<38} {:>8} {:>12}\n",
+                "  {:<38} {:>8} {:>12}   {} from events, {} from metadata\n",
                 name,
                 number(&partition["files"]),
-                number(&partition["bytes"])
+                number(&partition["bytes"]),
+                number(&partition["from_events"]),
+                number(&partition["from_metadata"])
             ));
         }
         if let Some(nearest) = table["explain"]["nearest"].as_str() {

@@ -111,9 +111,9 @@ fn replay_counts_every_shape_once_and_prints_a_summary() {
     assert_eq!(
         table["partitions"],
         serde_json::json!([
-            {"partition": "", "files": 2, "bytes": 12000},
-            {"partition": "order_date=2024-05-01", "files": 2, "bytes": 3000},
-            {"partition": "order_date=2024-05-02", "files": 2, "bytes": 7000}
+            {"partition": "", "files": 2, "bytes": 12000, "from_events": 2, "from_metadata": 0},
+            {"partition": "order_date=2024-05-01", "files": 2, "bytes": 3000, "from_events": 2, "from_metadata": 0},
+            {"partition": "order_date=2024-05-02", "files": 2, "bytes": 7000, "from_events": 2, "from_metadata": 0}
         ])
     );
 
@@ -171,6 +171,8 @@ fn status_of_a_new_deployment_shows_empty_tables() {
             "last_run": null,
             "consecutive_failures": 0,
             "next_attempt_time": null,
+            "last_truth_time": null,
+            "nothing_to_rewrite": false,
             "explain": {
                 "nearest": null,
                 "files": {"value": 0, "threshold": 10, "remaining": 10, "reached": 0.0},

@@ -14,7 +14,7 @@ use super::messages::{
     Claimed, GetStatus, NotClaimed, RecoverRun, RequestCompaction, RunFinished, Settle, Stage,
     StartRun, Tick,
 };
-use crate::accumulator::{settle_run, Accumulator, ClaimTicket, FailureBackoff, Staged};
+use crate::accumulator::{settle_run, Accumulator, FailureBackoff, Staged};
 use crate::clock::Clock;
 use crate::policy::DueReason;
 use crate::routing::TableIndex;
@@ -43,6 +43,8 @@ pub struct TableAccumulatorActor {
     reported_due: Option<DueReason>,
     requested: bool,
     deferred: VecDeque<Deferred>,
+    /// When this actor started: the first periodic reconcile counts from here.
+    started_millis: i64,
 }
 
 impl TableAccumulatorActor {
@@ -54,6 +56,7 @@ impl TableAccumulatorActor {
         pool: Option<Addr<CompactionPool>>,
         backoff: FailureBackoff,
     ) -> Self {
+        let started_millis = clock.now_millis();
         TableAccumulatorActor {
             index,
             accumulator,
@@ -64,6 +67,7 @@ impl TableAccumulatorActor {
             timer: None,
             reported_due: None,
             requested: false,
+            started_millis,
             deferred: VecDeque::new(),
         }
     }
@@ -97,6 +101,23 @@ impl TableAccumulatorActor {
         if self.accumulator.claim().is_some() {
             return;
         }
+        // A periodic reconcile, when its time has come and no run is due.
+        let reconcile_at = self.accumulator.spec().reconcile_every_millis.map(|every| {
+            let state = &self.accumulator.snapshot().state;
+            state.last_truth_millis.unwrap_or(self.started_millis) + every
+        });
+        if let (Some(at), None, Some(pool), false) = (reconcile_at, due, &self.pool, self.requested)
+        {
+            if now >= at {
+                pool.do_send(RequestCompaction {
+                    table: self.index,
+                    trigger: "reconcile".to_string(),
+                    force: true,
+                });
+                self.requested = true;
+                return;
+            }
+        }
         let wake_at = match due {
             Some(reason) if self.accumulator.may_start_run(now) => {
                 if let (Some(pool), false) = (&self.pool, self.requested) {
@@ -111,6 +132,10 @@ impl TableAccumulatorActor {
             }
             Some(_) => self.accumulator.next_attempt(),
             None => self.accumulator.next_deadline(),
+        };
+        let wake_at = match (wake_at, reconcile_at.filter(|_| due.is_none())) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         if let Some(wake_at) = wake_at {
             let delay = Duration::from_millis(wake_at.saturating_sub(now).max(0) as u64);
@@ -231,11 +256,11 @@ impl Actor for TableAccumulatorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        if let (Some(claim), Some(pool)) = (self.accumulator.claim(), &self.pool) {
-            info!(table = %self.table(), run_id = %claim.run_id, "a run was in flight when icepack stopped; recovering it");
+        if let (Some(ticket), Some(pool)) = (self.accumulator.claim_ticket(), &self.pool) {
+            info!(table = %self.table(), run_id = %ticket.run_id, "a run was in flight when icepack stopped; recovering it");
             pool.do_send(RecoverRun {
                 table: self.index,
-                ticket: ClaimTicket::from(claim),
+                ticket,
             });
         }
         self.evaluate(ctx);
@@ -346,13 +371,15 @@ mod tests {
         .start();
         let mut staged = actor
             .send(Stage {
-                candidates: vec![Candidate {
-                    bucket: "b".to_string(),
-                    key: "t/a.parquet".to_string(),
-                    size: 5,
-                    event_millis: 1_000_000,
-                    partition: String::new(),
-                }],
+                candidates: ["t/a.parquet", "t/b.parquet"]
+                    .map(|key| Candidate {
+                        bucket: "b".to_string(),
+                        key: key.to_string(),
+                        size: 5,
+                        event_millis: 1_000_000,
+                        partition: String::new(),
+                    })
+                    .to_vec(),
             })
             .await
             .unwrap()
@@ -366,7 +393,7 @@ mod tests {
         let status = actor.send(GetStatus).await.unwrap();
         assert!(status.due);
         assert_eq!(status.due_reason, Some("max_wait"));
-        assert_eq!(status.pending_files, 1);
+        assert_eq!(status.pending_files, 2);
     }
 
     #[actix::test]
@@ -387,13 +414,15 @@ mod tests {
         // The file's event is 300 ms short of the 60 s max-wait.
         let mut staged = actor
             .send(Stage {
-                candidates: vec![Candidate {
-                    bucket: "b".to_string(),
-                    key: "t/a.parquet".to_string(),
-                    size: 5,
-                    event_millis: now - 60_000 + 300,
-                    partition: String::new(),
-                }],
+                candidates: ["t/a.parquet", "t/b.parquet"]
+                    .map(|key| Candidate {
+                        bucket: "b".to_string(),
+                        key: key.to_string(),
+                        size: 5,
+                        event_millis: now - 60_000 + 300,
+                        partition: String::new(),
+                    })
+                    .to_vec(),
             })
             .await
             .unwrap()

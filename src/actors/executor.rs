@@ -35,7 +35,7 @@ use crate::spark::runner::{execute, judge, RunOutcome, SparkRunner};
 fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
     let mut outcome = outcome.clone();
     if let RunOutcome::Success { report, .. } = &mut outcome {
-        report.output_files.clear();
+        *report = report.without_file_lists();
     }
     outcome
 }
@@ -174,7 +174,9 @@ impl CompactionPool {
                 duration_millis, ..
             } => *duration_millis as f64 / 1000.0,
         };
+        let rewrite = ticket.rewrite;
         match outcome.failure_class() {
+            _ if !rewrite => {}
             None => {
                 self.metrics.runs_succeeded.inc(&[("table", &spec.table)]);
                 self.metrics
@@ -190,7 +192,7 @@ impl CompactionPool {
                     .observe(&[("outcome", "failure")], duration_seconds);
             }
         }
-        if let Some(notifier) = &self.notifier {
+        if let Some(notifier) = self.notifier.as_ref().filter(|_| rewrite) {
             let catalog = self.settings.config.catalogs.get(&spec.catalog);
             notifier.do_send(Notify(RunEvent {
                 table: spec.table.clone(),
@@ -322,9 +324,11 @@ impl Handler<Claimed> for CompactionPool {
         let attempts = self.settings.attempts;
         let retry_interval = self.settings.retry_interval;
         let run_id = ticket.run_id.clone();
-        self.metrics
-            .runs_started
-            .inc(&[("table", &self.tables[table].table)]);
+        if ticket.rewrite {
+            self.metrics
+                .runs_started
+                .inc(&[("table", &self.tables[table].table)]);
+        }
         let span = tracing::info_span!("run", table = %self.tables[table].table, run_id = %run_id);
         ctx.spawn(
             async move { execute(runner.as_ref(), &job, attempts, retry_interval).await }
@@ -420,7 +424,7 @@ impl Handler<CompactNow> for CompactionPool {
             let _ = sender.send(Err("the table has a run in flight already".to_string()));
         } else {
             self.manual.entry(message.table).or_default().push(sender);
-            self.enqueue(message.table, "manual".to_string(), true, ctx);
+            self.enqueue(message.table, message.trigger, true, ctx);
         }
         Box::pin(
             async move {

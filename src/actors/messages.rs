@@ -122,11 +122,14 @@ pub struct RunResult {
     pub outcome: RunOutcome,
 }
 
-/// Runs a compaction of one table now, whatever its thresholds, and answers when it ended.
+/// Runs a compaction of one table now, whatever its thresholds — or, with trigger `reconcile`,
+/// rebuilds its pending state from the committed metadata — and answers when it ended.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<RunResult, String>")]
 pub struct CompactNow {
     pub table: TableIndex,
+    /// `manual` or `reconcile`.
+    pub trigger: String,
 }
 
 /// Answers once no run is in flight or waiting.

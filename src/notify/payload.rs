@@ -164,6 +164,7 @@ mod tests {
                     ..Default::default()
                 },
                 output_files: vec!["s3://b/k".to_string()],
+                ..Default::default()
             },
             duration_millis: 12_500,
             attempts: 1,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::sql::OUTPUT_FILE_COLUMN;
+use super::sql::{COMMITTED_FILE_COLUMN, OUTPUT_FILE_COLUMN, TRUTH_FILE_COLUMN};
 
 /// `rewrite_data_files`' result; columns were added over Iceberg releases, so absent ones are 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +23,12 @@ pub struct RunReport {
     pub result: RewriteResult,
     /// Paths (`s3://bucket/key`) of the data files the run's replace snapshots added.
     pub output_files: Vec<String>,
+    /// The partition spec, from `DESCRIBE TABLE`.
+    pub spec: Option<Vec<crate::partitions::PartitionField>>,
+    /// The table's small data files after the run: (path, size). `None` when not reported.
+    pub truth: Option<Vec<(String, u64)>>,
+    /// Data files committed since the run began.
+    pub committed: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,6 +46,53 @@ const RESULT_MARKER: &str = "rewritten_data_files_count";
 /// Parses spark-sql's stdout (run with `spark.sql.cli.print.header=true`): each result set is a
 /// tab-separated header line followed by its rows.
 pub fn parse_stdout(stdout: &str) -> Result<RunReport, ParseError> {
+    let (truth, committed) = parse_truth(stdout);
+    let mut report = match parse_rewrite(stdout) {
+        // A reconcile rewrites nothing: its truth alone is its result.
+        Err(ParseError::NoResult) if truth.is_some() => RunReport::default(),
+        other => other?,
+    };
+    report.spec = crate::partitions::parse_describe(stdout);
+    report.truth = truth;
+    report.committed = committed;
+    Ok(report)
+}
+
+/// The truth and committed-files sections (a reconcile prints only these and the spec).
+pub fn parse_truth(stdout: &str) -> (Option<Vec<(String, u64)>>, Vec<String>) {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let truth = block(&lines, TRUTH_FILE_COLUMN).map(|rows| {
+        rows.iter()
+            .filter_map(|row| {
+                let (path, size) = row.split_once('\t')?;
+                Some((path.trim().to_string(), size.trim().parse().ok()?))
+            })
+            .collect()
+    });
+    let committed = block(&lines, COMMITTED_FILE_COLUMN)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|row| row.trim().to_string())
+        .collect();
+    (truth, committed)
+}
+
+/// The rows of the result set whose header starts with `column`: up to the next header line
+/// (one holding no `://`) or the end. `None` when there is no such result set.
+fn block<'a>(lines: &[&'a str], column: &str) -> Option<Vec<&'a str>> {
+    let start = lines
+        .iter()
+        .position(|line| line.split('\t').next() == Some(column))?;
+    Some(
+        lines[start + 1..]
+            .iter()
+            .take_while(|line| line.contains("://"))
+            .copied()
+            .collect(),
+    )
+}
+
+fn parse_rewrite(stdout: &str) -> Result<RunReport, ParseError> {
     let lines: Vec<&str> = stdout.lines().collect();
     let header_at = lines
         .iter()
@@ -80,6 +133,7 @@ pub fn parse_stdout(stdout: &str) -> Result<RunReport, ParseError> {
     Ok(RunReport {
         result,
         output_files,
+        ..RunReport::default()
     })
 }
 
@@ -232,6 +286,32 @@ mod tests {
         assert_eq!(
             split_object_path(&report.output_files[0]),
             Some(("lake", "w/t/data/part=a/00000-1.parquet"))
+        );
+    }
+
+    #[test]
+    fn truth_and_committed_files_are_read() {
+        let stdout = format!("{STDOUT}icepack_truth_file\tfile_size_in_bytes\ns3://lake/w/t/data/part=a/x.parquet\t1200\ns3://lake/w/t/data/part=b/y.parquet\t800\nicepack_committed_file\ns3://lake/w/t/data/part=a/00000-1.parquet\n");
+        let report = parse_stdout(&stdout).unwrap();
+        assert_eq!(
+            report.truth.unwrap(),
+            vec![
+                ("s3://lake/w/t/data/part=a/x.parquet".to_string(), 1200),
+                ("s3://lake/w/t/data/part=b/y.parquet".to_string(), 800)
+            ]
+        );
+        assert_eq!(
+            report.committed,
+            vec!["s3://lake/w/t/data/part=a/00000-1.parquet".to_string()]
+        );
+        assert_eq!(
+            parse_stdout(STDOUT).unwrap().truth,
+            None,
+            "no truth section: none reported"
+        );
+        assert_eq!(
+            parse_truth("icepack_truth_file\tfile_size_in_bytes\nicepack_committed_file\n"),
+            (Some(Vec::new()), Vec::new())
         );
     }
 

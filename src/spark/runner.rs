@@ -107,7 +107,24 @@ pub enum RunOutcome {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportSummary {
     pub result: super::result::RewriteResult,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_files: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Vec<crate::partitions::PartitionField>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truth: Option<Vec<(String, u64)>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub committed: Vec<String>,
+}
+
+impl ReportSummary {
+    /// The counts only: what notifications and command output carry.
+    pub fn without_file_lists(&self) -> ReportSummary {
+        ReportSummary {
+            result: self.result,
+            ..ReportSummary::default()
+        }
+    }
 }
 
 impl From<RunReport> for ReportSummary {
@@ -115,6 +132,9 @@ impl From<RunReport> for ReportSummary {
         ReportSummary {
             result: report.result,
             output_files: report.output_files,
+            spec: report.spec,
+            truth: report.truth,
+            committed: report.committed,
         }
     }
 }

@@ -8,6 +8,10 @@ use crate::clock::{format_rfc3339, UnixMillis};
 
 /// Column the output-files query names its result, to find it in spark-sql's stdout.
 pub const OUTPUT_FILE_COLUMN: &str = "icepack_output_file";
+/// The table's small data files as the committed metadata has them.
+pub const TRUTH_FILE_COLUMN: &str = "icepack_truth_file";
+/// Data files added by any snapshot committed since the run (or reconcile window) began.
+pub const COMMITTED_FILE_COLUMN: &str = "icepack_committed_file";
 
 /// Everything that decides one compaction's SQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +29,14 @@ pub struct CompactionSql {
     pub expire_snapshots_older_than_hours: Option<u64>,
     /// When the run started: replace snapshots committed since (less a margin) are this run's.
     pub run_started_millis: UnixMillis,
+    /// Files strictly smaller than this are small files (for the truth query).
+    pub small_file_bytes: u64,
+    /// Limits the rewrite to the partitions worth it (built from the partition spec).
+    pub partition_filter: Option<String>,
+    /// `false` for a reconcile: read the spec and the truth, rewrite nothing.
+    pub rewrite: bool,
+    /// Data files committed since this time are reported (reconcile: its grace window).
+    pub committed_since_millis: UnixMillis,
 }
 
 /// Margin for clock differences between icepack and the Spark driver when finding the run's
@@ -46,16 +58,25 @@ impl CompactionSql {
             .map(|(key, value)| format!("{}, {}", quote_string(key), quote_string(value)))
             .collect::<Vec<_>>()
             .join(", ");
-        let where_argument = self
-            .where_filter
+        let filter = match (&self.where_filter, &self.partition_filter) {
+            (Some(user), Some(partitions)) => Some(format!("({user}) AND ({partitions})")),
+            (Some(filter), None) | (None, Some(filter)) => Some(filter.clone()),
+            (None, None) => None,
+        };
+        let where_argument = filter
             .as_ref()
             .map(|filter| format!(", where => {}", quote_string(filter)))
             .unwrap_or_default();
-        let mut statements = vec![format!(
+        let mut statements = vec![format!("DESCRIBE TABLE {table_ref}")];
+        if !self.rewrite {
+            statements.extend(self.truth_statements(&table_ref));
+            return statements.join(";\n") + ";";
+        }
+        statements.push(format!(
             "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => 'binpack', options => map({options}){where_argument})",
             catalog = self.catalog,
             table = quote_string(&self.table),
-        )];
+        ));
         let since = format_rfc3339(self.run_started_millis - SNAPSHOT_MARGIN_MILLIS);
         statements.push(format!(
             "SELECT data_file.file_path AS {OUTPUT_FILE_COLUMN} FROM {table_ref}.entries \
@@ -63,6 +84,7 @@ impl CompactionSql {
              WHERE operation = 'replace' AND committed_at >= TIMESTAMP {since})",
             since = quote_string(&since.replace('T', " ").replace('Z', "")),
         ));
+        statements.extend(self.truth_statements(&table_ref));
         if let Some(hours) = self.expire_snapshots_older_than_hours {
             let older_than = self.run_started_millis - hours as i64 * 3_600_000;
             let older_than = format_rfc3339(older_than)
@@ -76,6 +98,26 @@ impl CompactionSql {
             ));
         }
         statements.join(";\n") + ";"
+    }
+
+    /// The table's small data files now, and what was committed since the window began.
+    fn truth_statements(&self, table_ref: &str) -> Vec<String> {
+        let since = format_rfc3339(self.committed_since_millis - SNAPSHOT_MARGIN_MILLIS)
+            .replace('T', " ")
+            .replace('Z', "");
+        vec![
+            format!(
+                "SELECT file_path AS {TRUTH_FILE_COLUMN}, file_size_in_bytes FROM {table_ref}.files \
+                 WHERE content = 0 AND file_size_in_bytes < {small}",
+                small = self.small_file_bytes
+            ),
+            format!(
+                "SELECT DISTINCT data_file.file_path AS {COMMITTED_FILE_COLUMN} FROM {table_ref}.all_entries \
+                 WHERE status = 1 AND snapshot_id IN (SELECT snapshot_id FROM {table_ref}.snapshots \
+                 WHERE committed_at >= TIMESTAMP {since})",
+                since = quote_string(&since)
+            ),
+        ]
     }
 }
 
@@ -129,13 +171,18 @@ mod tests {
             where_filter: None,
             expire_snapshots_older_than_hours: None,
             run_started_millis: 1_714_564_800_000,
+            small_file_bytes: 64 * 1024 * 1024,
+            partition_filter: None,
+            rewrite: true,
+            committed_since_millis: 1_714_564_800_000,
         }
     }
 
     #[test]
     fn the_call_is_the_reference_workflows() {
         let statements = sql().statements();
-        assert!(statements.starts_with(
+        assert!(statements.starts_with("DESCRIBE TABLE lakehouse.analytics.customer_orders;\nCALL lakehouse.system.rewrite_data_files("), "{statements}");
+        assert!(statements.contains(
             "CALL lakehouse.system.rewrite_data_files(table => 'analytics.customer_orders', strategy => 'binpack', options => map('min-input-files', '10', 'target-file-size-bytes', '536870912'));"
         ), "{statements}");
         assert!(statements.contains("FROM lakehouse.analytics.customer_orders.entries"));
@@ -144,6 +191,36 @@ mod tests {
             "{statements}"
         );
         assert!(!statements.contains("expire_snapshots"));
+        assert!(statements.contains("AS icepack_truth_file, file_size_in_bytes FROM lakehouse.analytics.customer_orders.files WHERE content = 0 AND file_size_in_bytes < 67108864"), "{statements}");
+        assert!(
+            statements.contains(
+                "AS icepack_committed_file FROM lakehouse.analytics.customer_orders.all_entries"
+            ),
+            "{statements}"
+        );
+    }
+
+    #[test]
+    fn partition_and_user_filters_combine_and_reconcile_rewrites_nothing() {
+        let statements = CompactionSql {
+            where_filter: Some("amount > 0".to_string()),
+            partition_filter: Some("`d` = '2024-05-01'".to_string()),
+            ..sql()
+        }
+        .statements();
+        assert!(
+            statements.contains(r"where => '(amount > 0) AND (`d` = \'2024-05-01\')'"),
+            "{statements}"
+        );
+        let reconcile = CompactionSql {
+            rewrite: false,
+            ..sql()
+        }
+        .statements();
+        assert!(!reconcile.contains("rewrite_data_files"));
+        assert!(
+            reconcile.contains("icepack_truth_file") && reconcile.starts_with("DESCRIBE TABLE")
+        );
     }
 
     #[test]

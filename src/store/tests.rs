@@ -10,6 +10,7 @@ fn file(key: &str) -> FileEntry {
         size: 10,
         event_millis: 5,
         partition: "dt=1".to_string(),
+        source: crate::state::FileSource::Events,
     }
 }
 
@@ -37,17 +38,26 @@ fn exercise(store: &dyn StateStore) {
                 counts: PartitionCounts {
                     files: 2,
                     bytes: 20,
+                    ..Default::default()
                 },
             },
             Op::PutPartition {
                 table: "n.t".to_string(),
                 partition: "dt=2".to_string(),
-                counts: PartitionCounts { files: 0, bytes: 0 },
+                counts: PartitionCounts {
+                    files: 0,
+                    bytes: 0,
+                    ..Default::default()
+                },
             },
             Op::PutPartition {
                 table: "n.tt".to_string(),
                 partition: "".to_string(),
-                counts: PartitionCounts { files: 9, bytes: 9 },
+                counts: PartitionCounts {
+                    files: 9,
+                    bytes: 9,
+                    ..Default::default()
+                },
             },
             Op::PutSeen {
                 bucket: "b".to_string(),
@@ -97,7 +107,8 @@ fn exercise(store: &dyn StateStore) {
         loaded.partitions["dt=1"],
         PartitionCounts {
             files: 2,
-            bytes: 20
+            bytes: 20,
+            ..Default::default()
         }
     );
     assert_eq!(
