@@ -274,10 +274,11 @@ impl Accumulator {
                 rewrite: true,
             },
             (_, false) => return None,
+            // A manual run compacts whatever can be: any partition with two small files or more.
             (_, true) => RunPlan {
                 trigger: trigger.to_string(),
                 partitions: Vec::new(),
-                min_input_files: self.spec.min_input_files,
+                min_input_files: 2.min(self.spec.min_input_files),
                 rewrite: trigger != "reconcile",
             },
         };

@@ -97,7 +97,6 @@ table = "{TABLE}"
 bucket = "{bucket}"
 prefix = "warehouse/analytics/orders/"
 min_files = 12
-min_input_files = 2
 
 [[tables]]
 table = "{MISSING}"
@@ -166,7 +165,11 @@ async fn a_due_table_is_compacted_in_a_container_and_its_state_settles() {
     })
     .await;
     let orders = table_status(&icepack, TABLE);
-    assert_eq!(orders["pending_files"], 0, "{orders}");
+    // Settled from the committed metadata: the table's one small file now is the run's output
+    // (5 KB, far below 64 MB), and it does not make the table due by itself.
+    assert_eq!(orders["pending_files"], 1, "{orders}");
+    assert_eq!(orders["partitions"][0]["files"], 1);
+    assert!(orders["last_truth_time"].is_string());
     assert_eq!(orders["due"], false);
     assert!(orders["in_flight_run"].is_null());
 
@@ -287,15 +290,15 @@ async fn a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_
     .await;
     assert_eq!(
         table_status(&icepack, TABLE)["pending_files"],
-        0,
-        "nothing lost, nothing counted twice"
+        1,
+        "nothing lost, nothing counted twice: the output is the one small file left"
     );
     assert!(icepack_containers(&icepack.state_dir()).await.is_empty());
 
     // Three more commits: pending, not due. A manual run compacts them now, with a local spark-sql.
     lakehouse.sql(&(inserts(12, 3).join(";\n") + ";"));
-    wait_until("three pending files", Duration::from_secs(60), || async {
-        (table_status(&icepack, TABLE)["pending_files"] == 3).then_some(())
+    wait_until("four pending files", Duration::from_secs(60), || async {
+        (table_status(&icepack, TABLE)["pending_files"] == 4).then_some(())
     })
     .await;
     assert!(icepack.terminate(second).await.success());
@@ -316,14 +319,14 @@ async fn a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_
     assert!(ok, "{stdout}\n{stderr}");
     let result: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(result["trigger"], "manual");
-    assert_eq!(result["claimed_files"], 3);
+    assert_eq!(result["claimed_files"], 4);
     assert_eq!(result["run"]["outcome"], "success");
     assert_eq!(
         result["run"]["report"]["result"]["rewritten_data_files_count"],
         4
     );
     let orders = table_status(&icepack, TABLE);
-    assert_eq!(orders["pending_files"], 0);
+    assert_eq!(orders["pending_files"], 1, "the new output: {orders}");
     assert_eq!(orders["last_run"]["trigger"], "manual");
 
     let after = lakehouse.sql(&table_facts());
