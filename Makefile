@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: deps build test lint demo
+.PHONY: deps build test lint lint-deploy demo
 
 deps:
 	./deploy/local/install-deps.sh
@@ -11,9 +11,15 @@ lint: deps
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
+# Deployment assets: Helm chart (helm lint/template), compose file (compose-go + checks), Grafana
+# dashboard, container image config; helm and compose-go are built once from the Go module proxy.
+lint-deploy:
+	cargo build --quiet --bin icepack
+	./deploy/check/lint-deploy.sh "$${CARGO_TARGET_DIR:-target}/debug/icepack"
+
 # Unit, property and integration tests; the end-to-end ones need the local stack (podman's Docker
 # API, the Spark + Iceberg image, a host Spark), which with-stack.sh starts and stops.
-test: lint
+test: lint lint-deploy
 	./deploy/local/with-stack.sh cargo test --all-targets
 
 demo: deps
