@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::Router;
 use tracing::{debug, info, warn};
@@ -48,18 +48,7 @@ async fn forward(
     body: Bytes,
 ) -> (StatusCode, String) {
     if let Some(token) = &state.token {
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if presented.len() != token.len()
-            || presented
-                .bytes()
-                .zip(token.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                != 0
-        {
+        if !crate::http::bearer_matches(&headers, token) {
             return (
                 StatusCode::UNAUTHORIZED,
                 "a valid bearer token is required\n".to_string(),

@@ -186,27 +186,27 @@ fn authorize(state: &ApiState, headers: &HeaderMap) -> Result<(), Box<Response>>
         Box::new((status, Json(json!({"error": message}))).into_response())
     };
     match &state.token {
-        Some(token) => {
-            let presented = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.strip_prefix("Bearer "))
-                .unwrap_or("");
-            if constant_time_equal(presented.as_bytes(), token.as_bytes()) {
-                Ok(())
-            } else {
-                Err(refuse(
-                    StatusCode::UNAUTHORIZED,
-                    "a valid bearer token is required",
-                ))
-            }
-        }
+        Some(token) if bearer_matches(headers, token) => Ok(()),
+        Some(_) => Err(refuse(
+            StatusCode::UNAUTHORIZED,
+            "a valid bearer token is required",
+        )),
         None if state.loopback => Ok(()),
         None => Err(refuse(
             StatusCode::FORBIDDEN,
             "set ICEPACK_API_TOKEN to allow mutating calls on a non-loopback listener",
         )),
     }
+}
+
+/// Whether the request carries `Authorization: Bearer <token>`, compared in constant time.
+pub fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or("");
+    constant_time_equal(presented.as_bytes(), token.as_bytes())
 }
 
 fn constant_time_equal(left: &[u8], right: &[u8]) -> bool {

@@ -150,6 +150,21 @@ async fn stopped_state(docker: &Docker, name: &str) -> Result<(i64, bool), Engin
     )))
 }
 
+/// Containers, running or not, carrying every one of these `key=value` labels.
+async fn list_labelled(
+    docker: &Docker,
+    labels: Vec<String>,
+) -> Result<Vec<bollard::models::ContainerSummary>, EngineError> {
+    docker
+        .list_containers(Some(ListContainersOptions::<String> {
+            all: true,
+            filters: HashMap::from([("label".to_string(), labels)]),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|error| unavailable("cannot list containers", error))
+}
+
 async fn remove(docker: &Docker, name: &str) {
     match docker
         .remove_container(
@@ -277,17 +292,7 @@ impl SparkRunner for DockerRunner {
         timeout: Duration,
     ) -> Result<Option<EngineOutput>, EngineError> {
         let docker = self.connect()?;
-        let found = docker
-            .list_containers(Some(ListContainersOptions::<String> {
-                all: true,
-                filters: HashMap::from([(
-                    "label".to_string(),
-                    vec![format!("{LABEL_RUN_ID}={run_id}")],
-                )]),
-                ..Default::default()
-            }))
-            .await
-            .map_err(|error| unavailable("cannot list containers", error))?;
+        let found = list_labelled(&docker, vec![format!("{LABEL_RUN_ID}={run_id}")]).await?;
         let Some(name) = found
             .into_iter()
             .find_map(|summary| summary.names.and_then(|names| names.into_iter().next()))
@@ -302,20 +307,14 @@ impl SparkRunner for DockerRunner {
 
     async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
         let docker = self.connect()?;
-        let found = docker
-            .list_containers(Some(ListContainersOptions::<String> {
-                all: true,
-                filters: HashMap::from([(
-                    "label".to_string(),
-                    vec![
-                        format!("{LABEL_MANAGED}=true"),
-                        format!("{LABEL_INSTANCE}={}", self.settings.instance),
-                    ],
-                )]),
-                ..Default::default()
-            }))
-            .await
-            .map_err(|error| unavailable("cannot list containers", error))?;
+        let found = list_labelled(
+            &docker,
+            vec![
+                format!("{LABEL_MANAGED}=true"),
+                format!("{LABEL_INSTANCE}={}", self.settings.instance),
+            ],
+        )
+        .await?;
         Ok(found
             .into_iter()
             .filter_map(|summary| {
@@ -328,17 +327,7 @@ impl SparkRunner for DockerRunner {
 
     async fn discard(&self, run_id: &str) -> Result<(), EngineError> {
         let docker = self.connect()?;
-        let found = docker
-            .list_containers(Some(ListContainersOptions::<String> {
-                all: true,
-                filters: HashMap::from([(
-                    "label".to_string(),
-                    vec![format!("{LABEL_RUN_ID}={run_id}")],
-                )]),
-                ..Default::default()
-            }))
-            .await
-            .map_err(|error| unavailable("cannot list containers", error))?;
+        let found = list_labelled(&docker, vec![format!("{LABEL_RUN_ID}={run_id}")]).await?;
         for summary in found {
             if let Some(id) = summary.id {
                 remove(&docker, &id).await;

@@ -96,6 +96,28 @@ impl RocksStore {
         }
     }
 
+    /// The raw `seen` values of (bucket, key) pairs, with their store keys, in one multi-get.
+    #[allow(clippy::type_complexity)]
+    fn seen_values(
+        &self,
+        objects: &[(&str, &str)],
+    ) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, StoreError> {
+        let keys: Vec<Vec<u8>> = objects
+            .iter()
+            .map(|(bucket, key)| joined(bucket.as_bytes(), key.as_bytes()))
+            .collect();
+        let Some(handle) = self.readable_family(cf::SEEN)? else {
+            return Ok(keys.into_iter().map(|key| (key, None)).collect());
+        };
+        let values = self
+            .db
+            .multi_get_cf(keys.iter().map(|key| (handle, key.as_slice())))
+            .into_iter()
+            .map(|result| result.map_err(|error| StoreError::Read(error.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(keys.into_iter().zip(values).collect())
+    }
+
     fn family(&self, name: &str) -> Result<&ColumnFamily, StoreError> {
         self.db
             .cf_handle(name)
@@ -148,41 +170,17 @@ impl StateStore for RocksStore {
     }
 
     fn seen(&self, objects: &[(&str, &str)]) -> Result<Vec<bool>, StoreError> {
-        let Some(handle) = self.readable_family(cf::SEEN)? else {
-            return Ok(vec![false; objects.len()]);
-        };
-        let keys: Vec<Vec<u8>> = objects
-            .iter()
-            .map(|(bucket, key)| joined(bucket.as_bytes(), key.as_bytes()))
-            .collect();
-        self.db
-            .multi_get_cf(keys.iter().map(|key| (handle, key.as_slice())))
+        Ok(self
+            .seen_values(objects)?
             .into_iter()
-            .map(|result| {
-                result
-                    .map(|value| value.is_some())
-                    .map_err(|error| StoreError::Read(error.to_string()))
-            })
-            .collect()
+            .map(|(_, value)| value.is_some())
+            .collect())
     }
 
     fn seen_entries(&self, objects: &[(&str, &str)]) -> Result<Vec<Option<SeenEntry>>, StoreError> {
-        let Some(handle) = self.readable_family(cf::SEEN)? else {
-            return Ok(vec![None; objects.len()]);
-        };
-        let keys: Vec<Vec<u8>> = objects
-            .iter()
-            .map(|(bucket, key)| joined(bucket.as_bytes(), key.as_bytes()))
-            .collect();
-        self.db
-            .multi_get_cf(keys.iter().map(|key| (handle, key.as_slice())))
+        self.seen_values(objects)?
             .into_iter()
-            .zip(&keys)
-            .map(|(result, key)| match result {
-                Ok(Some(value)) => decode(key, &value).map(Some),
-                Ok(None) => Ok(None),
-                Err(error) => Err(StoreError::Read(error.to_string())),
-            })
+            .map(|(key, value)| value.map(|value| decode(&key, &value)).transpose())
             .collect()
     }
 
