@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::clock::UnixMillis;
 use crate::config::TableSpec;
-use crate::policy::{max_wait_deadline, table_decision, Decision, DueReason};
+use crate::policy::{next_max_wait_deadline, table_decision, Decision, DueReason};
 use crate::spark::result::split_object_path;
 use crate::spark::runner::RunOutcome;
 use crate::state::{
@@ -178,8 +178,7 @@ impl Accumulator {
                         .copied()
                         .unwrap_or_default()
                 });
-            counts.files += 1;
-            counts.bytes += candidate.size;
+            counts.add_file(candidate.size, event_millis);
             staged.ops.push(Op::PutSeen {
                 bucket: candidate.bucket.clone(),
                 key: candidate.key.clone(),
@@ -380,9 +379,10 @@ impl Accumulator {
             .map(|claim| ClaimTicket::from_claim(claim, state.partition_spec.clone()))
     }
 
-    /// When the max-wait threshold fires for what is pending, if it can.
-    pub fn next_deadline(&self) -> Option<UnixMillis> {
-        max_wait_deadline(&self.snapshot.state.pending, &self.spec.thresholds)
+    /// The next moment the max-wait threshold makes a partition worth a run by itself, if any is
+    /// still ahead (a partition whose time has passed is already part of the decision).
+    pub fn next_deadline(&self, now: UnixMillis) -> Option<UnixMillis> {
+        next_max_wait_deadline(&self.snapshot.partitions, &self.spec.thresholds, now)
     }
 }
 
@@ -769,6 +769,7 @@ mod tests {
             PartitionCounts {
                 files: 2,
                 bytes: 40,
+                oldest_event_millis: Some(500),
                 ..Default::default()
             }
         );
@@ -777,6 +778,7 @@ mod tests {
             PartitionCounts {
                 files: 1,
                 bytes: 20,
+                oldest_event_millis: Some(300),
                 ..Default::default()
             }
         );
@@ -858,7 +860,12 @@ mod tests {
             ],
             1_000,
         );
-        assert_eq!(accumulator.next_deadline(), Some(61_000));
+        assert_eq!(accumulator.next_deadline(1_000), Some(61_000));
+        assert_eq!(
+            accumulator.next_deadline(61_000),
+            None,
+            "past deadlines are the decision's"
+        );
         assert_eq!(accumulator.due(60_999), None);
         assert_eq!(accumulator.due(61_000), Some(DueReason::MaxWait));
     }

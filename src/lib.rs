@@ -18,6 +18,7 @@ pub mod policy;
 pub mod queue;
 pub mod routing;
 pub mod service;
+pub mod simulate;
 pub mod spark;
 pub mod state;
 pub mod status;

@@ -85,6 +85,30 @@ enum Command {
         /// `namespace.table` as configured; all tables when absent.
         table: Option<String>,
     },
+    /// Compare compaction policies on an ingestion trace with a simulated clock: icepack's (the real
+    /// accumulator and decision code), the reference workflow's, and a fixed schedule.
+    Simulate {
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        #[arg(long, default_value_t = 5)]
+        tables: usize,
+        #[arg(long, default_value_t = 3)]
+        days: u32,
+        /// Average small files per table and day (bursty, busier by day).
+        #[arg(long, default_value_t = 240)]
+        files_per_day: u32,
+        /// Share of runs that fail.
+        #[arg(long, default_value_t = 0.1)]
+        failure_rate: f64,
+        #[arg(long, default_value_t = 15)]
+        schedule_minutes: i64,
+        /// A trace file (`seconds,table,size_bytes[,partition]` per line) instead of a generated one.
+        #[arg(long)]
+        trace: Option<PathBuf>,
+        /// Write the pending-files plot here (SVG).
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
     /// Forward MinIO bucket-notification webhooks (POST /minio) to the configured SQS queue.
     Bridge {
         #[arg(long, env = "ICEPACK_CONFIG")]
@@ -117,6 +141,25 @@ fn main() -> ExitCode {
         Command::Compact { config, table } => compact(&config, &table),
         Command::Bridge { config, listen } => bridge(&config, listen),
         Command::Reconcile { config, table } => reconcile(&config, table.as_deref()),
+        Command::Simulate {
+            seed,
+            tables,
+            days,
+            files_per_day,
+            failure_rate,
+            schedule_minutes,
+            trace,
+            svg,
+        } => simulate(
+            seed,
+            tables,
+            days,
+            files_per_day,
+            failure_rate,
+            schedule_minutes,
+            trace,
+            svg,
+        ),
         Command::Status { config, json } => status(&config, json),
     };
     match result {
@@ -403,6 +446,90 @@ fn compact(path: &Path, table: &str) -> Result<()> {
 }
 
 /// The running service's view over its HTTP API, if it answers.
+#[allow(clippy::too_many_arguments)]
+fn simulate(
+    seed: u64,
+    tables: usize,
+    days: u32,
+    files_per_day: u32,
+    failure_rate: f64,
+    schedule_minutes: i64,
+    trace_path: Option<PathBuf>,
+    svg: Option<PathBuf>,
+) -> Result<()> {
+    use icepack::simulate::*;
+    if !(0.0..=1.0).contains(&failure_rate) || schedule_minutes < 1 || tables == 0 {
+        bail!("--failure-rate must be within 0..1, --schedule-minutes and --tables at least 1");
+    }
+    let trace = match &trace_path {
+        Some(path) => read_trace(
+            &std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?,
+        )
+        .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
+        None => generate_trace(seed, tables, days, files_per_day),
+    };
+    let tables = trace
+        .iter()
+        .map(|arrival| arrival.table + 1)
+        .max()
+        .unwrap_or(tables)
+        .max(tables);
+    let scenario = Scenario {
+        failure_rate,
+        schedule_minutes,
+        seed,
+        ..Scenario::default()
+    };
+    let reports = [
+        simulate_icepack(&trace, tables, &scenario),
+        simulate_reference(&trace, tables, &scenario),
+        simulate_schedule(&trace, tables, &scenario),
+    ];
+    println!(
+        "trace: {} files over {} tables (seed {seed}); thresholds 10 files / 256 MiB / 120 min, min-input-files 10, failure rate {failure_rate}\n",
+        trace.len(),
+        tables
+    );
+    println!(
+        "{:<10} {:>6} {:>11} {:>7} {:>12} {:>12} {:>12} {:>11} {:>12} {:>12}",
+        "policy",
+        "runs",
+        "empty runs",
+        "failed",
+        "GiB rewrit.",
+        "max pending",
+        "mean pending",
+        "left small",
+        "p50 latency",
+        "p99 latency"
+    );
+    let minutes =
+        |value: Option<f64>| value.map_or("-".to_string(), |value| format!("{value:.0} min"));
+    for report in &reports {
+        println!(
+            "{:<10} {:>6} {:>11} {:>7} {:>12.2} {:>12} {:>12.1} {:>11} {:>12} {:>12}",
+            report.policy,
+            report.runs,
+            report.empty_runs,
+            report.failed_runs,
+            report.bytes_rewritten as f64 / (1024.0 * 1024.0 * 1024.0),
+            report.max_pending_files,
+            report.mean_pending_files,
+            report.left_small,
+            minutes(report.latency_p50_minutes),
+            minutes(report.latency_p99_minutes)
+        );
+    }
+    if let Some(svg) = svg {
+        std::fs::write(&svg, render_svg(&reports))
+            .with_context(|| format!("cannot write {}", svg.display()))?;
+        println!("\nplot: {}", svg.display());
+    }
+    println!("{}", serde_json::to_string(&reports)?);
+    Ok(())
+}
+
 fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
     let config = load_config(path)?;
     let store = open_store(&config)

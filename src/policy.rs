@@ -111,30 +111,97 @@ pub fn table_decision(
     rule: &RewriteRule,
     now: UnixMillis,
 ) -> Decision {
-    let reason = due_reason(pending, thresholds, now).or_else(|| {
-        partitions
-            .values()
-            .any(|partition| partition.files >= rule.min_input_files)
-            .then_some(DueReason::Partition)
-    });
+    let waited_long = |partition: &PartitionCounts| max_wait_ready(partition, thresholds, now);
+    let totals = if pending.files == 0 {
+        None
+    } else if pending.files >= thresholds.min_files {
+        Some(DueReason::Files)
+    } else if pending.bytes >= thresholds.min_total_bytes {
+        Some(DueReason::Bytes)
+    } else {
+        None
+    };
+    let reason = totals
+        .or_else(|| {
+            partitions
+                .values()
+                .any(|partition| partition.files >= rule.min_input_files)
+                .then_some(DueReason::Partition)
+        })
+        .or_else(|| {
+            partitions
+                .values()
+                .any(waited_long)
+                .then_some(DueReason::MaxWait)
+        });
     let Some(reason) = reason else {
         return Decision::NotDue;
     };
     let min_input_files = rule.min_input_files_for(reason);
+    // The partitions worth it by size, and those whose oldest file waited too long (two files or
+    // more: one file alone cannot be improved).
     let worth: Vec<String> = partitions
         .iter()
-        .filter(|(_, counts)| rule.worth_rewriting(counts, min_input_files))
+        .filter(|(_, counts)| rule.worth_rewriting(counts, min_input_files) || waited_long(counts))
         .map(|(path, _)| path.clone())
         .collect();
     if worth.is_empty() {
         Decision::NothingToRewrite(reason)
     } else {
+        let min_input_files = if worth_only_by_age(partitions, &worth, rule, min_input_files) {
+            2.min(min_input_files)
+        } else {
+            min_input_files
+        };
         Decision::Due {
             reason,
             partitions: worth,
             min_input_files,
         }
     }
+}
+
+/// Whether a partition has waited `max_wait` with at least two small files.
+pub fn max_wait_ready(
+    partition: &PartitionCounts,
+    thresholds: &Thresholds,
+    now: UnixMillis,
+) -> bool {
+    match (thresholds.max_wait_millis, partition.oldest_event_millis) {
+        (Some(max_wait), Some(oldest)) => {
+            partition.files >= 2 && now >= oldest.saturating_add(max_wait)
+        }
+        _ => false,
+    }
+}
+
+/// When the next partition (of two files or more) reaches max-wait, if that is still ahead.
+pub fn next_max_wait_deadline(
+    partitions: &BTreeMap<String, PartitionCounts>,
+    thresholds: &Thresholds,
+    now: UnixMillis,
+) -> Option<UnixMillis> {
+    let max_wait = thresholds.max_wait_millis?;
+    partitions
+        .values()
+        .filter(|partition| partition.files >= 2)
+        .filter_map(|partition| partition.oldest_event_millis)
+        .map(|oldest| oldest.saturating_add(max_wait))
+        .filter(|deadline| *deadline > now)
+        .min()
+}
+
+/// A run that includes partitions only because they waited long enough must let
+/// `rewrite_data_files` rewrite them: its `min-input-files` goes down to 2.
+fn worth_only_by_age(
+    partitions: &BTreeMap<String, PartitionCounts>,
+    worth: &[String],
+    rule: &RewriteRule,
+    min_input_files: u64,
+) -> bool {
+    worth
+        .iter()
+        .any(|path| !rule.worth_rewriting(&partitions[path], min_input_files))
 }
 
 /// When the max-wait threshold will fire for the files pending now, if it is enabled and any are.
@@ -279,6 +346,7 @@ mod tests {
                     PartitionCounts {
                         files: *files,
                         bytes: *bytes,
+                        oldest_event_millis: Some(0),
                         ..Default::default()
                     },
                 )
@@ -367,6 +435,49 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn max_wait_is_judged_per_partition() {
+        // A stale single file in an old partition must not make every new pair a max-wait run.
+        let mut parts = partitions(&[("d=old", 1, 1)]);
+        parts.insert(
+            "d=new".to_string(),
+            PartitionCounts {
+                files: 2,
+                bytes: 2,
+                oldest_event_millis: Some(100 * 60_000),
+                ..Default::default()
+            },
+        );
+        let now = 121 * 60_000;
+        assert_eq!(
+            table_decision(&pending(3, 3, Some(0)), &parts, &thresholds(), &RULE, now),
+            Decision::NotDue
+        );
+        assert_eq!(
+            next_max_wait_deadline(&parts, &thresholds(), now),
+            Some(220 * 60_000)
+        );
+        assert_eq!(
+            table_decision(
+                &pending(3, 3, Some(0)),
+                &parts,
+                &thresholds(),
+                &RULE,
+                220 * 60_000
+            ),
+            Decision::Due {
+                reason: DueReason::MaxWait,
+                partitions: vec!["d=new".to_string()],
+                min_input_files: 2
+            }
+        );
+        assert_eq!(
+            next_max_wait_deadline(&parts, &thresholds(), 220 * 60_000),
+            None,
+            "no deadline in the past"
+        );
     }
 
     #[test]

@@ -26,8 +26,7 @@ impl PendingCounts {
         for file in files {
             counts.add_file(file.size, file.event_millis);
             let partition = partitions.entry(file.partition.clone()).or_default();
-            partition.files += 1;
-            partition.bytes += file.size;
+            partition.add_file(file.size, file.event_millis);
             if file.source == FileSource::Metadata {
                 partition.metadata_files += 1;
             }
@@ -61,6 +60,20 @@ pub struct PartitionCounts {
     /// Of `files`, those known from Iceberg metadata rather than from events.
     #[serde(default)]
     pub metadata_files: u64,
+    /// Event time of the partition's oldest pending file (max-wait is judged per partition).
+    #[serde(default)]
+    pub oldest_event_millis: Option<UnixMillis>,
+}
+
+impl PartitionCounts {
+    pub fn add_file(&mut self, bytes: u64, event_millis: UnixMillis) {
+        self.files += 1;
+        self.bytes += bytes;
+        self.oldest_event_millis = Some(
+            self.oldest_event_millis
+                .map_or(event_millis, |oldest| oldest.min(event_millis)),
+        );
+    }
 }
 
 /// Where icepack learned of a pending file.

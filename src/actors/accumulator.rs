@@ -131,7 +131,7 @@ impl TableAccumulatorActor {
                 None
             }
             Some(_) => self.accumulator.next_attempt(),
-            None => self.accumulator.next_deadline(),
+            None => self.accumulator.next_deadline(now),
         };
         let wake_at = match (wake_at, reconcile_at.filter(|_| due.is_none())) {
             (Some(a), Some(b)) => Some(a.min(b)),
