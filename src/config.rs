@@ -93,7 +93,7 @@ pub struct WebhookConfig {
     pub notify_on: Vec<crate::notify::EventKind>,
 }
 
-fn check_env_name(key: &str, name: &str) -> Result<(), ConfigError> {
+fn check_env_name(key: &str, name: &str, hint: &str) -> Result<(), ConfigError> {
     let valid = !name.is_empty()
         && name
             .chars()
@@ -103,7 +103,7 @@ fn check_env_name(key: &str, name: &str) -> Result<(), ConfigError> {
         Ok(())
     } else {
         invalid(format!(
-            "{key}: `{}` is not an environment variable name (the URL itself never goes in this file)",
+            "{key}: `{}` is not an environment variable name{hint}",
             name.escape_debug()
         ))
     }
@@ -380,9 +380,18 @@ impl Config {
             catalog.validate(name)?;
         }
         self.spark.validate()?;
-        check_env_name("slack.webhook_url_env", &self.slack.webhook_url_env)?;
+        const URL_HINT: &str = " (the URL itself never goes in this file)";
+        check_env_name(
+            "slack.webhook_url_env",
+            &self.slack.webhook_url_env,
+            URL_HINT,
+        )?;
         for (index, webhook) in self.webhooks.iter().enumerate() {
-            check_env_name(&format!("webhooks[{index}].url_env"), &webhook.url_env)?;
+            check_env_name(
+                &format!("webhooks[{index}].url_env"),
+                &webhook.url_env,
+                URL_HINT,
+            )?;
         }
         let mut seen_names = HashSet::new();
         let mut seen_locations = std::collections::HashMap::new();
@@ -904,17 +913,7 @@ impl SparkConfig {
             }
         }
         for name in &self.env {
-            let valid = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-                && !name.starts_with(|c: char| c.is_ascii_digit());
-            if !valid {
-                return invalid(format!(
-                    "spark.env: `{}` is not an environment variable name",
-                    name.escape_debug()
-                ));
-            }
+            check_env_name("spark.env", name, "")?;
         }
         check_positive("spark.timeout_minutes", self.timeout_minutes)?;
         check_range("spark.max_concurrent", self.max_concurrent, 1, 256)?;

@@ -213,14 +213,8 @@ fn run(path: &Path) -> Result<()> {
     let system = actix::System::new();
     system.block_on(async move {
         let metrics = Arc::new(Metrics::default());
-        let notifier = Notifier::new(sinks_from_config(&config), DeliveryPolicy::default(), metrics.clone()).start();
-        let pipeline = start_pipeline(
-            store,
-            clock.clone(),
-            compaction(&config, true),
-            metrics.clone(),
-            Some(notifier.clone()),
-        )?;
+        let (pipeline, notifier) =
+            notifying_pipeline(&config, store, clock.clone(), metrics.clone())?;
         if !config.service.http_listen.is_empty() {
             let address: std::net::SocketAddr = config.service.http_listen.parse()?;
             let state = ApiState {
@@ -297,6 +291,55 @@ async fn wait_for_signal() {
         _ = terminate.recv() => info!("SIGTERM received"),
         _ = interrupt.recv() => info!("SIGINT received"),
     }
+}
+
+/// The pipeline over the store, with a notifier built from the configuration.
+fn notifying_pipeline(
+    config: &Config,
+    store: Arc<dyn StateStore>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+) -> Result<(icepack::service::Pipeline, actix::Addr<Notifier>)> {
+    let notifier = Notifier::new(
+        sinks_from_config(config),
+        DeliveryPolicy::default(),
+        metrics.clone(),
+    )
+    .start();
+    let pipeline = start_pipeline(
+        store,
+        clock,
+        compaction(config, true),
+        metrics,
+        Some(notifier.clone()),
+    )?;
+    Ok((pipeline, notifier))
+}
+
+/// Runs `trigger` (`manual` or `reconcile`) on one table now and waits until its settlement is
+/// committed; returns how it went and the table's status after it.
+async fn run_now(
+    pipeline: &icepack::service::Pipeline,
+    index: usize,
+    trigger: &str,
+) -> Result<(
+    Result<icepack::actors::messages::RunResult, String>,
+    icepack::status::TableStatus,
+)> {
+    let result = pipeline
+        .pool
+        .send(CompactNow {
+            table: index,
+            trigger: trigger.to_string(),
+        })
+        .await
+        .context("executor pool stopped")?;
+    let _ = pipeline.pool.send(WaitIdle).await;
+    // The accumulator answers once it has committed the settlement.
+    let status = pipeline.accumulators[index]
+        .send(icepack::actors::messages::GetStatus)
+        .await?;
+    Ok((result, status))
 }
 
 fn compaction(config: &Config, enabled: bool) -> Compaction {
@@ -394,37 +437,14 @@ fn compact(path: &Path, table: &str) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     let result = system.block_on(async move {
-        let metrics = Arc::new(Metrics::default());
-        let notifier = Notifier::new(
-            sinks_from_config(&config),
-            DeliveryPolicy::default(),
-            metrics.clone(),
-        )
-        .start();
-        let pipeline = start_pipeline(
-            store,
-            clock,
-            compaction(&config, true),
-            metrics,
-            Some(notifier.clone()),
-        )?;
+        let (pipeline, notifier) =
+            notifying_pipeline(&config, store, clock, Arc::new(Metrics::default()))?;
         let Some(index) = pipeline.table_index(table) else {
             bail!("table {table} is not configured in {}", path.display());
         };
-        let result = pipeline
-            .pool
-            .send(CompactNow {
-                table: index,
-                trigger: "manual".to_string(),
-            })
-            .await
-            .context("executor pool stopped")?
-            .map_err(|error| anyhow::anyhow!(error))?;
-        // Let the accumulator commit the settlement before the process ends.
-        let _ = pipeline.pool.send(WaitIdle).await;
-        let _ = pipeline.accumulators[index]
-            .send(icepack::actors::messages::GetStatus)
-            .await;
+        let (result, _) = run_now(&pipeline, index, "manual").await?;
+        let result = result.map_err(|error| anyhow::anyhow!(error))?;
+        let _ = notifier.send(Flush(Duration::from_secs(30))).await;
         Ok::<_, anyhow::Error>(result)
     })?;
     let succeeded = matches!(result.outcome, RunOutcome::Success { .. });
@@ -537,7 +557,8 @@ fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     let failed = system.block_on(async move {
-        let pipeline = start_pipeline(store, clock, compaction(&config, true), Arc::new(Metrics::default()), None)?;
+        let (pipeline, _) =
+            notifying_pipeline(&config, store, clock, Arc::new(Metrics::default()))?;
         let indices: Vec<usize> = match only {
             Some(table) => vec![pipeline
                 .table_index(table)
@@ -546,13 +567,7 @@ fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
         };
         let mut failed = 0;
         for index in indices {
-            let result = pipeline
-                .pool
-                .send(CompactNow { table: index, trigger: "reconcile".to_string() })
-                .await
-                .context("executor pool stopped")?;
-            let _ = pipeline.pool.send(WaitIdle).await;
-            let status = pipeline.accumulators[index].send(icepack::actors::messages::GetStatus).await?;
+            let (result, status) = run_now(&pipeline, index, "reconcile").await?;
             let outcome = match &result {
                 Ok(result) => match &result.outcome {
                     RunOutcome::Success { .. } => "reconciled".to_string(),

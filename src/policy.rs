@@ -112,15 +112,9 @@ pub fn table_decision(
     now: UnixMillis,
 ) -> Decision {
     let waited_long = |partition: &PartitionCounts| max_wait_ready(partition, thresholds, now);
-    let totals = if pending.files == 0 {
-        None
-    } else if pending.files >= thresholds.min_files {
-        Some(DueReason::Files)
-    } else if pending.bytes >= thresholds.min_total_bytes {
-        Some(DueReason::Bytes)
-    } else {
-        None
-    };
+    // The totals decide files and bytes; max-wait is judged per partition below.
+    let totals =
+        due_reason(pending, thresholds, now).filter(|reason| *reason != DueReason::MaxWait);
     let reason = totals
         .or_else(|| {
             partitions
