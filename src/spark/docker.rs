@@ -21,12 +21,9 @@ use futures::StreamExt;
 use tracing::{debug, info, warn};
 
 use super::runner::{
-    EngineError, EngineOutput, SparkJob, SparkRunner, LABEL_INSTANCE, LABEL_MANAGED, LABEL_RUN_ID,
-    LABEL_TABLE,
+    keep_tail, EngineError, EngineOutput, SparkJob, SparkRunner, LABEL_INSTANCE, LABEL_MANAGED,
+    LABEL_RUN_ID, LABEL_TABLE,
 };
-
-/// The most of each stream kept (its end).
-const MAX_STREAM_BYTES: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct DockerSettings {
@@ -86,14 +83,6 @@ fn is_not_found(error: &DockerError) -> bool {
             ..
         }
     )
-}
-
-/// Appends to a buffer that keeps only its last `MAX_STREAM_BYTES`.
-fn keep_tail(buffer: &mut Vec<u8>, bytes: &[u8]) {
-    buffer.extend_from_slice(bytes);
-    if buffer.len() > 2 * MAX_STREAM_BYTES {
-        buffer.drain(..buffer.len() - MAX_STREAM_BYTES);
-    }
 }
 
 /// Reads a container's logs (to their end when `follow`) into stdout and stderr.

@@ -8,10 +8,9 @@ use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-use super::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
-
-/// The most of each stream kept (its end): Spark's stderr can run to megabytes.
-const MAX_STREAM_BYTES: usize = 4 * 1024 * 1024;
+use super::runner::{
+    keep_tail, EngineError, EngineOutput, SparkJob, SparkRunner, MAX_STREAM_BYTES,
+};
 
 pub struct ProcessRunner {
     spark_sql: String,
@@ -32,12 +31,7 @@ async fn read_tail(mut stream: impl AsyncRead + Unpin) -> String {
     loop {
         match stream.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
-            Ok(read) => {
-                kept.extend_from_slice(&buffer[..read]);
-                if kept.len() > 2 * MAX_STREAM_BYTES {
-                    kept.drain(..kept.len() - MAX_STREAM_BYTES);
-                }
-            }
+            Ok(read) => keep_tail(&mut kept, &buffer[..read]),
         }
     }
     if kept.len() > MAX_STREAM_BYTES {

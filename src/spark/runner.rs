@@ -20,6 +20,17 @@ pub const LABEL_RUN_ID: &str = "io.icepack.run-id";
 /// each other's runs alone.
 pub const LABEL_INSTANCE: &str = "io.icepack.instance";
 
+/// The most of each engine output stream kept (its end): Spark's stderr can run to megabytes.
+pub(crate) const MAX_STREAM_BYTES: usize = 4 * 1024 * 1024;
+
+/// Appends to a buffer that keeps only (about) its last `MAX_STREAM_BYTES`.
+pub(crate) fn keep_tail(buffer: &mut Vec<u8>, bytes: &[u8]) {
+    buffer.extend_from_slice(bytes);
+    if buffer.len() > 2 * MAX_STREAM_BYTES {
+        buffer.drain(..buffer.len() - MAX_STREAM_BYTES);
+    }
+}
+
 /// Longest stderr excerpt sent on in a failure.
 pub const EXCERPT_CHARS: usize = 1_200;
 
