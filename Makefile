@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: deps build test lint lint-deploy demo
+.PHONY: deps build test lint lint-deploy demo bench
 
 deps:
 	./deploy/local/install-deps.sh
@@ -18,9 +18,14 @@ lint-deploy:
 	./deploy/check/lint-deploy.sh "$${CARGO_TARGET_DIR:-target}/debug/icepack"
 
 # Unit, property and integration tests; the end-to-end ones need the local stack (podman's Docker
-# API, the Spark + Iceberg image, a host Spark), which with-stack.sh starts and stops.
+# API, the Spark + Iceberg image, a host Spark), which with-stack.sh starts and stops. Then a smoke of
+# every benchmark (figures printed, never asserted), so none of them rots.
 test: lint lint-deploy
-	./deploy/local/with-stack.sh cargo test --all-targets
+	./deploy/local/with-stack.sh sh -c 'cargo test --lib --bins --tests && bench/run-all.sh --smoke'
+
+# The figures of BENCHMARKS.md.
+bench: deps
+	./deploy/local/with-stack.sh bench/run-all.sh
 
 demo: deps
 	./deploy/local/demo.sh

@@ -34,6 +34,9 @@ pub struct Staged {
     pub ops: Vec<Op>,
     pub num_counted: u64,
     pub num_duplicates: u64,
+    /// Positions (in the staged candidates) of the duplicates, so a caller that staged several
+    /// batches together can attribute them.
+    pub duplicate_positions: Vec<usize>,
 }
 
 /// A change to a table's state, computed before its commit and adopted once the commit succeeded.
@@ -162,9 +165,10 @@ impl Accumulator {
         let mut partitions: BTreeMap<String, PartitionCounts> = BTreeMap::new();
         let mut in_this_batch = HashSet::new();
         let mut staged = Staged::default();
-        for (candidate, seen) in candidates.iter().zip(already_seen) {
+        for (position, (candidate, seen)) in candidates.iter().zip(already_seen).enumerate() {
             if seen || !in_this_batch.insert((candidate.bucket.as_str(), candidate.key.as_str())) {
                 staged.num_duplicates += 1;
+                staged.duplicate_positions.push(position);
                 continue;
             }
             let event_millis = candidate.event_millis.min(now);

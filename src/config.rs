@@ -171,6 +171,13 @@ pub struct SqsConfig {
     pub max_messages: i64,
     #[serde(default = "default_visibility_timeout_seconds")]
     pub visibility_timeout_seconds: i64,
+    /// Concurrent receive loops on the queue; their batches share each state commit.
+    #[serde(default = "default_pollers")]
+    pub pollers: i64,
+}
+
+fn default_pollers() -> i64 {
+    2
 }
 
 fn default_queue_url() -> String {
@@ -202,6 +209,7 @@ impl Default for SqsConfig {
             wait_time_seconds: default_wait_time_seconds(),
             max_messages: default_max_messages(),
             visibility_timeout_seconds: default_visibility_timeout_seconds(),
+            pollers: default_pollers(),
         }
     }
 }
@@ -477,6 +485,7 @@ impl SqsConfig {
         }
         check_range("sqs.wait_time_seconds", self.wait_time_seconds, 0, 20)?;
         check_range("sqs.max_messages", self.max_messages, 1, 10)?;
+        check_range("sqs.pollers", self.pollers, 1, 64)?;
         check_range(
             "sqs.visibility_timeout_seconds",
             self.visibility_timeout_seconds,

@@ -1,6 +1,7 @@
 //! Turning a batch of SQS message bodies into per-table candidates: parse, route, classify.
 //! Pure; the [`IntakeRouter`](crate::actors::router::IntakeRouter) actor runs it and commits.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -89,10 +90,10 @@ pub struct IntakePlan {
     pub summary: IntakeSummary,
 }
 
-pub fn plan_batch(
+pub fn plan_batch<S: Borrow<TableSpec>>(
     messages: &[InboundMessage],
     router: &Router,
-    tables: &[TableSpec],
+    tables: &[S],
 ) -> IntakePlan {
     let mut plan = IntakePlan::default();
     for message in messages {
@@ -121,7 +122,7 @@ pub fn plan_batch(
             match router.classify(tables, &record) {
                 Disposition::Ignore(reason) => plan.summary.ignored.add(reason, 1),
                 Disposition::Candidate { table, size } => {
-                    let partition = partition_of(&tables[table].prefix, &record.key);
+                    let partition = partition_of(&tables[table].borrow().prefix, &record.key);
                     plan.candidates.entry(table).or_default().push(Candidate {
                         bucket: record.bucket,
                         key: record.key,

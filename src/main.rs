@@ -232,23 +232,29 @@ fn run(path: &Path) -> Result<()> {
                 .await
                 .with_context(|| format!("cannot listen on service.http_listen {address}"))?;
         }
-        let queue = Arc::new(SqsQueue::connect(&config.sqs).await);
+        let queue: Arc<dyn icepack::queue::Queue> = Arc::new(SqsQueue::connect(&config.sqs).await);
         let (shutdown_sender, shutdown) = watch::channel(false);
-        let (stopped_sender, stopped) = oneshot::channel();
         let settings = PollerSettings {
             max_messages: config.sqs.max_messages as i32,
             wait_time_seconds: config.sqs.wait_time_seconds as i32,
             visibility_timeout_seconds: config.sqs.visibility_timeout_seconds as i32,
         };
-        actix::Actor::start(SqsPoller::new(
-            queue,
-            pipeline.router.clone(),
-            settings,
-            shutdown,
-            stopped_sender,
-            metrics.clone(),
-            clock.clone(),
-        ));
+        let mut pollers_stopped = Vec::new();
+        for _ in 0..config.sqs.pollers {
+            let (stopped_sender, stopped) = oneshot::channel();
+            pollers_stopped.push(stopped);
+            actix::Actor::start(SqsPoller::new(
+                queue.clone(),
+                pipeline.router.clone(),
+                settings,
+                shutdown.clone(),
+                stopped_sender,
+                metrics.clone(),
+                clock.clone(),
+            ));
+        }
+        let stopped = futures::future::join_all(pollers_stopped);
+        icepack::service::release_freed_memory();
         info!(
             tables = pipeline.tables.len(),
             state_dir = %config.service.state_dir.display(),

@@ -126,6 +126,8 @@ pub struct Metrics {
     pub records_counted: CounterVec,
     pub records_ignored: CounterVec,
     pub commit_failures: AtomicU64,
+    /// Synced state commits of intake groups (each may carry several batches).
+    pub state_commits: AtomicU64,
     pub runs_started: CounterVec,
     pub runs_succeeded: CounterVec,
     pub runs_failed: CounterVec,
@@ -151,6 +153,7 @@ impl Default for Metrics {
             records_counted: CounterVec::default(),
             records_ignored: CounterVec::default(),
             commit_failures: AtomicU64::new(0),
+            state_commits: AtomicU64::new(0),
             runs_started: CounterVec::default(),
             runs_succeeded: CounterVec::default(),
             runs_failed: CounterVec::default(),
@@ -239,6 +242,13 @@ impl Metrics {
             &mut out,
             "icepack_records_ignored_total",
             "Records not counted, by reason.",
+        );
+        plain(
+            &mut out,
+            "icepack_state_commits_total",
+            "Synced state commits of intake (one per group of batches).",
+            "counter",
+            self.state_commits.load(Ordering::Relaxed),
         );
         plain(
             &mut out,

@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use std::borrow::Borrow;
+
 use crate::config::TableSpec;
 use crate::event::S3Record;
 
@@ -63,9 +65,10 @@ struct BucketRoutes {
 }
 
 impl Router {
-    pub fn new(tables: &[TableSpec]) -> Router {
+    pub fn new<S: Borrow<TableSpec>>(tables: &[S]) -> Router {
         let mut buckets: HashMap<String, BucketRoutes> = HashMap::new();
         for (index, table) in tables.iter().enumerate() {
+            let table = table.borrow();
             let routes = buckets.entry(table.bucket.clone()).or_default();
             routes.by_prefix.insert(table.prefix.clone(), index);
             routes.lengths.push(table.prefix.len());
@@ -87,14 +90,14 @@ impl Router {
     }
 
     /// Applies every rule but the duplicate check, in the order the README documents.
-    pub fn classify(&self, tables: &[TableSpec], record: &S3Record) -> Disposition {
+    pub fn classify<S: Borrow<TableSpec>>(&self, tables: &[S], record: &S3Record) -> Disposition {
         if !record.is_object_created() {
             return Disposition::Ignore(IgnoreReason::NotCreated);
         }
         let Some(table) = self.route(&record.bucket, &record.key) else {
             return Disposition::Ignore(IgnoreReason::Unrouted);
         };
-        let spec = &tables[table];
+        let spec = tables[table].borrow();
         if !spec
             .file_suffixes
             .iter()

@@ -56,7 +56,7 @@ struct Slot {
 
 pub struct CompactionPool {
     settings: CompactionSettings,
-    tables: Arc<Vec<TableSpec>>,
+    tables: Arc<Vec<Arc<TableSpec>>>,
     runner: Arc<dyn SparkRunner>,
     clock: Arc<dyn Clock>,
     accumulators: Vec<Addr<TableAccumulatorActor>>,
@@ -75,7 +75,7 @@ pub struct CompactionPool {
 impl CompactionPool {
     pub fn new(
         settings: CompactionSettings,
-        tables: Arc<Vec<TableSpec>>,
+        tables: Arc<Vec<Arc<TableSpec>>>,
         runner: Arc<dyn SparkRunner>,
         clock: Arc<dyn Clock>,
         enabled: bool,

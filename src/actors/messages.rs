@@ -50,7 +50,7 @@ pub struct IngestReport {
     pub summary: IntakeSummary,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum IntakeError {
     #[error("{0}")]
     Store(#[from] StoreError),

@@ -12,7 +12,7 @@ pub use rocks::RocksStore;
 use crate::clock::UnixMillis;
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("state directory {path} is in use by another icepack process (its RocksDB LOCK is held); stop that process or point service.state_dir elsewhere")]
     Locked { path: String },

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use rocksdb::{
-    ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch,
-    WriteOptions, DB,
+    BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options,
+    WriteBatch, WriteOptions, DB,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -46,9 +46,13 @@ impl RocksStore {
         options.create_if_missing(true);
         options.create_missing_column_families(true);
         options.set_keep_log_file_num(5);
-        let descriptors = Self::family_names(&options, path)
-            .into_iter()
-            .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
+        // One budget for all memtables (RocksDB's default is 64 MiB × 2 per family, which a
+        // million pending files fill to ~300 MiB): flushes come sooner, memory stays bounded.
+        options.set_db_write_buffer_size(64 << 20);
+        let descriptors = Self::family_names(&options, path).into_iter().map(|name| {
+            let options = Self::family_options(&name);
+            ColumnFamilyDescriptor::new(name, options)
+        });
         let db = DB::open_cf_descriptors(&options, path, descriptors)
             .map_err(|error| open_error(path, error))?;
         Ok(RocksStore {
@@ -74,6 +78,76 @@ impl RocksStore {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The write batch a commit of `ops` writes (public so benchmarks can weigh it).
+    pub fn write_batch(&self, ops: Vec<Op>) -> Result<WriteBatch, StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        let mut batch = WriteBatch::default();
+        for op in ops {
+            match op {
+                Op::PutTable { table, state } => {
+                    batch.put_cf(self.family(cf::TABLES)?, table.as_bytes(), encode(&state));
+                }
+                Op::PutPartition {
+                    table,
+                    partition,
+                    counts,
+                } => batch.put_cf(
+                    self.family(cf::PARTITIONS)?,
+                    joined(table.as_bytes(), partition.as_bytes()),
+                    encode(&counts),
+                ),
+                Op::DeletePartition { table, partition } => batch.delete_cf(
+                    self.family(cf::PARTITIONS)?,
+                    joined(table.as_bytes(), partition.as_bytes()),
+                ),
+                Op::PutSeen { bucket, key, entry } => batch.put_cf(
+                    self.family(cf::SEEN)?,
+                    joined(bucket.as_bytes(), key.as_bytes()),
+                    encode(&entry),
+                ),
+                Op::PutFile { table, seq, entry } => batch.put_cf(
+                    self.family(cf::FILES)?,
+                    joined(table.as_bytes(), &seq.to_be_bytes()),
+                    encode(&entry),
+                ),
+                Op::DeleteFile { table, seq } => batch.delete_cf(
+                    self.family(cf::FILES)?,
+                    joined(table.as_bytes(), &seq.to_be_bytes()),
+                ),
+                Op::DeleteFilesBelow { table, seq } => batch.delete_range_cf(
+                    self.family(cf::FILES)?,
+                    joined(table.as_bytes(), &0u64.to_be_bytes()),
+                    joined(table.as_bytes(), &seq.to_be_bytes()),
+                ),
+            }
+        }
+        Ok(batch)
+    }
+
+    /// Writes a batch atomically and syncs the WAL before returning.
+    pub fn write_synced(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        let mut options = WriteOptions::default();
+        options.set_sync(true);
+        self.db
+            .write_opt(batch, &options)
+            .map_err(|error| StoreError::Write(error.to_string()))
+    }
+
+    /// Options per family. Almost every `seen` lookup is of a key that is not there (a new object):
+    /// a whole-key bloom filter in the table files answers those without reading a block.
+    fn family_options(name: &str) -> Options {
+        let mut options = Options::default();
+        if name == cf::SEEN {
+            let mut table = BlockBasedOptions::default();
+            table.set_bloom_filter(10.0, false);
+            table.set_whole_key_filtering(true);
+            options.set_block_based_table_factory(&table);
+        }
+        options
     }
 
     /// Every family the directory already has (a read-write open must name them all) plus ours.
@@ -185,54 +259,8 @@ impl StateStore for RocksStore {
     }
 
     fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {
-        if self.read_only {
-            return Err(StoreError::ReadOnly);
-        }
-        let mut batch = WriteBatch::default();
-        for op in ops {
-            match op {
-                Op::PutTable { table, state } => {
-                    batch.put_cf(self.family(cf::TABLES)?, table.as_bytes(), encode(&state));
-                }
-                Op::PutPartition {
-                    table,
-                    partition,
-                    counts,
-                } => batch.put_cf(
-                    self.family(cf::PARTITIONS)?,
-                    joined(table.as_bytes(), partition.as_bytes()),
-                    encode(&counts),
-                ),
-                Op::DeletePartition { table, partition } => batch.delete_cf(
-                    self.family(cf::PARTITIONS)?,
-                    joined(table.as_bytes(), partition.as_bytes()),
-                ),
-                Op::PutSeen { bucket, key, entry } => batch.put_cf(
-                    self.family(cf::SEEN)?,
-                    joined(bucket.as_bytes(), key.as_bytes()),
-                    encode(&entry),
-                ),
-                Op::PutFile { table, seq, entry } => batch.put_cf(
-                    self.family(cf::FILES)?,
-                    joined(table.as_bytes(), &seq.to_be_bytes()),
-                    encode(&entry),
-                ),
-                Op::DeleteFile { table, seq } => batch.delete_cf(
-                    self.family(cf::FILES)?,
-                    joined(table.as_bytes(), &seq.to_be_bytes()),
-                ),
-                Op::DeleteFilesBelow { table, seq } => batch.delete_range_cf(
-                    self.family(cf::FILES)?,
-                    joined(table.as_bytes(), &0u64.to_be_bytes()),
-                    joined(table.as_bytes(), &seq.to_be_bytes()),
-                ),
-            }
-        }
-        let mut options = WriteOptions::default();
-        options.set_sync(true);
-        self.db
-            .write_opt(batch, &options)
-            .map_err(|error| StoreError::Write(error.to_string()))
+        let batch = self.write_batch(ops)?;
+        self.write_synced(batch)
     }
 
     fn purge_seen_before(&self, cutoff: UnixMillis) -> Result<u64, StoreError> {

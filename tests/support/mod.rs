@@ -124,6 +124,7 @@ impl Moto {
             wait_time_seconds: 1,
             max_messages: 10,
             visibility_timeout_seconds: 30,
+            pollers: 1,
         })
         .await
     }

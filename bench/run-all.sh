@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every benchmark of BENCHMARKS.md and prints its figures.
+#
+#   deploy/local/with-stack.sh bench/run-all.sh           full run (release build; ~15 min here)
+#   deploy/local/with-stack.sh bench/run-all.sh --smoke   every benchmark, small, debug build (CI)
+#
+# with-stack.sh provides the container engine, the Spark image and the host Spark that the
+# compaction benchmark needs; the others need only moto (installed by `make deps`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { printf '\n\033[1m[bench]\033[0m %s\n' "$*"; }
+
+if [[ "${1:-}" == "--smoke" ]]; then
+  # Without --bench each benchmark binary runs its smoke (small sizes, same code paths).
+  step "intake, memory, trigger latency, SQS (smoke)"
+  cargo test --benches
+  step "policy simulator (smoke)"
+  cargo run --quiet --bin icepack -- simulate --days 1 --tables 2
+  step "compaction run: Docker runner vs bare spark-sql (one run each)"
+  cargo test --test compaction_e2e -- --ignored --nocapture measure_docker_runner_against_bare_spark_sql
+  step "--packages vs baked jars (one run each)"
+  bench/packages-vs-jars.sh 1
+  exit 0
+fi
+
+step "1. intake ceiling"
+cargo bench --bench intake
+step "2. through a real SQS server (moto)"
+cargo bench --bench sqs
+step "3. memory"
+cargo bench --bench memory
+step "4. trigger latency"
+cargo bench --bench trigger
+step "5a. compaction run: Docker runner vs bare spark-sql"
+cargo test --release --test compaction_e2e -- --ignored --nocapture measure_docker_runner_against_bare_spark_sql
+step "5b. --packages vs baked jars"
+bench/packages-vs-jars.sh 3
+step "policy simulator"
+cargo run --release --quiet --bin icepack -- simulate

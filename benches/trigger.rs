@@ -1,0 +1,175 @@
+//! Trigger latency: from sending the batch whose event makes a table due to the runner being
+//! called for that table (engine start excluded), p50/p99 over many tables; once with the intake
+//! otherwise idle, once while other tables take a continuous flood of events.
+//!
+//!   cargo bench --bench trigger [-- --tables N]
+//!
+//! The path measured: parse and route, stage, the synced intake commit, the accumulator's decision,
+//! the pool's dispatch, the claim's synced commit, building the job, the runner's `run`.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use icepack::actors::messages::Ingest;
+use icepack::config::Config;
+use icepack::intake::InboundMessage;
+use icepack::spark::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
+use icepack::store::RocksStore;
+use tokio::sync::mpsc;
+
+use common::*;
+
+/// Notes when each run starts and ends it at once as a failure (the table backs off; harmless).
+struct Stopwatch {
+    started: Mutex<mpsc::UnboundedSender<(String, Instant)>>,
+}
+
+#[async_trait]
+impl SparkRunner for Stopwatch {
+    async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
+        let now = Instant::now();
+        let _ = self.started.lock().unwrap().send((job.table.clone(), now));
+        Ok(EngineOutput {
+            exit_code: 1,
+            stderr: "benchmark runner".to_string(),
+            ..EngineOutput::default()
+        })
+    }
+    async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
+        Ok(None)
+    }
+    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
+        Ok(Vec::new())
+    }
+    async fn discard(&self, _: &str) -> Result<(), EngineError> {
+        Ok(())
+    }
+}
+
+fn message(id: u64, body: String) -> InboundMessage {
+    InboundMessage {
+        id: id.to_string(),
+        body,
+    }
+}
+
+/// `tables` tables get 9 files each (not due at min_files = 10), then one table at a time its
+/// 10th; returns the latencies in milliseconds.
+fn measure(tables: usize, under_load: bool) -> Vec<f64> {
+    let work = tempfile::tempdir().unwrap();
+    // The flood goes to tables of its own, with thresholds it never reaches.
+    let flood_tables = 100;
+    let mut toml = config_toml(
+        tables,
+        "[defaults]\nmin_files = 10\n[spark]\nmax_concurrent = 4\nretry_attempts = 1\n",
+    );
+    for table in 0..flood_tables {
+        toml.push_str(&format!(
+            "[[tables]]\ntable = \"flood.t{table}\"\nbucket = \"flood\"\nprefix = \"warehouse/t{table}/\"\nmin_files = 100000000\nmin_total_mb = 100000000\nmax_wait_minutes = 100000\n"
+        ));
+    }
+    let config = Config::from_toml_str(&toml).unwrap();
+    let store = Arc::new(RocksStore::open(&work.path().join("state")).unwrap());
+    let (sender, mut started) = mpsc::unbounded_channel();
+    let runner = Arc::new(Stopwatch {
+        started: Mutex::new(sender),
+    });
+    let system = actix::System::new();
+    system.block_on(async move {
+        let pipeline = pipeline(&config, store, Some(runner));
+        let mut id = 0;
+        for table in 0..tables {
+            let messages = (0..9)
+                .map(|file| {
+                    id += 1;
+                    message(
+                        id,
+                        format!(r#"{{"Records":[{}]}}"#, s3_record(table, file, 1024)),
+                    )
+                })
+                .collect();
+            pipeline
+                .router
+                .send(Ingest { messages })
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut flood = Vec::new();
+        if under_load {
+            for poller in 0..4u64 {
+                let router = pipeline.router.clone();
+                let stop = stop.clone();
+                flood.push(tokio::spawn(async move {
+                    let mut file = poller << 40;
+                    while !stop.load(Ordering::Relaxed) {
+                        let messages = (0..10)
+                            .map(|_| {
+                                file += 1;
+                                let body = s3_record(fastrand::usize(..flood_tables), file, 1024)
+                                    .replace("\"name\":\"lake\"", "\"name\":\"flood\"");
+                                message(file, format!(r#"{{"Records":[{body}]}}"#))
+                            })
+                            .collect();
+                        router.send(Ingest { messages }).await.unwrap().unwrap();
+                    }
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut latencies = Vec::with_capacity(tables);
+        for table in 0..tables {
+            id += 1;
+            let body = format!(r#"{{"Records":[{}]}}"#, s3_record(table, 9, 1024));
+            let sent = Instant::now();
+            pipeline
+                .router
+                .send(Ingest {
+                    messages: vec![message(id, body)],
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            let (started_table, at) = started.recv().await.expect("a run starts");
+            assert_eq!(started_table, format!("bench.t{table}"));
+            latencies.push(at.duration_since(sent).as_secs_f64() * 1000.0);
+        }
+        stop.store(true, Ordering::Relaxed);
+        for task in flood {
+            task.await.unwrap();
+        }
+        latencies
+    })
+}
+
+fn main() {
+    let full = full_run();
+    let tables: usize = arg("--tables")
+        .map(|value| value.parse().expect("--tables N"))
+        .unwrap_or(if full { 1_000 } else { 20 });
+    println!("trigger latency: event that makes a table due → runner called, {tables} tables");
+    println!(
+        "{:<26} {:>9} {:>9} {:>9}",
+        "intake", "p50 ms", "p99 ms", "max ms"
+    );
+    for under_load in [false, true] {
+        let mut latencies = measure(tables, under_load);
+        latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!(
+            "{:<26} {:>9.2} {:>9.2} {:>9.2}",
+            if under_load {
+                "flooded (4 pollers)"
+            } else {
+                "idle"
+            },
+            quantile(&latencies, 0.5),
+            quantile(&latencies, 0.99),
+            latencies.last().copied().unwrap_or(f64::NAN)
+        );
+    }
+}
