@@ -12,6 +12,10 @@ repeats=${1:-3}
 source deploy/spark/versions.env
 eval "$(./deploy/local/spark-dist.sh --env)"
 export SPARK_LOCAL_IP=127.0.0.1
+# spark-sql leaves a Derby metastore and derby.log in its working directory: use a scratch one.
+scratch=$(mktemp -d /tmp/icepack-packages.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+cd "$scratch"
 packages="org.apache.iceberg:iceberg-spark-runtime-3.5_${SCALA_BINARY_VERSION}:${ICEBERG_VERSION},org.apache.iceberg:iceberg-aws-bundle:${ICEBERG_VERSION}"
 conf=(--conf spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions
       --conf spark.ui.enabled=false --master 'local[1]')
