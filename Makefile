@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: deps build test lint lint-deploy demo bench
+.PHONY: deps build test lint lint-deploy demo bench fuzz
 
 deps:
 	./deploy/local/install-deps.sh
@@ -22,6 +22,11 @@ lint-deploy:
 # every benchmark (figures printed, never asserted), so none of them rots.
 test: lint lint-deploy
 	./deploy/local/with-stack.sh sh -c 'cargo test --lib --bins --tests && bench/run-all.sh --smoke'
+	./fuzz/run.sh 20
+
+# Longer fuzzing (TESTING.md): every target for 10 minutes.
+fuzz:
+	./fuzz/run.sh 600
 
 # The figures of BENCHMARKS.md.
 bench: deps

@@ -179,6 +179,35 @@ mod tests {
         assert_eq!(router.route("nope", "warehouse/sales/f"), None);
     }
 
+    /// S3 keys are literal strings: `..` is not a path step, so a key cannot climb out of one
+    /// table's prefix into another's (or anywhere else) by traversal.
+    #[test]
+    fn traversal_in_keys_is_taken_literally() {
+        let tables = vec![
+            spec("a.orders", "b", "warehouse/orders/"),
+            spec("a.secret", "b", "warehouse/secret/"),
+        ];
+        let router = Router::new(&tables);
+        assert_eq!(
+            router.route("b", "warehouse/orders/../secret/data/f.parquet"),
+            Some(0)
+        );
+        assert_eq!(
+            router.route("b", "warehouse/secret/../orders/f.parquet"),
+            Some(1)
+        );
+        assert_eq!(router.route("b", "../warehouse/orders/f.parquet"), None);
+        assert_eq!(router.route("b", "/warehouse/orders/f.parquet"), None);
+        // Only `name=value` directories are partition directories; `..` is none.
+        assert_eq!(
+            partition_of(
+                "warehouse/orders/",
+                "warehouse/orders/data/../dt=1/f.parquet"
+            ),
+            "dt=1"
+        );
+    }
+
     #[test]
     fn classification_order_and_reasons() {
         let tables = vec![spec("a.t", "b", "t/")];

@@ -109,6 +109,10 @@ pub struct TableState {
     /// When the pending state was last rebuilt from the committed metadata.
     #[serde(default)]
     pub last_truth_millis: Option<UnixMillis>,
+    /// Files taken by successful runs that stopped being pending (lifetime count): with the
+    /// pending and claimed files, every file ever counted.
+    #[serde(default)]
+    pub compacted_files: u64,
 }
 
 /// The files a run took when it started: every logged file with a sequence number below `upto_seq`.

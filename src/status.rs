@@ -36,6 +36,8 @@ pub struct TableStatus {
     pub last_truth_time: Option<String>,
     /// Thresholds are crossed but no partition has enough small files to rewrite.
     pub nothing_to_rewrite: bool,
+    /// Files successful runs took off the pending list since the table was first seen.
+    pub compacted_files: u64,
     /// Which threshold is nearest to firing, and how far each one is.
     pub explain: Explain,
 }
@@ -161,6 +163,7 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
     TableStatus {
         table: spec.table.clone(),
         pending_files: pending.files,
+        compacted_files: snapshot.state.compacted_files,
         pending_bytes: pending.bytes,
         oldest_pending_event_time: pending
             .oldest_event_millis

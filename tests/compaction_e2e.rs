@@ -389,3 +389,138 @@ async fn measure_docker_runner_against_bare_spark_sql() {
         run_seconds / bare_seconds
     );
 }
+
+/// The container engine's socket is gone when the table becomes due: the run fails as
+/// `engine_unavailable`, the files stay pending and counting goes on; once the socket is back
+/// (after the back-off) the next run compacts the table.
+#[tokio::test]
+async fn runs_fail_as_engine_unavailable_while_the_socket_is_gone_and_resume_when_it_returns() {
+    if !stack_available(
+        "runs_fail_as_engine_unavailable_while_the_socket_is_gone_and_resume_when_it_returns",
+    ) {
+        return;
+    }
+    let engine = std::env::var("DOCKER_HOST").expect("with-stack.sh sets DOCKER_HOST");
+    let engine_socket = engine.trim_start_matches("unix://").to_string();
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+    let dir = tempfile::tempdir().unwrap();
+    let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
+    let mut statements = create_table();
+    statements.extend(inserts(0, 12));
+    let before = lakehouse.sql(&(statements.join(";\n") + ";\n" + &table_facts()));
+    let rows_before = row_with(&before, "checksum");
+
+    // The socket icepack is given does not exist yet.
+    let socket = dir.path().join("engine.sock");
+    let config = config(&moto, &queue_url, &bucket, &lakehouse)
+        .replace("retry_attempts = 2", "retry_attempts = 1")
+        .replace(
+            "retry_interval_seconds = 1",
+            "retry_interval_seconds = 1\nfailure_backoff_initial_seconds = 5\nfailure_backoff_max_seconds = 5",
+        );
+    let mut icepack = Icepack::with_config(&config);
+    icepack.env.push((
+        "DOCKER_HOST".to_string(),
+        format!("unix://{}", socket.display()),
+    ));
+    let run = icepack.spawn_run("");
+
+    let failed = wait_until("the run to fail", Duration::from_secs(120), || {
+        let status = table_status(&icepack, TABLE);
+        async move { status["last_run"].is_object().then_some(status) }
+    })
+    .await;
+    assert_eq!(failed["last_run"]["outcome"], "failure", "{failed}");
+    assert_eq!(
+        failed["last_run"]["failure_class"], "engine_unavailable",
+        "{failed}"
+    );
+    assert_eq!(failed["pending_files"], 12, "the files stay pending");
+
+    // Counting goes on while the engine is away.
+    moto.put_object(&bucket, "warehouse/analytics/orders/data/late.parquet", 100)
+        .await;
+    wait_until(
+        "the new file to be counted",
+        Duration::from_secs(30),
+        || async { (table_status(&icepack, TABLE)["pending_files"] == 13).then_some(()) },
+    )
+    .await;
+
+    // The engine comes back at the same path; the next attempt after the back-off compacts.
+    std::os::unix::fs::symlink(&engine_socket, &socket).unwrap();
+    let settled = wait_until("a successful run", Duration::from_secs(300), || {
+        let status = table_status(&icepack, TABLE);
+        async move { (status["last_run"]["outcome"] == "success").then_some(status) }
+    })
+    .await;
+    assert_eq!(settled["last_run"]["rewritten_data_files"], 12, "{settled}");
+    assert_eq!(settled["consecutive_failures"], 0);
+    assert!(icepack.terminate(run).await.success());
+    let after = lakehouse.sql(&table_facts());
+    assert_eq!(row_with(&after, "data_files")["data_files"], "1");
+    assert_eq!(row_with(&after, "checksum"), rows_before);
+}
+
+/// Against the real engine, without Spark: a missing image is reported clearly as an unavailable
+/// engine; a container past its deadline is killed and removed, and the run says it timed out.
+#[tokio::test]
+async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_killed_and_removed() {
+    if !stack_available(
+        "a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_killed_and_removed",
+    ) {
+        return;
+    }
+    use icepack::spark::docker::{DockerRunner, DockerSettings};
+    use icepack::spark::runner::{EngineError, SparkJob, SparkRunner};
+    let state = tempfile::tempdir().unwrap();
+    let instance = icepack::compaction::instance_id(state.path());
+    let job = |run_id: &str, args: &[&str], timeout: Duration| SparkJob {
+        run_id: run_id.to_string(),
+        table: TABLE.to_string(),
+        args: args.iter().map(|arg| arg.to_string()).collect(),
+        env: Vec::new(),
+        timeout,
+    };
+
+    let missing = DockerRunner::new(DockerSettings {
+        image: "localhost/icepack-no-such-image:0".to_string(),
+        spark_sql: "/bin/true".to_string(),
+        network: "host".to_string(),
+        binds: Vec::new(),
+        instance: instance.clone(),
+    });
+    match missing
+        .run(&job(&unique("run"), &[], Duration::from_secs(30)))
+        .await
+    {
+        Err(EngineError::Unavailable(message)) => {
+            assert!(message.contains("not found"), "{message}")
+        }
+        other => panic!("expected an unavailable engine, got {other:?}"),
+    }
+
+    // `sleep` stands in for a Spark job that hangs.
+    let hanging = DockerRunner::new(DockerSettings {
+        image: std::env::var("ICEPACK_TEST_SPARK_IMAGE").unwrap(),
+        spark_sql: "/bin/sleep".to_string(),
+        network: "host".to_string(),
+        binds: Vec::new(),
+        instance,
+    });
+    let started = std::time::Instant::now();
+    let output = hanging
+        .run(&job(&unique("run"), &["600"], Duration::from_secs(3)))
+        .await
+        .expect("the engine answers");
+    assert!(output.timed_out, "{output:?}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(
+        icepack_containers(state.path()).await.is_empty(),
+        "the container is removed"
+    );
+}

@@ -279,7 +279,7 @@ async fn a_second_process_on_the_same_state_directory_fails_at_once() {
 }
 
 #[tokio::test]
-async fn the_queue_endpoint_down_backs_off_without_a_busy_loop() {
+async fn the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back() {
     // Nothing listens on this port: every receive fails.
     let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -295,6 +295,7 @@ http_listen = ""
 queue_url = "http://127.0.0.1:{dead_port}/{account}/nowhere"
 endpoint_url = "http://127.0.0.1:{dead_port}"
 wait_time_seconds = 1
+pollers = 1
 [[tables]]
 table = "{TABLE}"
 bucket = "lake-bucket"
@@ -313,10 +314,125 @@ prefix = "{PREFIX}"
         "exponential back-off, not a busy loop: {failures} failures in 8 s\n{log}"
     );
     assert!(log.contains("backing off"), "{log}");
+    assert_eq!(icepack.pending_files(TABLE), 0);
+
+    // The server comes up (a fresh one: the queue is created again) and gets an event: the poller
+    // finds it after its back-off, counts it and deletes it.
+    let moto = Moto::start_on(dead_port).await;
+    let client = moto.sqs().await;
+    let queue_url = client
+        .create_queue()
+        .queue_name("nowhere")
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    moto.send(
+        &queue_url,
+        &format!(
+            r#"{{"Records":[{}]}}"#,
+            record(
+                "lake-bucket",
+                &format!("{PREFIX}data/after-outage.parquet"),
+                10
+            )
+        ),
+    )
+    .await;
+    wait_until(
+        "the event after the outage to be counted",
+        Duration::from_secs(90),
+        || async { (icepack.pending_files(TABLE) == 1).then_some(()) },
+    )
+    .await;
+    wait_until(
+        "its message to be deleted",
+        Duration::from_secs(30),
+        || async { (moto.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
     assert!(
         icepack.terminate(run).await.success(),
         "{}",
         icepack.log(run)
     );
+}
+
+/// The state directory stops taking writes (a full or read-only disk, injected at the store's
+/// write): nothing is deleted from the queue, the error is clear, `/readyz` fails; once writes
+/// work again the redelivered message is counted once and `/readyz` recovers.
+#[tokio::test]
+async fn an_unwritable_state_directory_deletes_nothing_and_fails_readiness() {
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 100).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let toml = config(&moto, &queue_url, &bucket, 2).replace(
+        "http_listen = \"\"",
+        &format!("http_listen = \"127.0.0.1:{port}\""),
+    );
+    let mut icepack = Icepack::with_config(&toml);
+    let disk_full = icepack.state_dir().with_file_name("disk-full");
+    std::fs::write(&disk_full, "").unwrap();
+    let run = icepack.spawn_run(&format!("store.write_error@{}", disk_full.display()));
+    let http = reqwest::Client::new();
+    let readyz = |http: reqwest::Client| async move {
+        let response = http
+            .get(format!("http://127.0.0.1:{port}/readyz"))
+            .send()
+            .await
+            .ok()?;
+        Some((
+            response.status().as_u16(),
+            response.text().await.unwrap_or_default(),
+        ))
+    };
+
+    moto.send(
+        &queue_url,
+        &format!(
+            r#"{{"Records":[{}]}}"#,
+            record(&bucket, &format!("{PREFIX}data/a.parquet"), 10)
+        ),
+    )
+    .await;
+    let (status, body) = wait_until("/readyz to fail", Duration::from_secs(30), || {
+        let http = http.clone();
+        async move {
+            readyz(http)
+                .await
+                .filter(|(status, body)| *status == 503 && body.contains("state commit failed"))
+        }
+    })
+    .await;
+    assert_eq!(status, 503);
+    assert!(body.contains("state"), "{body}");
+    let log = icepack.log(run);
+    assert!(log.contains("No space left on device"), "{log}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(moto.queue_depth(&queue_url).await, 1, "nothing deleted");
     assert_eq!(icepack.pending_files(TABLE), 0);
+
+    // Writes work again: the redelivered message is counted once, deleted, and /readyz is happy.
+    std::fs::remove_file(&disk_full).unwrap();
+    wait_until(
+        "the message to be counted and deleted",
+        Duration::from_secs(60),
+        || async { (moto.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
+    assert_eq!(icepack.pending_files(TABLE), 1);
+    wait_until("/readyz to recover", Duration::from_secs(30), || {
+        let http = http.clone();
+        async move { readyz(http).await.filter(|(status, _)| *status == 200) }
+    })
+    .await;
+    assert!(icepack.terminate(run).await.success());
 }

@@ -154,9 +154,13 @@ impl TableAccumulatorActor {
     }
 
     /// Claims the pending files for the run and commits the claim before the engine may start.
+    ///
+    /// `requested` stays set until the claim is settled: until then the pool counts this table as
+    /// running and would drop a second request, so one sent meanwhile (from an intake settle that
+    /// sees the claim not adopted yet) would leave the table due with nobody to run it.
     fn start_run(&mut self, start: StartRun, ctx: &mut Context<Self>) {
-        self.requested = false;
         let Some(pool) = self.pool.clone() else {
+            self.requested = false;
             return;
         };
         let now = self.clock.now_millis();
@@ -169,6 +173,8 @@ impl TableAccumulatorActor {
                 table: index,
                 run_id: start.run_id,
             });
+            self.requested = false;
+            self.evaluate(ctx);
             return;
         };
         let store = self.store.clone();
@@ -176,6 +182,7 @@ impl TableAccumulatorActor {
         ctx.wait(commit.into_actor(self).map(move |result, actor, ctx| {
             let committed = matches!(result, Ok(Ok(())));
             actor.accumulator.settle(committed);
+            actor.requested = false;
             if committed {
                 info!(table = %actor.table(), run_id = %ticket.run_id, files = ticket.files, bytes = ticket.bytes, trigger = %ticket.trigger, "claimed pending files for a run");
                 pool.do_send(Claimed { table: index, ticket });

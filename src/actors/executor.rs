@@ -621,6 +621,75 @@ mod tests {
         pipeline.pool.send(WaitIdle).await.unwrap();
     }
 
+    /// Succeeds at once.
+    struct Instant;
+
+    #[async_trait]
+    impl SparkRunner for Instant {
+        async fn run(&self, _job: &SparkJob) -> Result<EngineOutput, EngineError> {
+            Ok(EngineOutput {
+                stdout: "rewritten_data_files_count\tadded_data_files_count\n3\t1\n".to_string(),
+                ..EngineOutput::default()
+            })
+        }
+        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
+            Ok(None)
+        }
+        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
+            Ok(Vec::new())
+        }
+        async fn discard(&self, _: &str) -> Result<(), EngineError> {
+            Ok(())
+        }
+    }
+
+    /// Found by the soak benchmark: a run's start deferred behind an intake batch being committed
+    /// was followed by a second request the pool dropped (the table still counted as running),
+    /// and the table stayed due with nobody to run it. Under continuous intake every due table
+    /// must keep getting runs.
+    #[actix::test]
+    async fn a_table_under_continuous_intake_keeps_getting_runs() {
+        let config = Config::from_toml_str(
+            "[defaults]\nmax_wait_minutes = 0\nmin_files = 3\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
+        )
+        .unwrap();
+        let pipeline = start_pipeline(
+            Arc::new(MemoryStore::new()),
+            Arc::new(FakeClock::new(1_714_564_800_000)),
+            Compaction {
+                settings: CompactionSettings::from_config(Arc::new(config)),
+                runner: Arc::new(Instant),
+                enabled: true,
+            },
+            Arc::new(Metrics::default()),
+            None,
+        )
+        .unwrap();
+        futures::future::join_all((0..4u32).map(|sender| {
+            let pipeline = pipeline.clone();
+            async move {
+                for batch in 0..150u32 {
+                    let key = sender * 10_000 + batch;
+                    ingest(&pipeline, key..key + 1).await;
+                }
+            }
+        }))
+        .await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            pipeline.pool.send(WaitIdle).await.unwrap();
+            let status = pipeline.accumulators[0].send(GetStatus).await.unwrap();
+            if !status.due && status.in_flight_run.is_none() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the table is due with nobody running it: {status:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     #[actix::test]
     async fn a_failed_run_is_not_retried_on_every_new_event() {
         let runner = Arc::new(Gated::default());

@@ -49,6 +49,9 @@ impl RocksStore {
         // One budget for all memtables (RocksDB's default is 64 MiB × 2 per family, which a
         // million pending files fill to ~300 MiB): flushes come sooner, memory stays bounded.
         options.set_db_write_buffer_size(64 << 20);
+        // Table files kept open (RocksDB's default is all of them): bounds the descriptors a
+        // growing state can take from the process's limit.
+        options.set_max_open_files(256);
         let descriptors = Self::family_names(&options, path).into_iter().map(|name| {
             let options = Self::family_options(&name);
             ColumnFamilyDescriptor::new(name, options)
@@ -130,6 +133,11 @@ impl RocksStore {
 
     /// Writes a batch atomically and syncs the WAL before returning.
     pub fn write_synced(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        if crate::failpoint::active("store.write_error") {
+            return Err(StoreError::Write(
+                "IO error: No space left on device (failpoint store.write_error)".to_string(),
+            ));
+        }
         let mut options = WriteOptions::default();
         options.set_sync(true);
         self.db

@@ -83,8 +83,12 @@ pub struct Moto {
 
 impl Moto {
     pub async fn start() -> Moto {
+        Self::start_on(free_port()).await
+    }
+
+    /// A moto on a given port (e.g. one an icepack was pointed at before it was up).
+    pub async fn start_on(port: u16) -> Moto {
         set_aws_env();
-        let port = free_port();
         let log = std::env::temp_dir().join(format!("moto-{port}.log"));
         let moto =
             std::env::var("ICEPACK_TEST_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_string());
