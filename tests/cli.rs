@@ -169,6 +169,7 @@ fn status_of_a_new_deployment_shows_empty_tables() {
             "partitions": [],
             "in_flight_run": null,
             "last_run": null,
+            "compacted_files": 0,
             "consecutive_failures": 0,
             "next_attempt_time": null,
             "last_truth_time": null,
