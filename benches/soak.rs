@@ -11,41 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use icepack::actors::messages::{GetPoolStatus, Ingest};
 use icepack::config::Config;
 use icepack::intake::InboundMessage;
-use icepack::spark::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
 use icepack::store::RocksStore;
+use icepack::testing::stand_in_runner::{rewrite_output, StandInRunner};
 
 use common::*;
-
-#[derive(Default)]
-struct QuickRuns {
-    runs: AtomicU64,
-}
-
-#[async_trait]
-impl SparkRunner for QuickRuns {
-    async fn run(&self, _job: &SparkJob) -> Result<EngineOutput, EngineError> {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        self.runs.fetch_add(1, Ordering::Relaxed);
-        Ok(EngineOutput {
-            exit_code: 0,
-            stdout: "rewritten_data_files_count\tadded_data_files_count\trewritten_bytes_count\n20\t1\t20480\n".to_string(),
-            ..EngineOutput::default()
-        })
-    }
-    async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
-        Ok(None)
-    }
-    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-        Ok(Vec::new())
-    }
-    async fn discard(&self, _: &str) -> Result<(), EngineError> {
-        Ok(())
-    }
-}
 
 fn main() {
     if let Ok(filter) = std::env::var("ICEPACK_BENCH_LOG") {
@@ -69,16 +41,26 @@ fn main() {
     ))
     .unwrap();
     let store = Arc::new(RocksStore::open(&work.path().join("state")).unwrap());
-    let runner = Arc::new(QuickRuns::default());
+    let runs = Arc::new(AtomicU64::new(0));
+    let runner = Arc::new(StandInRunner {
+        delay: Duration::from_millis(300),
+        output: rewrite_output(20),
+        on_start: Box::new({
+            let runs = runs.clone();
+            move |_| {
+                runs.fetch_add(1, Ordering::Relaxed);
+            }
+        }),
+    });
     let system = actix::System::new();
     system.block_on(async move {
-        let pipeline = pipeline(&config, store, Some(runner.clone()));
+        let pipeline = pipeline(&config, store, Some(runner));
         println!(
             "soak: {rate} records/s over {tables} tables for {seconds} s, runs of 300 ms (2 at a time)"
         );
         println!(
             "{:>8} {:>12} {:>10} {:>8} {:>14} {:>8} {:>8} {:>9}",
-            "seconds", "records", "RSS KiB", "fds", "runs finished", "running", "waiting", "failing"
+            "seconds", "records", "RSS KiB", "fds", "runs started", "running", "waiting", "failing"
         );
         let started = Instant::now();
         let mut file = 0u64;
@@ -135,7 +117,7 @@ fn main() {
                     file,
                     rss_kib(),
                     open_fds(),
-                    runner.runs.load(Ordering::Relaxed),
+                    runs.load(Ordering::Relaxed),
                 );
                 println!(
                     "{:>8} {:>12} {:>10} {:>8} {:>14} {:>8} {:>8} {:>9}",
@@ -163,7 +145,7 @@ fn main() {
             "after warm-up: RSS {rss_min}–{rss_max} KiB (spread {:.1}%), open fds {fds_min}–{fds_max}; {} records, {} runs",
             (rss_max - rss_min) as f64 * 100.0 / rss_min.max(1) as f64,
             file,
-            runner.runs.load(Ordering::Relaxed)
+            runs.load(Ordering::Relaxed)
         );
     });
 }

@@ -13,42 +13,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use icepack::actors::messages::Ingest;
 use icepack::config::Config;
 use icepack::intake::InboundMessage;
-use icepack::spark::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
+use icepack::spark::runner::{EngineOutput, SparkJob};
 use icepack::store::RocksStore;
+use icepack::testing::stand_in_runner::StandInRunner;
 use tokio::sync::mpsc;
 
 use common::*;
-
-/// Notes when each run starts and ends it at once as a failure (the table backs off; harmless).
-struct Stopwatch {
-    started: Mutex<mpsc::UnboundedSender<(String, Instant)>>,
-}
-
-#[async_trait]
-impl SparkRunner for Stopwatch {
-    async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
-        let now = Instant::now();
-        let _ = self.started.lock().unwrap().send((job.table.clone(), now));
-        Ok(EngineOutput {
-            exit_code: 1,
-            stderr: "benchmark runner".to_string(),
-            ..EngineOutput::default()
-        })
-    }
-    async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
-        Ok(None)
-    }
-    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-        Ok(Vec::new())
-    }
-    async fn discard(&self, _: &str) -> Result<(), EngineError> {
-        Ok(())
-    }
-}
 
 fn message(id: u64, body: String) -> InboundMessage {
     InboundMessage {
@@ -74,9 +47,22 @@ fn measure(tables: usize, under_load: bool) -> Vec<f64> {
     }
     let config = Config::from_toml_str(&toml).unwrap();
     let store = Arc::new(RocksStore::open(&work.path().join("state")).unwrap());
+    // Notes when each run starts and ends it at once as a failure (the table backs off; harmless).
     let (sender, mut started) = mpsc::unbounded_channel();
-    let runner = Arc::new(Stopwatch {
-        started: Mutex::new(sender),
+    let sender = Mutex::new(sender);
+    let runner = Arc::new(StandInRunner {
+        delay: Duration::ZERO,
+        output: EngineOutput {
+            exit_code: 1,
+            stderr: "benchmark runner".to_string(),
+            ..EngineOutput::default()
+        },
+        on_start: Box::new(move |job: &SparkJob| {
+            let _ = sender
+                .lock()
+                .unwrap()
+                .send((job.table.clone(), Instant::now()));
+        }),
     });
     let system = actix::System::new();
     system.block_on(async move {

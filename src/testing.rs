@@ -104,3 +104,63 @@ pub mod http_receiver {
         }
     }
 }
+
+pub mod stand_in_runner {
+    //! A Spark runner standing in for the engine when a test or benchmark is about icepack's
+    //! state and scheduling, not Spark: each run calls `on_start`, waits `delay` and returns
+    //! `output`. Nothing is ever left over to recover or discard.
+
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+
+    use crate::spark::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
+
+    /// What a run of `rewrite_data_files` that rewrote `files` files into one prints.
+    pub fn rewrite_output(files: u64) -> EngineOutput {
+        EngineOutput {
+            stdout: format!(
+                "rewritten_data_files_count\tadded_data_files_count\trewritten_bytes_count\n{files}\t1\t{}\n",
+                files * 1024
+            ),
+            ..EngineOutput::default()
+        }
+    }
+
+    pub struct StandInRunner {
+        pub delay: Duration,
+        pub output: EngineOutput,
+        pub on_start: Box<dyn Fn(&SparkJob) + Send + Sync>,
+    }
+
+    impl StandInRunner {
+        /// Succeeds at once, rewriting `files` files.
+        pub fn succeeding(files: u64) -> StandInRunner {
+            StandInRunner {
+                delay: Duration::ZERO,
+                output: rewrite_output(files),
+                on_start: Box::new(|_| {}),
+            }
+        }
+    }
+
+    #[async_trait]
+    impl SparkRunner for StandInRunner {
+        async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
+            (self.on_start)(job);
+            if !self.delay.is_zero() {
+                tokio::time::sleep(self.delay).await;
+            }
+            Ok(self.output.clone())
+        }
+        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
+            Ok(None)
+        }
+        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
+            Ok(Vec::new())
+        }
+        async fn discard(&self, _: &str) -> Result<(), EngineError> {
+            Ok(())
+        }
+    }
+}

@@ -492,6 +492,7 @@ mod tests {
     use crate::service::{start_pipeline, Compaction, Pipeline};
     use crate::spark::runner::{EngineError, EngineOutput, SparkJob};
     use crate::store::MemoryStore;
+    use crate::testing::stand_in_runner::StandInRunner;
     use async_trait::async_trait;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Mutex;
@@ -554,7 +555,7 @@ mod tests {
         }
     }
 
-    fn pipeline(runner: Arc<Gated>) -> Pipeline {
+    fn pipeline(runner: Arc<dyn SparkRunner>) -> Pipeline {
         let config = Config::from_toml_str(
             "[defaults]\nmax_wait_minutes = 0\nmin_files = 3\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
         )
@@ -621,50 +622,13 @@ mod tests {
         pipeline.pool.send(WaitIdle).await.unwrap();
     }
 
-    /// Succeeds at once.
-    struct Instant;
-
-    #[async_trait]
-    impl SparkRunner for Instant {
-        async fn run(&self, _job: &SparkJob) -> Result<EngineOutput, EngineError> {
-            Ok(EngineOutput {
-                stdout: "rewritten_data_files_count\tadded_data_files_count\n3\t1\n".to_string(),
-                ..EngineOutput::default()
-            })
-        }
-        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
-            Ok(None)
-        }
-        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-            Ok(Vec::new())
-        }
-        async fn discard(&self, _: &str) -> Result<(), EngineError> {
-            Ok(())
-        }
-    }
-
     /// Found by the soak benchmark: a run's start deferred behind an intake batch being committed
     /// was followed by a second request the pool dropped (the table still counted as running),
     /// and the table stayed due with nobody to run it. Under continuous intake every due table
     /// must keep getting runs.
     #[actix::test]
     async fn a_table_under_continuous_intake_keeps_getting_runs() {
-        let config = Config::from_toml_str(
-            "[defaults]\nmax_wait_minutes = 0\nmin_files = 3\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
-        )
-        .unwrap();
-        let pipeline = start_pipeline(
-            Arc::new(MemoryStore::new()),
-            Arc::new(FakeClock::new(1_714_564_800_000)),
-            Compaction {
-                settings: CompactionSettings::from_config(Arc::new(config)),
-                runner: Arc::new(Instant),
-                enabled: true,
-            },
-            Arc::new(Metrics::default()),
-            None,
-        )
-        .unwrap();
+        let pipeline = pipeline(Arc::new(StandInRunner::succeeding(3)));
         futures::future::join_all((0..4u32).map(|sender| {
             let pipeline = pipeline.clone();
             async move {
