@@ -44,6 +44,81 @@ pub struct Config {
     /// Generic JSON webhooks (schema `icepack.run/v1`) for other chat or paging tools.
     #[serde(default)]
     pub webhooks: Vec<WebhookConfig>,
+    /// Teams sharing this deployment. Empty: one implicit tenant, [`DEFAULT_TENANT`], fed by `[sqs]`.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, TenantConfig>,
+}
+
+/// The tenant every table belongs to when no `[tenants]` are configured.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// One `[tenants.<name>]`: a team's queues, alert channels, share of the run slots and defaults.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// The tenant's own SQS queues, each polled by its own poller actors. None: its buckets'
+    /// notifications arrive on the shared `[sqs]` queue.
+    #[serde(default)]
+    pub queues: Vec<QueueConfig>,
+    /// The tenant's Slack channel (gets only this tenant's runs).
+    pub slack: Option<SlackConfig>,
+    #[serde(default)]
+    pub webhooks: Vec<WebhookConfig>,
+    /// Runs of this tenant at the same time; the pool size (`spark.max_concurrent`) by default.
+    pub max_concurrent_runs: Option<i64>,
+    /// Share of the run slots when tenants compete (weighted round-robin).
+    #[serde(default = "default_weight")]
+    pub weight: i64,
+    /// Threshold defaults for the tenant's tables, over `[defaults]`.
+    #[serde(default)]
+    pub defaults: TenantDefaults,
+}
+
+fn default_weight() -> i64 {
+    1
+}
+
+/// `[[tenants.<name>.queues]]`: receive settings other than these come from `[sqs]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    pub queue_url: String,
+    /// `sqs.region` by default.
+    pub region: Option<String>,
+    /// `sqs.endpoint_url` by default.
+    pub endpoint_url: Option<String>,
+    /// `sqs.pollers` by default.
+    pub pollers: Option<i64>,
+}
+
+/// A tenant's threshold defaults: each key falls back to `[defaults]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantDefaults {
+    pub small_file_mb: Option<i64>,
+    pub min_files: Option<i64>,
+    pub min_total_mb: Option<i64>,
+    pub target_file_mb: Option<i64>,
+    pub max_wait_minutes: Option<i64>,
+    pub file_suffixes: Option<Vec<String>>,
+}
+
+/// A tenant with its settings resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantSpec {
+    pub name: String,
+    /// The tenant's own Slack channel and webhooks (deployment-wide ones are not listed here).
+    pub slack: Option<SlackConfig>,
+    pub webhooks: Vec<WebhookConfig>,
+    pub max_concurrent_runs: usize,
+    pub weight: u32,
+}
+
+/// A queue to poll, and whose it is (`None`: the shared `[sqs]` queue).
+#[derive(Debug, Clone)]
+pub struct QueueSpec {
+    pub tenant: Option<String>,
+    pub sqs: SqsConfig,
 }
 
 /// Slack incoming webhook; enabled when the variable named by `webhook_url_env` is set.
@@ -297,6 +372,8 @@ pub struct TableConfig {
     pub expire_snapshots_older_than_hours: Option<i64>,
     /// Rebuild the pending state from the table's metadata this often, events or not (off).
     pub reconcile_every_hours: Option<i64>,
+    /// The `[tenants.<name>]` owning the table; required when tenants are configured.
+    pub tenant: Option<String>,
 }
 
 /// A table with every default applied: what the rest of icepack works with.
@@ -314,6 +391,7 @@ pub struct TableSpec {
     pub partial_progress: bool,
     pub expire_snapshots_older_than_hours: Option<u64>,
     pub reconcile_every_millis: Option<i64>,
+    pub tenant: String,
 }
 
 impl TableSpec {
@@ -340,6 +418,7 @@ impl TableSpec {
             partial_progress: false,
             expire_snapshots_older_than_hours: None,
             reconcile_every_millis: None,
+            tenant: DEFAULT_TENANT.to_string(),
         }
     }
 }
@@ -355,6 +434,7 @@ impl Default for Config {
             spark: SparkConfig::default(),
             slack: SlackConfig::default(),
             webhooks: Vec::new(),
+            tenants: BTreeMap::new(),
         }
     }
 }
@@ -401,11 +481,44 @@ impl Config {
                 URL_HINT,
             )?;
         }
+        for (name, tenant) in &self.tenants {
+            tenant.validate(name, &self.sqs)?;
+        }
+        let mut queue_owners = std::collections::HashMap::new();
+        for queue in self.queues() {
+            let owner = queue.tenant.as_deref().unwrap_or("the shared [sqs] queue");
+            if let Some(other) = queue_owners.insert(queue.sqs.queue_url.clone(), owner.to_string())
+            {
+                return invalid(format!(
+                    "tenants.{owner}.queues: queue `{}` is also configured for {other}; a queue is polled once",
+                    queue.sqs.queue_url
+                ));
+            }
+        }
         let mut seen_names = HashSet::new();
         let mut seen_locations = std::collections::HashMap::new();
         for (index, table) in self.tables.iter().enumerate() {
             let key = format!("tables[{index}]");
             table.validate(&key)?;
+            match (&table.tenant, self.tenants.is_empty()) {
+                (None, false) => {
+                    return invalid(format!(
+                        "{key}.tenant: required when [tenants] are configured (one of: {})",
+                        self.tenants.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ))
+                }
+                (Some(tenant), true) if tenant != DEFAULT_TENANT => {
+                    return invalid(format!(
+                        "{key}.tenant: no [tenants.{tenant}] section is configured"
+                    ))
+                }
+                (Some(tenant), false) if !self.tenants.contains_key(tenant) => {
+                    return invalid(format!(
+                        "{key}.tenant: no [tenants.{tenant}] section is configured"
+                    ))
+                }
+                _ => {}
+            }
             let catalog = table.catalog.as_deref().unwrap_or(DEFAULT_CATALOG);
             if !self.catalogs.contains_key(catalog) {
                 return invalid(format!(
@@ -433,10 +546,148 @@ impl Config {
 
     /// Every configured table with the defaults applied, in configuration order.
     pub fn table_specs(&self) -> Vec<TableSpec> {
+        let no_overrides = TenantDefaults::default();
         self.tables
             .iter()
-            .map(|table| table.resolve(&self.defaults))
+            .map(|table| {
+                let tenant = table.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
+                let overrides = self
+                    .tenants
+                    .get(tenant)
+                    .map_or(&no_overrides, |tenant| &tenant.defaults);
+                table.resolve(&self.defaults, overrides, tenant)
+            })
             .collect()
+    }
+
+    /// Every tenant with its settings resolved; the implicit [`DEFAULT_TENANT`] when none are
+    /// configured.
+    pub fn tenant_specs(&self) -> Vec<TenantSpec> {
+        let pool_size = self.spark.max_concurrent as usize;
+        if self.tenants.is_empty() {
+            return vec![TenantSpec {
+                name: DEFAULT_TENANT.to_string(),
+                slack: None,
+                webhooks: Vec::new(),
+                max_concurrent_runs: pool_size,
+                weight: 1,
+            }];
+        }
+        self.tenants
+            .iter()
+            .map(|(name, tenant)| TenantSpec {
+                name: name.clone(),
+                slack: tenant.slack.clone(),
+                webhooks: tenant.webhooks.clone(),
+                max_concurrent_runs: tenant
+                    .max_concurrent_runs
+                    .map_or(pool_size, |runs| runs as usize),
+                weight: tenant.weight as u32,
+            })
+            .collect()
+    }
+
+    /// The queues to poll: every tenant's own, and the shared `[sqs]` queue when no tenants are
+    /// configured or some tenant has no queue of its own.
+    pub fn queues(&self) -> Vec<QueueSpec> {
+        let mut queues = Vec::new();
+        if self.tenants.is_empty() || self.tenants.values().any(|t| t.queues.is_empty()) {
+            queues.push(QueueSpec {
+                tenant: None,
+                sqs: self.sqs.clone(),
+            });
+        }
+        for (name, tenant) in &self.tenants {
+            for queue in &tenant.queues {
+                queues.push(QueueSpec {
+                    tenant: Some(name.clone()),
+                    sqs: queue.resolve(&self.sqs),
+                });
+            }
+        }
+        queues
+    }
+}
+
+impl QueueConfig {
+    fn resolve(&self, shared: &SqsConfig) -> SqsConfig {
+        SqsConfig {
+            queue_url: self.queue_url.clone(),
+            region: self.region.clone().unwrap_or_else(|| shared.region.clone()),
+            endpoint_url: self
+                .endpoint_url
+                .clone()
+                .unwrap_or_else(|| shared.endpoint_url.clone()),
+            pollers: self.pollers.unwrap_or(shared.pollers),
+            ..shared.clone()
+        }
+    }
+}
+
+/// Tenant names end up in metric labels, URLs and log fields: kept plain.
+pub fn validate_tenant_name(name: &str) -> Result<(), String> {
+    let valid = (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` is not a valid tenant name (1-64 letters, digits, `_` and `-`, starting with a letter or digit)",
+            name.escape_debug()
+        ))
+    }
+}
+
+impl TenantConfig {
+    fn validate(&self, name: &str, shared: &SqsConfig) -> Result<(), ConfigError> {
+        let key = format!("tenants.{name}");
+        validate_tenant_name(name)
+            .map_err(|reason| ConfigError::Invalid(format!("{key}: {reason}")))?;
+        for (index, queue) in self.queues.iter().enumerate() {
+            queue
+                .resolve(shared)
+                .validate_as(&format!("{key}.queues[{index}]"))?;
+        }
+        const URL_HINT: &str = " (the URL itself never goes in this file)";
+        if let Some(slack) = &self.slack {
+            check_env_name(
+                &format!("{key}.slack.webhook_url_env"),
+                &slack.webhook_url_env,
+                URL_HINT,
+            )?;
+        }
+        for (index, webhook) in self.webhooks.iter().enumerate() {
+            check_env_name(
+                &format!("{key}.webhooks[{index}].url_env"),
+                &webhook.url_env,
+                URL_HINT,
+            )?;
+        }
+        if let Some(runs) = self.max_concurrent_runs {
+            check_range(&format!("{key}.max_concurrent_runs"), runs, 1, 256)?;
+        }
+        check_range(&format!("{key}.weight"), self.weight, 1, 100)?;
+        let defaults = &self.defaults;
+        for (field, value) in [
+            ("small_file_mb", defaults.small_file_mb),
+            ("min_files", defaults.min_files),
+            ("min_total_mb", defaults.min_total_mb),
+            ("target_file_mb", defaults.target_file_mb),
+        ] {
+            if let Some(value) = value {
+                check_positive(&format!("{key}.defaults.{field}"), value)?;
+            }
+        }
+        if let Some(minutes) = defaults.max_wait_minutes {
+            check_not_negative(&format!("{key}.defaults.max_wait_minutes"), minutes)?;
+        }
+        if let Some(suffixes) = &defaults.file_suffixes {
+            check_suffixes(&format!("{key}.defaults.file_suffixes"), suffixes)?;
+        }
+        Ok(())
     }
 }
 
@@ -468,26 +719,35 @@ impl ServiceConfig {
 
 impl SqsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        if !is_http_url(&self.queue_url) {
+        self.validate_as("sqs")
+    }
+
+    fn validate_as(&self, key: &str) -> Result<(), ConfigError> {
+        if !is_http_url(&self.queue_url) || self.queue_url.chars().any(char::is_whitespace) {
             return invalid(format!(
-                "sqs.queue_url: expected an http(s) queue URL, got `{}`",
-                self.queue_url
+                "{key}.queue_url: expected an http(s) queue URL, got `{}`",
+                self.queue_url.escape_debug()
             ));
         }
         if self.region.trim().is_empty() {
-            return invalid("sqs.region: must not be empty");
+            return invalid(format!("{key}.region: must not be empty"));
         }
         if !self.endpoint_url.is_empty() && !is_http_url(&self.endpoint_url) {
             return invalid(format!(
-                "sqs.endpoint_url: expected an http(s) URL or nothing, got `{}`",
-                self.endpoint_url
+                "{key}.endpoint_url: expected an http(s) URL or nothing, got `{}`",
+                self.endpoint_url.escape_debug()
             ));
         }
-        check_range("sqs.wait_time_seconds", self.wait_time_seconds, 0, 20)?;
-        check_range("sqs.max_messages", self.max_messages, 1, 10)?;
-        check_range("sqs.pollers", self.pollers, 1, 64)?;
         check_range(
-            "sqs.visibility_timeout_seconds",
+            &format!("{key}.wait_time_seconds"),
+            self.wait_time_seconds,
+            0,
+            20,
+        )?;
+        check_range(&format!("{key}.max_messages"), self.max_messages, 1, 10)?;
+        check_range(&format!("{key}.pollers"), self.pollers, 1, 64)?;
+        check_range(
+            &format!("{key}.visibility_timeout_seconds"),
             self.visibility_timeout_seconds,
             1,
             43_200,
@@ -572,38 +832,59 @@ impl TableConfig {
         Ok(())
     }
 
-    fn resolve(&self, defaults: &TableDefaults) -> TableSpec {
+    /// Applies the tenant's defaults, then `[defaults]`, to every key the table leaves out.
+    fn resolve(
+        &self,
+        defaults: &TableDefaults,
+        tenant: &TenantDefaults,
+        tenant_name: &str,
+    ) -> TableSpec {
         let mib = |value: i64| value as u64 * MIB;
-        let max_wait_minutes = self.max_wait_minutes.unwrap_or(defaults.max_wait_minutes);
+        let max_wait_minutes = self
+            .max_wait_minutes
+            .or(tenant.max_wait_minutes)
+            .unwrap_or(defaults.max_wait_minutes);
+        let min_files = self
+            .min_files
+            .or(tenant.min_files)
+            .unwrap_or(defaults.min_files);
         TableSpec {
             table: self.table.clone(),
             bucket: self.bucket.clone(),
             prefix: self.prefix.clone(),
             thresholds: Thresholds {
-                small_file_bytes: mib(self.small_file_mb.unwrap_or(defaults.small_file_mb)),
-                min_files: self.min_files.unwrap_or(defaults.min_files) as u64,
-                min_total_bytes: mib(self.min_total_mb.unwrap_or(defaults.min_total_mb)),
+                small_file_bytes: mib(self
+                    .small_file_mb
+                    .or(tenant.small_file_mb)
+                    .unwrap_or(defaults.small_file_mb)),
+                min_files: min_files as u64,
+                min_total_bytes: mib(self
+                    .min_total_mb
+                    .or(tenant.min_total_mb)
+                    .unwrap_or(defaults.min_total_mb)),
                 max_wait_millis: (max_wait_minutes > 0).then_some(max_wait_minutes * 60_000),
             },
-            target_file_bytes: mib(self.target_file_mb.unwrap_or(defaults.target_file_mb)),
+            target_file_bytes: mib(self
+                .target_file_mb
+                .or(tenant.target_file_mb)
+                .unwrap_or(defaults.target_file_mb)),
             file_suffixes: self
                 .file_suffixes
                 .clone()
+                .or_else(|| tenant.file_suffixes.clone())
                 .unwrap_or_else(|| defaults.file_suffixes.clone()),
             catalog: self
                 .catalog
                 .clone()
                 .unwrap_or_else(|| DEFAULT_CATALOG.to_string()),
-            min_input_files: self
-                .min_input_files
-                .or(self.min_files)
-                .unwrap_or(defaults.min_files) as u64,
+            min_input_files: self.min_input_files.unwrap_or(min_files) as u64,
             where_filter: self.where_filter.clone(),
             partial_progress: self.partial_progress.unwrap_or(false),
             expire_snapshots_older_than_hours: self
                 .expire_snapshots_older_than_hours
                 .map(|hours| hours as u64),
             reconcile_every_millis: self.reconcile_every_hours.map(|hours| hours * 3_600_000),
+            tenant: tenant_name.to_string(),
         }
     }
 }
@@ -1232,6 +1513,147 @@ mod tests {
             config.table_specs()[0].where_filter.as_deref(),
             Some("dt >= '2024-01-01'")
         );
+    }
+
+    const TENANTS: &str = r##"
+        [sqs]
+        region = "eu-west-1"
+        pollers = 3
+
+        [tenants.analytics]
+        weight = 3
+        max_concurrent_runs = 1
+        defaults = { min_files = 5, max_wait_minutes = 30 }
+        slack = { webhook_url_env = "ANALYTICS_SLACK_URL", channel = "#analytics" }
+        [[tenants.analytics.queues]]
+        queue_url = "http://localhost:4566/000000000000/analytics-landing"
+        pollers = 1
+
+        [tenants.billing]
+        [[tenants.billing.queues]]
+        queue_url = "http://localhost:4566/000000000000/billing-landing"
+        region = "us-east-2"
+
+        [[tables]]
+        table = "analytics.events"
+        bucket = "analytics-lake"
+        prefix = "events/"
+        tenant = "analytics"
+        min_files = 8
+
+        [[tables]]
+        table = "analytics.sessions"
+        bucket = "analytics-lake"
+        prefix = "sessions/"
+        tenant = "analytics"
+
+        [[tables]]
+        table = "billing.invoices"
+        bucket = "billing-lake"
+        prefix = "invoices/"
+        tenant = "billing"
+    "##;
+
+    #[test]
+    fn without_tenants_there_is_one_implicit_tenant_on_the_shared_queue() {
+        let config = Config::from_toml_str(EXAMPLE).unwrap();
+        let tenants = config.tenant_specs();
+        assert_eq!(tenants.len(), 1);
+        assert_eq!(tenants[0].name, DEFAULT_TENANT);
+        assert_eq!(tenants[0].max_concurrent_runs, 2, "the whole pool");
+        assert!(config
+            .table_specs()
+            .iter()
+            .all(|t| t.tenant == DEFAULT_TENANT));
+        let queues = config.queues();
+        assert_eq!(queues.len(), 1);
+        assert_eq!(queues[0].tenant, None);
+        assert_eq!(queues[0].sqs.queue_url, config.sqs.queue_url);
+    }
+
+    #[test]
+    fn tenants_bring_their_queues_limits_and_defaults() {
+        let config = Config::from_toml_str(TENANTS).unwrap();
+        let tenants = config.tenant_specs();
+        let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["analytics", "billing"]);
+        assert_eq!((tenants[0].weight, tenants[0].max_concurrent_runs), (3, 1));
+        assert_eq!((tenants[1].weight, tenants[1].max_concurrent_runs), (1, 2));
+        assert_eq!(tenants[0].slack.as_ref().unwrap().channel, "#analytics");
+        assert!(tenants[1].slack.is_none());
+
+        let queues = config.queues();
+        assert_eq!(
+            queues.len(),
+            2,
+            "every tenant has its own: the shared queue is not polled"
+        );
+        assert_eq!(queues[0].tenant.as_deref(), Some("analytics"));
+        assert_eq!(queues[0].sqs.pollers, 1);
+        assert_eq!(queues[0].sqs.region, "eu-west-1", "from [sqs]");
+        assert_eq!(queues[1].sqs.region, "us-east-2");
+        assert_eq!(queues[1].sqs.pollers, 3, "from [sqs]");
+
+        let specs = config.table_specs();
+        assert_eq!(specs[0].tenant, "analytics");
+        assert_eq!(
+            specs[0].thresholds.min_files, 8,
+            "the table's own value wins"
+        );
+        assert_eq!(
+            specs[1].thresholds.min_files, 5,
+            "then the tenant's default"
+        );
+        assert_eq!(specs[1].min_input_files, 5);
+        assert_eq!(specs[1].thresholds.max_wait_millis, Some(30 * 60_000));
+        assert_eq!(specs[2].thresholds.min_files, 10, "then [defaults]");
+    }
+
+    #[test]
+    fn a_tenant_without_queues_is_fed_by_the_shared_queue() {
+        let text = TENANTS.replace(
+            "[[tenants.billing.queues]]\n        queue_url = \"http://localhost:4566/000000000000/billing-landing\"\n        region = \"us-east-2\"",
+            "",
+        );
+        let config = Config::from_toml_str(&text).unwrap();
+        let queues = config.queues();
+        assert_eq!(queues.len(), 2);
+        assert_eq!(queues[0].tenant, None);
+    }
+
+    #[test]
+    fn tenant_mistakes_are_named() {
+        let untenanted = TENANTS.replace("tenant = \"billing\"\n", "");
+        assert!(error_of(&untenanted).contains("tables[2].tenant: required"));
+        let unknown = TENANTS.replace("tenant = \"billing\"", "tenant = \"biling\"");
+        assert!(error_of(&unknown).contains("no [tenants.biling] section"));
+        assert!(error_of(&format!("{TENANTS}\n[tenants.\"bad name\"]\n"))
+            .contains("not a valid tenant name"));
+        assert!(error_of(&TENANTS.replace("weight = 3", "weight = 0"))
+            .contains("tenants.analytics.weight"));
+        assert!(
+            error_of(&TENANTS.replace("max_concurrent_runs = 1", "max_concurrent_runs = 0"))
+                .contains("tenants.analytics.max_concurrent_runs")
+        );
+        assert!(error_of(&TENANTS.replace("min_files = 5", "min_files = 0"))
+            .contains("tenants.analytics.defaults.min_files"));
+        assert!(error_of(
+            &TENANTS.replace("\"ANALYTICS_SLACK_URL\"", "\"https://hooks.slack.com/x\"")
+        )
+        .contains("tenants.analytics.slack.webhook_url_env"));
+        let same_queue = TENANTS.replace("billing-landing", "analytics-landing");
+        let message = error_of(&same_queue);
+        assert!(
+            message.contains("also configured for analytics"),
+            "{message}"
+        );
+        let bad_queue = TENANTS.replace(
+            "http://localhost:4566/000000000000/billing-landing",
+            "billing",
+        );
+        assert!(error_of(&bad_queue).contains("tenants.billing.queues[0].queue_url"));
+        let lonely = EXAMPLE.replace("min_files = 3", "min_files = 3\ntenant = \"x\"");
+        assert!(error_of(&lonely).contains("tables[1].tenant: no [tenants.x]"));
     }
 
     #[test]
