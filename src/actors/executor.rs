@@ -196,6 +196,7 @@ impl CompactionPool {
             let catalog = self.settings.config.catalogs.get(&spec.catalog);
             notifier.do_send(Notify(RunEvent {
                 table: spec.table.clone(),
+                tenant: spec.tenant.clone(),
                 run_id: run_id.clone(),
                 catalog: spec.catalog.clone(),
                 catalog_impl: catalog

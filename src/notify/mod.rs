@@ -21,6 +21,8 @@ pub enum EventKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunEvent {
     pub table: String,
+    /// The table's tenant (`default` without `[tenants]`).
+    pub tenant: String,
     pub run_id: String,
     pub catalog: String,
     pub catalog_impl: String,

@@ -140,6 +140,7 @@ mod tests {
 
     pub(crate) fn event(outcome: RunOutcome) -> RunEvent {
         RunEvent {
+            tenant: "default".to_string(),
             table: "analytics.orders".to_string(),
             run_id: "20240501T120000Z-abc123".to_string(),
             catalog: "lakehouse".to_string(),
