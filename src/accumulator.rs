@@ -139,6 +139,12 @@ impl Accumulator {
         &self.spec
     }
 
+    /// A reload changed the table's settings: the next evaluation uses them.
+    pub fn set_spec(&mut self, spec: Arc<TableSpec>) {
+        debug_assert_eq!(spec.table, self.spec.table);
+        self.spec = spec;
+    }
+
     pub fn snapshot(&self) -> &TableSnapshot {
         &self.snapshot
     }

@@ -17,11 +17,13 @@ pub mod partitions;
 pub mod policy;
 pub mod queue;
 pub mod routing;
+pub mod scheduler;
 pub mod service;
 pub mod simulate;
 pub mod spark;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod table_map;
 #[doc(hidden)]
 pub mod testing;

@@ -256,7 +256,7 @@ fn run(path: &Path) -> Result<()> {
         let stopped = futures::future::join_all(pollers_stopped);
         icepack::service::release_freed_memory();
         info!(
-            tables = pipeline.tables.len(),
+            tables = pipeline.map().num_active(),
             state_dir = %config.service.state_dir.display(),
             "icepack is running"
         );
@@ -342,7 +342,8 @@ async fn run_now(
         .context("executor pool stopped")?;
     let _ = pipeline.pool.send(WaitIdle).await;
     // The accumulator answers once it has committed the settlement.
-    let status = pipeline.accumulators[index]
+    let status = pipeline
+        .accumulator(index)
         .send(icepack::actors::messages::GetStatus)
         .await?;
     Ok((result, status))
@@ -569,7 +570,7 @@ fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
             Some(table) => vec![pipeline
                 .table_index(table)
                 .ok_or_else(|| anyhow::anyhow!("table {table} is not configured in {}", path.display()))?],
-            None => (0..pipeline.tables.len()).collect(),
+            None => pipeline.map().active().map(|(index, _)| index).collect(),
         };
         let mut failed = 0;
         for index in indices {

@@ -66,9 +66,18 @@ struct BucketRoutes {
 
 impl Router {
     pub fn new<S: Borrow<TableSpec>>(tables: &[S]) -> Router {
+        Router::from_entries(
+            tables
+                .iter()
+                .enumerate()
+                .map(|(index, table)| (index, table.borrow())),
+        )
+    }
+
+    /// Routes to the given tables only, each under its own index (a live map with holes).
+    pub fn from_entries<'a>(tables: impl Iterator<Item = (TableIndex, &'a TableSpec)>) -> Router {
         let mut buckets: HashMap<String, BucketRoutes> = HashMap::new();
-        for (index, table) in tables.iter().enumerate() {
-            let table = table.borrow();
+        for (index, table) in tables {
             let routes = buckets.entry(table.bucket.clone()).or_default();
             routes.by_prefix.insert(table.prefix.clone(), index);
             routes.lengths.push(table.prefix.len());

@@ -1,33 +1,36 @@
 //! Wiring: builds the actor pipeline (router, one accumulator per table, executor pool) over a
-//! state store. Shared by `run`, `replay` and `compact`, so all count and compact through exactly
-//! the same path.
+//! state store, and applies a new configuration's table map to it while it runs. Shared by `run`,
+//! `replay` and `compact`, so all count and compact through exactly the same path.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use actix::{Actor, Addr};
 use futures::future::join_all;
 
-use crate::accumulator::Accumulator;
+use crate::accumulator::{Accumulator, FailureBackoff};
 use crate::actors::accumulator::TableAccumulatorActor;
-use crate::actors::executor::{CompactionPool, RegisterTables};
-use crate::actors::messages::GetStatus;
+use crate::actors::executor::{CompactionPool, SetSettings};
+use crate::actors::messages::{GetStatus, SetTableMap, UpdateSpec};
 use crate::actors::notifier::Notifier;
 use crate::actors::router::IntakeRouter;
 use crate::clock::Clock;
 use crate::compaction::CompactionSettings;
-use crate::config::TableSpec;
+use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::spark::runner::SparkRunner;
 use crate::status::StatusReport;
 use crate::store::{StateStore, StoreError};
+use crate::table_map::{plan_changes, TableMap};
 
 #[derive(Clone)]
 pub struct Pipeline {
-    pub tables: Arc<Vec<Arc<TableSpec>>>,
+    map: Arc<RwLock<Arc<TableMap>>>,
     pub router: Addr<IntakeRouter>,
-    pub accumulators: Vec<Addr<TableAccumulatorActor>>,
     pub pool: Addr<CompactionPool>,
     pub metrics: Arc<Metrics>,
+    store: Arc<dyn StateStore>,
+    clock: Arc<dyn Clock>,
+    backoff: FailureBackoff,
 }
 
 /// How the pipeline compacts.
@@ -47,13 +50,9 @@ pub fn start_pipeline(
     notifier: Option<Addr<Notifier>>,
 ) -> Result<Pipeline, StoreError> {
     let config = compaction.settings.config.clone();
-    // One copy of each table's spec, shared by the router, the pool and its accumulator.
-    let tables: Arc<Vec<Arc<TableSpec>>> =
-        Arc::new(config.table_specs().into_iter().map(Arc::new).collect());
     let backoff = compaction.settings.backoff;
     let pool = CompactionPool::new(
         compaction.settings,
-        tables.clone(),
         compaction.runner,
         clock.clone(),
         compaction.enabled,
@@ -61,51 +60,151 @@ pub fn start_pipeline(
         notifier,
     )
     .start();
-    let mut accumulators = Vec::with_capacity(tables.len());
-    for (index, spec) in tables.iter().enumerate() {
-        let accumulator = Accumulator::load(spec.clone(), store.as_ref())?;
-        accumulators.push(
-            TableAccumulatorActor::new(
-                index,
-                accumulator,
-                store.clone(),
-                clock.clone(),
-                Some(pool.clone()),
-                backoff,
-            )
-            .start(),
-        );
+    // One copy of each table's spec, shared by the router, the pool and its accumulator.
+    let specs: Vec<_> = config.table_specs().into_iter().map(Arc::new).collect();
+    let mut accumulators = Vec::with_capacity(specs.len());
+    for (index, spec) in specs.iter().enumerate() {
+        accumulators.push(start_accumulator(
+            index,
+            spec.clone(),
+            &store,
+            &clock,
+            &pool,
+            backoff,
+        )?);
     }
-    pool.do_send(RegisterTables(accumulators.clone()));
+    let map = Arc::new(TableMap::new(specs, accumulators, config.tenant_specs()));
+    pool.do_send(SetTableMap(map.clone()));
     let router = IntakeRouter::new(
-        tables.clone(),
-        accumulators.clone(),
-        store,
-        clock,
+        map.clone(),
+        store.clone(),
+        clock.clone(),
         config.service.dedup_retention_days,
         metrics.clone(),
     )
     .start();
     Ok(Pipeline {
-        tables,
+        map: Arc::new(RwLock::new(map)),
         router,
-        accumulators,
         pool,
         metrics,
+        store,
+        clock,
+        backoff,
     })
 }
 
+fn start_accumulator(
+    index: usize,
+    spec: Arc<crate::config::TableSpec>,
+    store: &Arc<dyn StateStore>,
+    clock: &Arc<dyn Clock>,
+    pool: &Addr<CompactionPool>,
+    backoff: FailureBackoff,
+) -> Result<Addr<TableAccumulatorActor>, StoreError> {
+    let accumulator = Accumulator::load(spec, store.as_ref())?;
+    Ok(TableAccumulatorActor::new(
+        index,
+        accumulator,
+        store.clone(),
+        clock.clone(),
+        Some(pool.clone()),
+        backoff,
+    )
+    .start())
+}
+
+/// What a reload changed in the table map.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MapReport {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+    pub tables: usize,
+    pub tenants: usize,
+}
+
 impl Pipeline {
-    /// Every table's status as its accumulator sees it.
+    /// The current table map.
+    pub fn map(&self) -> Arc<TableMap> {
+        self.map.read().expect("table map lock").clone()
+    }
+
+    /// Every configured table's status as its accumulator sees it, in slot order.
     pub async fn status(&self) -> StatusReport {
-        let statuses = join_all(self.accumulators.iter().map(|actor| actor.send(GetStatus))).await;
+        let map = self.map();
+        let statuses = join_all(
+            map.active()
+                .map(|(index, _)| map.accumulator(index).send(GetStatus)),
+        )
+        .await;
         StatusReport {
             tables: statuses.into_iter().filter_map(Result::ok).collect(),
         }
     }
 
+    /// The slot of a configured table.
     pub fn table_index(&self, table: &str) -> Option<usize> {
-        self.tables.iter().position(|spec| spec.table == table)
+        self.map().active_index_of(table)
+    }
+
+    pub fn accumulator(&self, table: usize) -> Addr<TableAccumulatorActor> {
+        self.map().accumulator(table).clone()
+    }
+
+    /// Applies a new (validated) configuration's tables, tenants and Spark settings: new tables
+    /// start counting, removed ones stop (state kept), changed thresholds apply at once. Must run
+    /// inside the actix system. Reloads must not run concurrently (the caller serialises them).
+    pub fn apply(&self, config: &Arc<Config>) -> Result<MapReport, StoreError> {
+        let current = self.map();
+        let changes = plan_changes(&current, config.table_specs());
+        // Load every new table before anything changes: a failure leaves the running map as is.
+        let mut started = Vec::with_capacity(changes.added.len());
+        for (offset, spec) in changes.added.iter().enumerate() {
+            started.push(start_accumulator(
+                current.len() + offset,
+                spec.clone(),
+                &self.store,
+                &self.clock,
+                &self.pool,
+                self.backoff,
+            )?);
+        }
+        let next = Arc::new(current.apply(&changes, started, config.tenant_specs()));
+        for &index in &changes.changed {
+            next.accumulator(index).do_send(UpdateSpec {
+                spec: next.spec(index).clone(),
+                active: true,
+            });
+        }
+        for &index in &changes.removed {
+            next.accumulator(index).do_send(UpdateSpec {
+                spec: next.spec(index).clone(),
+                active: false,
+            });
+        }
+        self.pool
+            .do_send(SetSettings(CompactionSettings::from_config(config.clone())));
+        self.pool.do_send(SetTableMap(next.clone()));
+        self.router.do_send(SetTableMap(next.clone()));
+        *self.map.write().expect("table map lock") = next.clone();
+        let names = |indices: &[usize]| -> Vec<String> {
+            indices
+                .iter()
+                .map(|&index| next.spec(index).table.clone())
+                .collect()
+        };
+        Ok(MapReport {
+            added: changes
+                .added
+                .iter()
+                .map(|spec| spec.table.clone())
+                .collect(),
+            changed: names(&changes.changed),
+            removed: names(&changes.removed),
+            tables: next.num_active(),
+            tenants: next.tenants().count(),
+        })
     }
 }
 

@@ -149,6 +149,9 @@ impl StateStore for WeighingStore {
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError> {
         self.inner.files(table)
     }
+    fn forget_table(&self, table: &str) -> Result<icepack::store::ForgetSummary, StoreError> {
+        self.inner.forget_table(table)
+    }
 }
 
 /// Writes batches of the given (entries, bytes) to a fresh RocksDB with the store's column

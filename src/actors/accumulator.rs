@@ -11,8 +11,8 @@ use tracing::{error, info, warn};
 
 use super::executor::CompactionPool;
 use super::messages::{
-    Claimed, GetStatus, NotClaimed, RecoverRun, RequestCompaction, RunFinished, Settle, Stage,
-    StartRun, Tick,
+    Claimed, Forget, GetStatus, NotClaimed, RecoverRun, RequestCompaction, RunFinished, Settle,
+    Stage, StartRun, Tick, UpdateSpec,
 };
 use crate::accumulator::{settle_run, Accumulator, FailureBackoff, Staged};
 use crate::clock::Clock;
@@ -45,6 +45,8 @@ pub struct TableAccumulatorActor {
     deferred: VecDeque<Deferred>,
     /// When this actor started: the first periodic reconcile counts from here.
     started_millis: i64,
+    /// `false` once a reload removed the table: it counts nothing new and asks for no runs.
+    active: bool,
 }
 
 impl TableAccumulatorActor {
@@ -69,6 +71,7 @@ impl TableAccumulatorActor {
             requested: false,
             started_millis,
             deferred: VecDeque::new(),
+            active: true,
         }
     }
 
@@ -98,7 +101,7 @@ impl TableAccumulatorActor {
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
-        if self.accumulator.claim().is_some() {
+        if self.accumulator.claim().is_some() || !self.active {
             return;
         }
         // A periodic reconcile, when its time has come and no run is due.
@@ -165,6 +168,14 @@ impl TableAccumulatorActor {
         };
         let now = self.clock.now_millis();
         let index = self.index;
+        if !self.active {
+            pool.do_send(NotClaimed {
+                table: index,
+                run_id: start.run_id,
+            });
+            self.requested = false;
+            return;
+        }
         let Some((ops, ticket)) =
             self.accumulator
                 .begin_claim(&start.run_id, &start.trigger, now, start.force)
@@ -319,6 +330,71 @@ impl Handler<Tick> for TableAccumulatorActor {
     fn handle(&mut self, _message: Tick, ctx: &mut Context<Self>) {
         self.timer = None;
         self.evaluate(ctx);
+    }
+}
+
+impl Handler<UpdateSpec> for TableAccumulatorActor {
+    type Result = ();
+
+    fn handle(&mut self, message: UpdateSpec, ctx: &mut Context<Self>) {
+        if self.active != message.active {
+            info!(
+                table = %self.table(),
+                pending_files = self.accumulator.snapshot().state.pending.files,
+                "{}",
+                if message.active { "table is configured again" } else { "table removed from the configuration: its state is kept, no more runs" }
+            );
+        }
+        self.accumulator.set_spec(message.spec);
+        self.active = message.active;
+        if !self.active && self.accumulator.claim().is_none() {
+            // The pool drops its waiting request when it sees the new map.
+            self.requested = false;
+        }
+        self.reported_due = None;
+        self.evaluate(ctx);
+    }
+}
+
+impl Handler<Forget> for TableAccumulatorActor {
+    type Result = actix::ResponseActFuture<Self, Result<crate::store::ForgetSummary, String>>;
+
+    fn handle(&mut self, _message: Forget, _ctx: &mut Context<Self>) -> Self::Result {
+        let refusal = if self.active {
+            Some("the table is configured: remove it from the configuration and reload first")
+        } else if self.accumulator.claim().is_some() {
+            Some("the table has a run in flight: wait until it ends")
+        } else if self.accumulator.has_staged_change() || !self.deferred.is_empty() {
+            Some("the table has a change being committed: try again")
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            return Box::pin(actix::fut::ready(Err(refusal.to_string())));
+        }
+        let store = self.store.clone();
+        let spec = self.accumulator.spec_arc();
+        let forget = async move {
+            tokio::task::spawn_blocking(move || {
+                let summary = store.forget_table(&spec.table)?;
+                Ok::<_, StoreError>((summary, Accumulator::load(spec, store.as_ref())?))
+            })
+            .await
+        };
+        Box::pin(
+            forget
+                .into_actor(self)
+                .map(|result, actor, _ctx| match result {
+                    Ok(Ok((summary, fresh))) => {
+                        info!(table = %actor.table(), ?summary, "forgot the table's stored state");
+                        actor.accumulator = fresh;
+                        actor.reported_due = None;
+                        Ok(summary)
+                    }
+                    Ok(Err(error)) => Err(error.to_string()),
+                    Err(error) => Err(error.to_string()),
+                }),
+        )
     }
 }
 

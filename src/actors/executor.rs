@@ -1,6 +1,7 @@
-//! The compaction executor pool: a bounded number of Spark runs at a time, at most one per table,
-//! tables waiting in the order they became due. Runs execute off the intake path, so counting goes
-//! on while Spark works.
+//! The compaction executor pool: a bounded number of Spark runs at a time, at most one per table.
+//! Due tables wait in a fair line across tenants (weighted round-robin, oldest first within a
+//! tenant, never more than a tenant's `max_concurrent_runs`). Runs execute off the intake path, so
+//! counting goes on while Spark works.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -13,10 +14,9 @@ use actix::{
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use super::accumulator::TableAccumulatorActor;
 use super::messages::{
-    Claimed, CompactNow, GetPoolStatus, NotClaimed, PoolStatus, RecoverRun, RequestCompaction,
-    RunFinished, RunResult, StartRun, WaitIdle,
+    Claimed, CompactNow, FailureNote, GetPoolStatus, NotClaimed, PoolStatus, RecoverRun,
+    RequestCompaction, RunFinished, RunResult, SetTableMap, StartRun, WaitIdle,
 };
 use tracing::Instrument;
 
@@ -24,12 +24,13 @@ use super::notifier::{Notifier, Notify};
 use crate::accumulator::ClaimTicket;
 use crate::clock::Clock;
 use crate::compaction::{new_run_id, CompactionSettings};
-use crate::config::TableSpec;
 use crate::metrics::Metrics;
 use crate::notify::RunEvent;
 use crate::routing::TableIndex;
+use crate::scheduler::{Scheduler, TenantLimits};
 use crate::spark::result::FailureClass;
 use crate::spark::runner::{execute, judge, RunOutcome, SparkRunner};
+use crate::table_map::TableMap;
 
 /// Notifications carry counts, not the list of output files.
 fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
@@ -44,26 +45,33 @@ fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
 /// its in-flight run by then.
 const LEFTOVER_SWEEP_DELAY: Duration = Duration::from_secs(10);
 
-/// Gives the pool the accumulators it dispatches to (they need the pool's address first).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct RegisterTables(pub Vec<Addr<TableAccumulatorActor>>);
+/// Runs whose duration makes the median behind the expected waits.
+const RECENT_RUNS: usize = 50;
+/// Failed runs remembered per tenant for `/v1/tenants`.
+const RECENT_FAILURES_PER_TENANT: usize = 10;
 
 struct Slot {
     run_id: String,
     started_millis: i64,
+    tenant: String,
+}
+
+/// A table waiting for a slot: its trigger and whether the run is forced.
+struct Request {
+    trigger: String,
+    force: bool,
 }
 
 pub struct CompactionPool {
     settings: CompactionSettings,
-    tables: Arc<Vec<Arc<TableSpec>>>,
     runner: Arc<dyn SparkRunner>,
     clock: Arc<dyn Clock>,
-    accumulators: Vec<Addr<TableAccumulatorActor>>,
-    /// Tables waiting for a slot, with their trigger and whether the run is forced.
-    waiting: VecDeque<(TableIndex, String, bool)>,
-    queued: HashSet<TableIndex>,
+    /// Empty until the pipeline hands over the map (the accumulators need the pool's address).
+    map: Arc<TableMap>,
+    waiting: Scheduler<Request>,
     running: HashMap<TableIndex, Slot>,
+    recent_runs_millis: VecDeque<u64>,
+    recent_failures: HashMap<String, VecDeque<FailureNote>>,
     manual: HashMap<TableIndex, Vec<oneshot::Sender<Result<RunResult, String>>>>,
     idle_waiters: Vec<oneshot::Sender<()>>,
     /// `false` (replay --no-compact): requests are noted, never run.
@@ -75,7 +83,6 @@ pub struct CompactionPool {
 impl CompactionPool {
     pub fn new(
         settings: CompactionSettings,
-        tables: Arc<Vec<Arc<TableSpec>>>,
         runner: Arc<dyn SparkRunner>,
         clock: Arc<dyn Clock>,
         enabled: bool,
@@ -84,13 +91,13 @@ impl CompactionPool {
     ) -> Self {
         CompactionPool {
             settings,
-            tables,
             runner,
             clock,
-            accumulators: Vec::new(),
-            waiting: VecDeque::new(),
-            queued: HashSet::new(),
+            map: Arc::new(TableMap::default()),
+            waiting: Scheduler::new(),
             running: HashMap::new(),
+            recent_runs_millis: VecDeque::new(),
+            recent_failures: HashMap::new(),
             manual: HashMap::new(),
             idle_waiters: Vec::new(),
             enabled,
@@ -106,23 +113,27 @@ impl CompactionPool {
         force: bool,
         ctx: &mut Context<Self>,
     ) {
-        if self.running.contains_key(&table) || !self.queued.insert(table) {
+        if self.running.contains_key(&table) || !self.map.is_active(table) {
             return;
         }
-        self.waiting.push_back((table, trigger, force));
-        self.dispatch(ctx);
+        let tenant = self.map.spec(table).tenant.clone();
+        if self
+            .waiting
+            .push(&tenant, table, Request { trigger, force })
+        {
+            self.dispatch(ctx);
+        }
     }
 
-    /// Fills free slots from the front of the line.
+    /// Fills free slots in the scheduler's order.
     fn dispatch(&mut self, _ctx: &mut Context<Self>) {
-        if !self.enabled || self.accumulators.is_empty() {
+        if !self.enabled || self.map.is_empty() {
             return;
         }
         while self.running.len() < self.settings.max_concurrent {
-            let Some((table, trigger, force)) = self.waiting.pop_front() else {
+            let Some((tenant, table, request)) = self.waiting.next() else {
                 break;
             };
-            self.queued.remove(&table);
             let now = self.clock.now_millis();
             let run_id = new_run_id(now);
             self.running.insert(
@@ -130,15 +141,78 @@ impl CompactionPool {
                 Slot {
                     run_id: run_id.clone(),
                     started_millis: now,
+                    tenant: tenant.to_string(),
                 },
             );
-            self.accumulators[table].do_send(StartRun {
+            self.map.accumulator(table).do_send(StartRun {
                 run_id,
-                trigger,
-                force,
+                trigger: request.trigger,
+                force: request.force,
             });
         }
         self.notify_idle();
+    }
+
+    /// The slot of a run is free again.
+    fn release(&mut self, table: TableIndex, run_id: &str) -> Option<Slot> {
+        match self.running.get(&table) {
+            Some(slot) if slot.run_id == run_id => {
+                let slot = self.running.remove(&table)?;
+                self.waiting.finished(&slot.tenant);
+                Some(slot)
+            }
+            _ => None,
+        }
+    }
+
+    /// Keeps the scheduler's tenants in line with the map: weights and run limits.
+    fn apply_tenant_limits(&mut self) {
+        for tenant in self.map.tenants() {
+            self.waiting.set_tenant(
+                &tenant.name,
+                TenantLimits {
+                    weight: tenant.weight,
+                    max_concurrent: tenant.max_concurrent_runs,
+                },
+            );
+        }
+    }
+
+    fn remember_run(&mut self, spec_tenant: &str, table: &str, run_id: &str, outcome: &RunOutcome) {
+        let duration = match outcome {
+            RunOutcome::Success {
+                duration_millis, ..
+            }
+            | RunOutcome::Failure {
+                duration_millis, ..
+            } => *duration_millis,
+        };
+        if self.recent_runs_millis.len() == RECENT_RUNS {
+            self.recent_runs_millis.pop_front();
+        }
+        self.recent_runs_millis.push_back(duration);
+        if let Some(class) = outcome.failure_class() {
+            let failures = self
+                .recent_failures
+                .entry(spec_tenant.to_string())
+                .or_default();
+            if failures.len() == RECENT_FAILURES_PER_TENANT {
+                failures.pop_front();
+            }
+            failures.push_back(FailureNote {
+                tenant: spec_tenant.to_string(),
+                table: table.to_string(),
+                run_id: run_id.to_string(),
+                class: class.as_str().to_string(),
+                finished_millis: self.clock.now_millis(),
+            });
+        }
+    }
+
+    fn median_run_millis(&self) -> Option<u64> {
+        let mut durations: Vec<u64> = self.recent_runs_millis.iter().copied().collect();
+        durations.sort_unstable();
+        durations.get(durations.len() / 2).copied()
     }
 
     fn notify_idle(&mut self) {
@@ -157,15 +231,10 @@ impl CompactionPool {
         outcome: RunOutcome,
         ctx: &mut Context<Self>,
     ) {
-        let started_millis = match self.running.get(&table) {
-            Some(slot) if slot.run_id == run_id => {
-                let started = slot.started_millis;
-                self.running.remove(&table);
-                started
-            }
-            _ => ticket.started_millis,
-        };
-        let spec = &self.tables[table];
+        let started_millis = self
+            .release(table, &run_id)
+            .map_or(ticket.started_millis, |slot| slot.started_millis);
+        let spec = self.map.spec(table).clone();
         let duration_seconds = match &outcome {
             RunOutcome::Success {
                 duration_millis, ..
@@ -175,18 +244,27 @@ impl CompactionPool {
             } => *duration_millis as f64 / 1000.0,
         };
         let rewrite = ticket.rewrite;
+        if rewrite {
+            self.remember_run(&spec.tenant, &spec.table, &run_id, &outcome);
+        }
+        let labels = [
+            ("table", spec.table.as_str()),
+            ("tenant", spec.tenant.as_str()),
+        ];
         match outcome.failure_class() {
             _ if !rewrite => {}
             None => {
-                self.metrics.runs_succeeded.inc(&[("table", &spec.table)]);
+                self.metrics.runs_succeeded.inc(&labels);
                 self.metrics
                     .run_duration
                     .observe(&[("outcome", "success")], duration_seconds);
             }
             Some(class) => {
-                self.metrics
-                    .runs_failed
-                    .inc(&[("table", &spec.table), ("class", class.as_str())]);
+                self.metrics.runs_failed.inc(&[
+                    ("table", &spec.table),
+                    ("tenant", &spec.tenant),
+                    ("class", class.as_str()),
+                ]);
                 self.metrics
                     .run_duration
                     .observe(&[("outcome", "failure")], duration_seconds);
@@ -240,7 +318,7 @@ impl CompactionPool {
                 "compaction failed; pending files kept"
             ),
         }
-        self.accumulators[table].do_send(RunFinished {
+        self.map.accumulator(table).do_send(RunFinished {
             run_id: run_id.clone(),
             outcome: outcome.clone(),
         });
@@ -297,11 +375,39 @@ impl Actor for CompactionPool {
     }
 }
 
-impl Handler<RegisterTables> for CompactionPool {
+impl Handler<SetTableMap> for CompactionPool {
     type Result = ();
 
-    fn handle(&mut self, message: RegisterTables, ctx: &mut Context<Self>) {
-        self.accumulators = message.0;
+    /// The first map, or a reload's: tenants' limits apply at once; removed tables leave the line
+    /// (their runs in flight go on and settle).
+    fn handle(&mut self, message: SetTableMap, ctx: &mut Context<Self>) {
+        self.map = message.0;
+        self.apply_tenant_limits();
+        for table in 0..self.map.len() {
+            if !self.map.is_active(table) && self.waiting.remove(table).is_some() {
+                if let Some(waiters) = self.manual.remove(&table) {
+                    for waiter in waiters {
+                        let _ = waiter.send(Err(
+                            "the table was removed from the configuration".to_string()
+                        ));
+                    }
+                }
+            }
+        }
+        self.dispatch(ctx);
+    }
+}
+
+/// A reload changed the Spark settings: runs started from now on use them.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetSettings(pub CompactionSettings);
+
+impl Handler<SetSettings> for CompactionPool {
+    type Result = ();
+
+    fn handle(&mut self, message: SetSettings, ctx: &mut Context<Self>) {
+        self.settings = message.0;
         self.dispatch(ctx);
     }
 }
@@ -320,7 +426,8 @@ impl Handler<Claimed> for CompactionPool {
     fn handle(&mut self, message: Claimed, ctx: &mut Context<Self>) {
         let table = message.table;
         let ticket = message.ticket;
-        let job = self.settings.job(&self.tables[table], &ticket);
+        let spec = self.map.spec(table).clone();
+        let job = self.settings.job(&spec, &ticket);
         let runner = self.runner.clone();
         let attempts = self.settings.attempts;
         let retry_interval = self.settings.retry_interval;
@@ -328,9 +435,9 @@ impl Handler<Claimed> for CompactionPool {
         if ticket.rewrite {
             self.metrics
                 .runs_started
-                .inc(&[("table", &self.tables[table].table)]);
+                .inc(&[("table", &spec.table), ("tenant", &spec.tenant)]);
         }
-        let span = tracing::info_span!("run", table = %self.tables[table].table, run_id = %run_id);
+        let span = tracing::info_span!("run", table = %spec.table, tenant = %spec.tenant, run_id = %run_id);
         ctx.spawn(
             async move { execute(runner.as_ref(), &job, attempts, retry_interval).await }
                 .instrument(span)
@@ -344,13 +451,7 @@ impl Handler<NotClaimed> for CompactionPool {
     type Result = ();
 
     fn handle(&mut self, message: NotClaimed, ctx: &mut Context<Self>) {
-        if self
-            .running
-            .get(&message.table)
-            .is_some_and(|slot| slot.run_id == message.run_id)
-        {
-            self.running.remove(&message.table);
-        }
+        self.release(message.table, &message.run_id);
         if let Some(waiters) = self.manual.remove(&message.table) {
             for waiter in waiters {
                 let _ = waiter.send(Err("the table has a run in flight already".to_string()));
@@ -367,15 +468,18 @@ impl Handler<RecoverRun> for CompactionPool {
         let table = message.table;
         let ticket = message.ticket;
         let run_id = ticket.run_id.clone();
+        let spec = self.map.spec(table).clone();
+        self.waiting.started_outside(&spec.tenant);
         self.running.insert(
             table,
             Slot {
                 run_id: run_id.clone(),
                 started_millis: ticket.started_millis,
+                tenant: spec.tenant.clone(),
             },
         );
         let runner = self.runner.clone();
-        let secrets = self.settings.job(&self.tables[table], &ticket).secrets();
+        let secrets = self.settings.job(&spec, &ticket).secrets();
         let elapsed =
             Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
         let remaining = self
@@ -421,7 +525,9 @@ impl Handler<CompactNow> for CompactionPool {
 
     fn handle(&mut self, message: CompactNow, ctx: &mut Context<Self>) -> Self::Result {
         let (sender, receiver) = oneshot::channel();
-        if self.running.contains_key(&message.table) {
+        if !self.map.is_active(message.table) {
+            let _ = sender.send(Err("the table is not configured".to_string()));
+        } else if self.running.contains_key(&message.table) {
             let _ = sender.send(Err("the table has a run in flight already".to_string()));
         } else {
             self.manual.entry(message.table).or_default().push(sender);
@@ -478,7 +584,10 @@ impl Handler<GetPoolStatus> for CompactionPool {
                 .iter()
                 .map(|(table, slot)| (*table, slot.run_id.clone(), slot.started_millis))
                 .collect(),
-            waiting: self.waiting.iter().map(|(table, _, _)| *table).collect(),
+            waiting: self.waiting.predicted_order(),
+            slots: self.settings.max_concurrent,
+            median_run_millis: self.median_run_millis(),
+            recent_failures: self.recent_failures.values().flatten().cloned().collect(),
         })
     }
 }
@@ -588,7 +697,7 @@ mod tests {
         // More crossings while the run is in flight: counted at once, no second run.
         ingest(&pipeline, 3..6).await;
         ingest(&pipeline, 6..9).await;
-        let status = pipeline.accumulators[0].send(GetStatus).await.unwrap();
+        let status = pipeline.accumulator(0).send(GetStatus).await.unwrap();
         assert_eq!(
             status.pending_files, 6,
             "files landing during the run are counted and stay pending"
@@ -616,7 +725,7 @@ mod tests {
             runner.started.load(Ordering::SeqCst) == 2
         })
         .await;
-        let status = pipeline.accumulators[0].send(GetStatus).await.unwrap();
+        let status = pipeline.accumulator(0).send(GetStatus).await.unwrap();
         assert_eq!(status.last_run.as_ref().unwrap().outcome, "success");
         assert_eq!(status.in_flight_run.as_ref().unwrap().claimed_files, 6);
         runner.release.lock().unwrap().remove(0).send(done).unwrap();
@@ -643,7 +752,7 @@ mod tests {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             pipeline.pool.send(WaitIdle).await.unwrap();
-            let status = pipeline.accumulators[0].send(GetStatus).await.unwrap();
+            let status = pipeline.accumulator(0).send(GetStatus).await.unwrap();
             if !status.due && status.in_flight_run.is_none() {
                 break;
             }
@@ -677,7 +786,8 @@ mod tests {
             .send(failed)
             .unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while pipeline.accumulators[0]
+        while pipeline
+            .accumulator(0)
             .send(GetStatus)
             .await
             .unwrap()
@@ -693,7 +803,7 @@ mod tests {
         for batch in 0..5 {
             ingest(&pipeline, 10 + batch * 3..13 + batch * 3).await;
         }
-        let status = pipeline.accumulators[0].send(GetStatus).await.unwrap();
+        let status = pipeline.accumulator(0).send(GetStatus).await.unwrap();
         assert_eq!(
             status.pending_files, 18,
             "the failed run's files are pending again, with the new ones"

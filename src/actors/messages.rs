@@ -146,6 +146,55 @@ pub struct GetPoolStatus;
 pub struct PoolStatus {
     /// (table, run id, started) of each run in flight.
     pub running: Vec<(TableIndex, String, UnixMillis)>,
-    /// Tables waiting for a slot, first in line first.
+    /// Tables waiting for a slot, in the order the fair scheduler will start them.
     pub waiting: Vec<TableIndex>,
+    /// Run slots of the pool.
+    pub slots: usize,
+    /// Median duration of the recent runs; `None` before the first one ended.
+    pub median_run_millis: Option<u64>,
+    /// The latest failed runs, newest last (a few per tenant).
+    pub recent_failures: Vec<FailureNote>,
 }
+
+impl PoolStatus {
+    /// Where a table waits (0: next), and how long until it starts at the recent pace: the
+    /// runs ahead of it spread over the slots, each taking the median run time.
+    pub fn queue_estimate(&self, table: TableIndex) -> Option<(usize, Option<u64>)> {
+        let position = self.waiting.iter().position(|waiting| *waiting == table)?;
+        let expected = self.median_run_millis.map(|median| {
+            let slots = self.slots.max(1);
+            // Rounds ahead of it: the runs in flight and those before it in line.
+            ((position / slots) as u64 + u64::from(self.running.len() >= slots)) * median
+        });
+        Some((position, expected))
+    }
+}
+
+/// A failed run, as `/v1/tenants` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FailureNote {
+    pub tenant: String,
+    pub table: String,
+    pub run_id: String,
+    pub class: String,
+    pub finished_millis: UnixMillis,
+}
+
+/// A reload: the table's settings now, and whether the configuration still has it. An inactive
+/// table keeps its state and its run in flight, but asks for no more runs.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct UpdateSpec {
+    pub spec: std::sync::Arc<crate::config::TableSpec>,
+    pub active: bool,
+}
+
+/// `icepack forget`: delete everything stored about a table the configuration no longer has.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<crate::store::ForgetSummary, String>")]
+pub struct Forget;
+
+/// A reload: the table map to work from now.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetTableMap(pub std::sync::Arc<crate::table_map::TableMap>);

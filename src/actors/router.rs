@@ -11,23 +11,20 @@ use std::time::Duration;
 
 use std::collections::{BTreeMap, VecDeque};
 
-use actix::{
-    Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, ResponseFuture, WrapFuture,
-};
+use actix::{Actor, ActorFutureExt, AsyncContext, Context, Handler, ResponseFuture, WrapFuture};
 use futures::future::join_all;
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
-use super::accumulator::TableAccumulatorActor;
-use super::messages::{Ingest, IngestReport, IntakeError, Settle, Stage};
+use super::messages::{Ingest, IngestReport, IntakeError, SetTableMap, Settle, Stage};
 use crate::accumulator::Candidate;
 use crate::clock::Clock;
-use crate::config::TableSpec;
 use crate::failpoint;
 use crate::intake::{plan_batch, IntakePlan, IntakeSummary, Verdict};
 use crate::metrics::Metrics;
 use crate::routing::{IgnoreReason, Router, TableIndex};
 use crate::store::StateStore;
+use crate::table_map::TableMap;
 
 const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
 /// A group stops taking waiting batches at this many messages (bounds one write batch's size).
@@ -35,8 +32,7 @@ const MAX_GROUP_MESSAGES: usize = 2_000;
 
 pub struct IntakeRouter {
     router: Router,
-    tables: Arc<Vec<Arc<TableSpec>>>,
-    accumulators: Arc<Vec<Addr<TableAccumulatorActor>>>,
+    map: Arc<TableMap>,
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     dedup_retention_millis: i64,
@@ -47,18 +43,15 @@ pub struct IntakeRouter {
 
 impl IntakeRouter {
     pub fn new(
-        tables: Arc<Vec<Arc<TableSpec>>>,
-        accumulators: Vec<Addr<TableAccumulatorActor>>,
+        map: Arc<TableMap>,
         store: Arc<dyn StateStore>,
         clock: Arc<dyn Clock>,
         dedup_retention_days: i64,
         metrics: Arc<Metrics>,
     ) -> Self {
-        assert_eq!(tables.len(), accumulators.len());
         IntakeRouter {
-            router: Router::new(&tables),
-            tables,
-            accumulators: Arc::new(accumulators),
+            router: Router::from_entries(map.active().map(|(index, spec)| (index, spec.as_ref()))),
+            map,
             store,
             clock,
             dedup_retention_millis: dedup_retention_days * 24 * 3600 * 1000,
@@ -89,13 +82,28 @@ impl Actor for IntakeRouter {
     }
 }
 
+impl Handler<SetTableMap> for IntakeRouter {
+    type Result = ();
+
+    /// Batches already planned go on with their tables; the next ones are routed by the new map.
+    fn handle(&mut self, message: SetTableMap, _ctx: &mut Context<Self>) {
+        self.router = Router::from_entries(
+            message
+                .0
+                .active()
+                .map(|(index, spec)| (index, spec.as_ref())),
+        );
+        self.map = message.0;
+    }
+}
+
 impl Handler<Ingest> for IntakeRouter {
     type Result = ResponseFuture<Result<IngestReport, IntakeError>>;
 
     fn handle(&mut self, message: Ingest, ctx: &mut Context<Self>) -> Self::Result {
         let (reply, report) = oneshot::channel();
         // Parsed and routed at once: while a commit is in flight, the next group gets ready.
-        let plan = plan_batch(&message.messages, &self.router, &self.tables);
+        let plan = plan_batch(&message.messages, &self.router, self.map.specs());
         self.waiting.push_back(Waiting {
             num_messages: message.messages.len(),
             plan,
@@ -158,8 +166,7 @@ impl IntakeRouter {
         let work = commit_group(
             members,
             per_table,
-            self.accumulators.clone(),
-            self.tables.clone(),
+            self.map.clone(),
             self.store.clone(),
             self.clock.clone(),
             self.metrics.clone(),
@@ -176,8 +183,7 @@ impl IntakeRouter {
 async fn commit_group(
     mut members: Vec<Member>,
     per_table: BTreeMap<TableIndex, (Vec<Candidate>, Vec<usize>)>,
-    accumulators: Arc<Vec<Addr<TableAccumulatorActor>>>,
-    tables: Arc<Vec<Arc<TableSpec>>>,
+    map: Arc<TableMap>,
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
@@ -185,7 +191,7 @@ async fn commit_group(
     let mut involved = Vec::with_capacity(per_table.len());
     let mut staging = Vec::with_capacity(per_table.len());
     for (table, (candidates, origins)) in per_table {
-        staging.push(accumulators[table].send(Stage { candidates }));
+        staging.push(map.accumulator(table).send(Stage { candidates }));
         involved.push((table, origins));
     }
     let staging = join_all(staging).await;
@@ -209,7 +215,7 @@ async fn commit_group(
                 ops.extend(staged.ops);
             }
             Ok(Err(error)) => failure = Some(IntakeError::Store(error)),
-            Err(_) => failure = Some(IntakeError::AccumulatorGone(tables[*table].table.clone())),
+            Err(_) => failure = Some(IntakeError::AccumulatorGone(map.spec(*table).table.clone())),
         }
     }
 
@@ -233,7 +239,7 @@ async fn commit_group(
     };
     let committed = outcome.is_ok();
     for (table, _) in &involved {
-        accumulators[*table].do_send(Settle { committed });
+        map.accumulator(*table).do_send(Settle { committed });
     }
     let now = clock.now_millis().max(0) as u64;
     if committed {
@@ -242,9 +248,13 @@ async fn commit_group(
             .store(now, Ordering::Relaxed);
         for (table, counted) in counted_per_table {
             if counted > 0 {
-                metrics
-                    .records_counted
-                    .add(&[("table", &tables[table].table)], counted);
+                metrics.records_counted.add(
+                    &[
+                        ("table", &map.spec(table).table),
+                        ("tenant", &map.spec(table).tenant),
+                    ],
+                    counted,
+                );
             }
         }
         for reason in IgnoreReason::ALL {

@@ -74,6 +74,15 @@ impl SinkQueue {
         self.items.lock().unwrap().is_empty() && self.busy.load(Ordering::SeqCst) == 0
     }
 
+    /// Forgets everything queued and any send in progress, once the worker is gone (aborted):
+    /// the queue is idle afterwards. Returns how many payloads were forgotten.
+    pub fn abandon(&self) -> usize {
+        let mut items = self.items.lock().unwrap();
+        let forgotten = items.len() + self.busy.swap(0, Ordering::SeqCst);
+        items.clear();
+        forgotten
+    }
+
     async fn next(&self) -> Value {
         loop {
             if let Some(item) = {
@@ -314,6 +323,17 @@ mod tests {
         assert!(queue.push(json!(3)));
         let items: Vec<serde_json::Value> = queue.items.lock().unwrap().iter().cloned().collect();
         assert_eq!(items, vec![json!(2), json!(3)]);
+    }
+
+    #[test]
+    fn an_abandoned_queue_is_idle() {
+        let queue = SinkQueue::new(4);
+        queue.push(json!(1));
+        queue.push(json!(2));
+        queue.busy.fetch_add(1, Ordering::SeqCst);
+        assert!(!queue.is_idle());
+        assert_eq!(queue.abandon(), 3);
+        assert!(queue.is_idle());
     }
 
     #[tokio::test]

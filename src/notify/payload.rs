@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::RunEvent;
 use crate::clock::format_rfc3339;
+use crate::config::DEFAULT_TENANT;
 use crate::spark::runner::RunOutcome;
 
 const GREEN: &str = "#36a64f";
@@ -27,6 +28,8 @@ fn field(title: &str, value: String, short: bool) -> Value {
 }
 
 /// A Slack incoming-webhook message. `channel` is ignored by app webhooks, honoured by legacy ones.
+/// The tenant is shown (a "Tenant" field after "Table") unless it is the implicit one, so a
+/// deployment without `[tenants]` looks as it always did.
 pub fn slack(event: &RunEvent, channel: &str) -> Value {
     let mut message = match &event.outcome {
         RunOutcome::Success {
@@ -75,13 +78,18 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
             }],
         }),
     };
+    if event.tenant != DEFAULT_TENANT {
+        if let Some(fields) = message["attachments"][0]["fields"].as_array_mut() {
+            fields.insert(1, field("Tenant", event.tenant.clone(), true));
+        }
+    }
     if !channel.is_empty() {
         message["channel"] = json!(channel);
     }
     message
 }
 
-/// The generic webhook document.
+/// The generic webhook document; `tenant` is always there (`default` without `[tenants]`).
 pub fn webhook(event: &RunEvent) -> Value {
     let (event_name, result, failure, duration_millis, attempts) = match &event.outcome {
         RunOutcome::Success {
@@ -117,6 +125,7 @@ pub fn webhook(event: &RunEvent) -> Value {
     json!({
         "schema": "icepack.run/v1",
         "event": event_name,
+        "tenant": event.tenant,
         "table": event.table,
         "run_id": event.run_id,
         "catalog": event.catalog,
@@ -133,7 +142,7 @@ pub fn webhook(event: &RunEvent) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::spark::result::{FailureClass, RewriteResult};
     use crate::spark::runner::ReportSummary;
@@ -155,7 +164,7 @@ mod tests {
         }
     }
 
-    fn success() -> RunOutcome {
+    pub(crate) fn success() -> RunOutcome {
         RunOutcome::Success {
             report: ReportSummary {
                 result: RewriteResult {
@@ -230,5 +239,56 @@ mod tests {
         assert_eq!(document["result"]["added_data_files"], 1);
         assert!(document["failure"].is_null());
         assert_eq!(document["started_at"], "2024-05-01T12:00:00.000Z");
+    }
+
+    fn field_titles(message: &Value) -> Vec<String> {
+        message["attachments"][0]["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|field| field["title"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    fn failure() -> RunOutcome {
+        RunOutcome::Failure {
+            class: FailureClass::Timeout,
+            excerpt: "deadline passed".to_string(),
+            duration_millis: 1_000,
+            attempts: 1,
+        }
+    }
+
+    #[test]
+    fn slack_shows_the_tenant_only_when_there_are_tenants() {
+        for outcome in [success(), failure()] {
+            let untenanted = slack(&event(outcome.clone()), "#lakehouse-alerts");
+            assert!(
+                !field_titles(&untenanted).iter().any(|t| t == "Tenant"),
+                "the single-tenant look is unchanged"
+            );
+            let mut tenanted = event(outcome);
+            tenanted.tenant = "analytics".to_string();
+            let message = slack(&tenanted, "#analytics");
+            let titles = field_titles(&message);
+            assert_eq!(titles[..2], ["Table", "Tenant"]);
+            let tenant_field = &message["attachments"][0]["fields"][1];
+            assert_eq!(tenant_field["value"], "analytics");
+            assert_eq!(
+                titles.len(),
+                field_titles(&untenanted).len() + 1,
+                "nothing else changes"
+            );
+        }
+    }
+
+    #[test]
+    fn webhook_document_always_names_the_tenant() {
+        assert_eq!(webhook(&event(success()))["tenant"], "default");
+        let mut tenanted = event(failure());
+        tenanted.tenant = "billing".to_string();
+        let document = webhook(&tenanted);
+        assert_eq!(document["tenant"], "billing");
+        assert_eq!(document["event"], "compaction_failed");
     }
 }

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::{Op, StateStore, StoreError};
+use super::{ForgetSummary, Op, StateStore, StoreError};
 use crate::clock::UnixMillis;
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
@@ -28,7 +28,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// While set, every commit fails and changes nothing.
+    /// While set, every commit (and every `forget_table`) fails and changes nothing.
     pub fn fail_commits(&self, fail: bool) {
         self.fail_commits.store(fail, Ordering::SeqCst);
     }
@@ -135,4 +135,37 @@ impl StateStore for MemoryStore {
             .map(|((_, seq), entry)| (*seq, entry.clone()))
             .collect())
     }
+
+    fn forget_table(&self, table: &str) -> Result<ForgetSummary, StoreError> {
+        if self.fail_commits.load(Ordering::SeqCst) {
+            return Err(StoreError::Write("injected failure".to_string()));
+        }
+        let mut contents = self.contents.lock().unwrap();
+        let Contents {
+            tables,
+            partitions,
+            seen,
+            files,
+        } = &mut *contents;
+        Ok(ForgetSummary {
+            table_state: tables.remove(table).is_some(),
+            partitions: removed(partitions.len(), || {
+                partitions.retain(|(owner, _), _| owner != table);
+                partitions.len()
+            }),
+            files: removed(files.len(), || {
+                files.retain(|(owner, _), _| owner != table);
+                files.len()
+            }),
+            seen_keys: removed(seen.len(), || {
+                seen.retain(|_, entry| entry.table != table);
+                seen.len()
+            }),
+        })
+    }
+}
+
+/// How many entries `retain` (which returns the length after) removed.
+fn removed(before: usize, retain: impl FnOnce() -> usize) -> u64 {
+    (before - retain()) as u64
 }

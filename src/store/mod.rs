@@ -28,6 +28,19 @@ pub enum StoreError {
     ReadOnly,
 }
 
+/// What [`StateStore::forget_table`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ForgetSummary {
+    /// Whether the table had a state record.
+    pub table_state: bool,
+    /// Partition records removed.
+    pub partitions: u64,
+    /// Entries of the counted-file log removed.
+    pub files: u64,
+    /// Remembered object keys removed (those whose [`SeenEntry::table`] is the table).
+    pub seen_keys: u64,
+}
+
 /// One change to the durable state.
 // Ops live only between staging and the commit; boxing the table state would buy nothing.
 #[allow(clippy::large_enum_variant)]
@@ -86,6 +99,14 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// The counted-file log of a table, in sequence order.
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError>;
+
+    /// Deletes everything kept about a table: its state, partitions, counted-file log, and the
+    /// remembered object keys counted for it. Synced before returning. Returns what was removed.
+    ///
+    /// Other tables are untouched, whatever their names share with this one (`a.b` never takes
+    /// `a.bc` or `a.b.c` with it). An admin operation: finding the table's remembered keys reads
+    /// every remembered key. A table that is still being fed events starts over from nothing.
+    fn forget_table(&self, table: &str) -> Result<ForgetSummary, StoreError>;
 }
 
 #[cfg(test)]

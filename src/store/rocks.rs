@@ -3,14 +3,16 @@
 
 use std::path::{Path, PathBuf};
 
+use std::borrow::Cow;
+
 use rocksdb::{
     BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options,
-    WriteBatch, WriteOptions, DB,
+    ReadOptions, SnapshotWithThreadMode, WriteBatch, WriteOptions, DB,
 };
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::{Op, StateStore, StoreError};
+use super::{ForgetSummary, Op, StateStore, StoreError};
 use crate::clock::UnixMillis;
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
@@ -228,6 +230,46 @@ impl RocksStore {
         }
         Ok(found)
     }
+
+    /// How many keys of a family lie in `[start, end)` in the snapshot (values are not read
+    /// into records: a value that does not decode is counted like any other).
+    fn count_range(
+        &self,
+        snapshot: &SnapshotWithThreadMode<DB>,
+        family: &ColumnFamily,
+        (start, end): (&[u8], &[u8]),
+    ) -> Result<u64, StoreError> {
+        let mut options = ReadOptions::default();
+        options.set_iterate_upper_bound(end.to_vec());
+        let mut iterator = snapshot.raw_iterator_cf_opt(family, options);
+        iterator.seek(start);
+        let mut count = 0;
+        while iterator.valid() {
+            count += 1;
+            iterator.next();
+        }
+        iterator
+            .status()
+            .map_err(|error| StoreError::Read(error.to_string()))?;
+        Ok(count)
+    }
+}
+
+/// The keys of a table's records in a per-table family (`table \0 ...`), as the range
+/// `[table \0, table \1)`: exactly the keys with that prefix, so no other table's (`a.bc`,
+/// `a.b.c` for `a.b`).
+fn table_range(table: &str) -> (Vec<u8>, Vec<u8>) {
+    let start = joined(table.as_bytes(), b"");
+    let mut end = table.as_bytes().to_vec();
+    end.push(SEPARATOR + 1);
+    (start, end)
+}
+
+/// The one field of a [`SeenEntry`] that forgetting a table reads, without copying it.
+#[derive(Deserialize)]
+struct SeenOwner<'a> {
+    #[serde(borrow)]
+    table: Cow<'a, str>,
 }
 
 impl StateStore for RocksStore {
@@ -309,6 +351,48 @@ impl StateStore for RocksStore {
             })
             .collect()
     }
+
+    fn forget_table(&self, table: &str) -> Result<ForgetSummary, StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        let tables = self.family(cf::TABLES)?;
+        let partitions = self.family(cf::PARTITIONS)?;
+        let files = self.family(cf::FILES)?;
+        let seen = self.family(cf::SEEN)?;
+        // Counts from one point in time; the range deletes below also take whatever the table
+        // got since.
+        let snapshot = self.db.snapshot();
+        let (start, end) = table_range(table);
+        let range = (start.as_slice(), end.as_slice());
+        let mut summary = ForgetSummary {
+            table_state: snapshot
+                .get_cf(tables, table.as_bytes())
+                .map_err(|error| StoreError::Read(error.to_string()))?
+                .is_some(),
+            partitions: self.count_range(&snapshot, partitions, range)?,
+            files: self.count_range(&snapshot, files, range)?,
+            seen_keys: 0,
+        };
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(tables, table.as_bytes());
+        batch.delete_range_cf(partitions, &start, &end);
+        batch.delete_range_cf(files, &start, &end);
+        // `seen` is keyed by bucket and object key: its entries name the table they were
+        // counted for, so every one is read.
+        for item in snapshot.iterator_cf(seen, IteratorMode::Start) {
+            let (key, value) = item.map_err(|error| StoreError::Read(error.to_string()))?;
+            let owner: SeenOwner =
+                serde_json::from_slice(&value).map_err(|error| corrupt(&key, error))?;
+            if owner.table == table {
+                batch.delete_cf(seen, &key);
+                summary.seen_keys += 1;
+            }
+        }
+        drop(snapshot);
+        self.write_synced(batch)?;
+        Ok(summary)
+    }
 }
 
 fn joined(first: &[u8], second: &[u8]) -> Vec<u8> {
@@ -324,10 +408,14 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 fn decode<T: DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T, StoreError> {
-    serde_json::from_slice(value).map_err(|error| StoreError::Corrupt {
+    serde_json::from_slice(value).map_err(|error| corrupt(key, error))
+}
+
+fn corrupt(key: &[u8], error: serde_json::Error) -> StoreError {
+    StoreError::Corrupt {
         key: String::from_utf8_lossy(key).replace('\0', "/"),
         message: error.to_string(),
-    })
+    }
 }
 
 fn open_error(path: &Path, error: rocksdb::Error) -> StoreError {

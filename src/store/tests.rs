@@ -245,3 +245,190 @@ fn memory_store_can_fail_commits() {
     store.commit(vec![]).unwrap();
     assert_eq!(store.num_commits(), 1);
 }
+
+/// Every record a table can have: a state, two partitions, three logged files (sequence numbers
+/// at both ends of the range) and two remembered keys, one a compaction's own output. Each table
+/// also remembers a key in a bucket of its own.
+fn put_whole_table(store: &dyn StateStore, table: &str) {
+    let seen = |bucket: &str, key: String, seq| Op::PutSeen {
+        bucket: bucket.to_string(),
+        key,
+        entry: SeenEntry {
+            table: table.to_string(),
+            first_seen_millis: 100,
+            seq,
+        },
+    };
+    let mut ops = vec![Op::PutTable {
+        table: table.to_string(),
+        state: TableState {
+            next_file_seq: u64::MAX,
+            ..TableState::default()
+        },
+    }];
+    for partition in ["", "dt=1"] {
+        ops.push(Op::PutPartition {
+            table: table.to_string(),
+            partition: partition.to_string(),
+            counts: PartitionCounts {
+                files: 1,
+                bytes: 10,
+                ..Default::default()
+            },
+        });
+    }
+    for seq in [0, 1, u64::MAX] {
+        ops.push(Op::PutFile {
+            table: table.to_string(),
+            seq,
+            entry: file(&format!("{table}/{seq}")),
+        });
+    }
+    ops.push(seen("b", format!("{table}/1"), Some(1)));
+    ops.push(seen("b", format!("{table}/out"), None));
+    ops.push(seen(&format!("bucket-{table}"), "k".to_string(), Some(0)));
+    store.commit(ops).unwrap();
+}
+
+/// The keys `put_whole_table` remembers for a table.
+fn seen_keys_of(table: &str) -> Vec<(String, String)> {
+    vec![
+        ("b".to_string(), format!("{table}/1")),
+        ("b".to_string(), format!("{table}/out")),
+        (format!("bucket-{table}"), "k".to_string()),
+    ]
+}
+
+/// All a store can tell of a table: its snapshot, its file log, what it remembers of its keys.
+#[allow(clippy::type_complexity)]
+fn everything_about(
+    store: &dyn StateStore,
+    table: &str,
+) -> (TableSnapshot, Vec<(u64, FileEntry)>, Vec<Option<SeenEntry>>) {
+    let keys = seen_keys_of(table);
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(b, k)| (b.as_str(), k.as_str())).collect();
+    (
+        store.load_table(table).unwrap(),
+        store.files(table).unwrap(),
+        store.seen_entries(&keys).unwrap(),
+    )
+}
+
+fn forget(store: &dyn StateStore) {
+    // Names that share prefixes with `a.b` both ways; in the RocksDB store, table and partition
+    // (or sequence number) are joined with a 0 byte.
+    let tables = ["a", "a.b", "a.bc", "a.b.c", "a.b_c"];
+    for table in tables {
+        put_whole_table(store, table);
+    }
+    let before: Vec<_> = tables
+        .iter()
+        .map(|table| everything_about(store, table))
+        .collect();
+    assert_eq!(before[1].0.partitions.len(), 2);
+    assert_eq!(before[1].1.len(), 3);
+    assert!(before[1].2.iter().all(Option::is_some));
+
+    assert_eq!(
+        store.forget_table("a.b").unwrap(),
+        ForgetSummary {
+            table_state: true,
+            partitions: 2,
+            files: 3,
+            seen_keys: 3,
+        }
+    );
+
+    assert_eq!(store.load_table("a.b").unwrap(), TableSnapshot::default());
+    assert!(store.files("a.b").unwrap().is_empty());
+    let keys = seen_keys_of("a.b");
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(b, k)| (b.as_str(), k.as_str())).collect();
+    assert_eq!(store.seen(&keys).unwrap(), vec![false; 3]);
+    assert_eq!(store.seen_entries(&keys).unwrap(), vec![None; 3]);
+    for (table, before) in tables.iter().zip(&before) {
+        if *table != "a.b" {
+            assert_eq!(
+                &everything_about(store, table),
+                before,
+                "{table} is untouched by forgetting a.b"
+            );
+        }
+    }
+
+    // Forgetting again, or a table never seen, finds nothing.
+    assert_eq!(store.forget_table("a.b").unwrap(), ForgetSummary::default());
+    assert_eq!(
+        store.forget_table("never.seen").unwrap(),
+        ForgetSummary::default()
+    );
+
+    // The shorter name takes nothing of the longer ones.
+    assert_eq!(
+        store.forget_table("a").unwrap(),
+        ForgetSummary {
+            table_state: true,
+            partitions: 2,
+            files: 3,
+            seen_keys: 3,
+        }
+    );
+    for (table, before) in tables.iter().zip(&before).skip(2) {
+        assert_eq!(
+            &everything_about(store, table),
+            before,
+            "{table} is untouched by forgetting a"
+        );
+    }
+
+    // A forgotten table is counted afresh.
+    put_whole_table(store, "a.b");
+    assert_eq!(everything_about(store, "a.b"), before[1]);
+}
+
+#[test]
+fn memory_store_forgets_one_table() {
+    forget(&MemoryStore::new());
+}
+
+#[test]
+fn rocks_store_forgets_one_table() {
+    let directory = tempfile::tempdir().unwrap();
+    forget(&RocksStore::open(directory.path()).unwrap());
+}
+
+#[test]
+fn rocks_store_forgets_for_good_and_not_read_only() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = RocksStore::open(directory.path()).unwrap();
+    put_whole_table(&store, "a.b");
+    put_whole_table(&store, "a.bc");
+    let kept = everything_about(&store, "a.bc");
+
+    let reader = RocksStore::open_read_only(directory.path()).unwrap();
+    assert!(matches!(
+        reader.forget_table("a.b"),
+        Err(StoreError::ReadOnly)
+    ));
+    assert_eq!(store.load_table("a.b").unwrap().partitions.len(), 2);
+
+    assert!(store.forget_table("a.b").unwrap().table_state);
+    drop(reader);
+    drop(store);
+    let reopened = RocksStore::open(directory.path()).unwrap();
+    assert_eq!(
+        everything_about(&reopened, "a.b"),
+        (TableSnapshot::default(), Vec::new(), vec![None; 3])
+    );
+    assert_eq!(everything_about(&reopened, "a.bc"), kept);
+}
+
+#[test]
+fn memory_store_forget_fails_like_a_commit() {
+    let store = MemoryStore::new();
+    put_whole_table(&store, "a.b");
+    store.fail_commits(true);
+    assert!(store.forget_table("a.b").is_err());
+    assert!(store.load_table("a.b").unwrap().state.next_file_seq > 0);
+    store.fail_commits(false);
+    assert!(store.forget_table("a.b").unwrap().table_state);
+}
