@@ -1,5 +1,6 @@
-//! The HTTP surface: `/metrics` (Prometheus), `/healthz`, `/readyz`, and the status API with its
-//! one mutating call, a manual compaction, which needs the bearer token when one is set.
+//! The HTTP surface: `/metrics` (Prometheus), `/healthz`, `/readyz`, the status API (tables and
+//! tenants), and its mutating calls — a manual compaction, a configuration reload, forgetting a
+//! removed table's state — which need the bearer token when one is set.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -14,7 +15,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::actors::messages::{GetPoolStatus, RequestCompaction};
+use crate::actors::messages::{Forget, GetPoolStatus, RequestCompaction};
 use crate::clock::Clock;
 use crate::metrics::{Metrics, TableGauges};
 use crate::service::Pipeline;
@@ -32,6 +33,8 @@ pub struct ApiState {
     /// How recent the last successful receive must be for `/readyz`; `None` when nothing polls.
     pub queue_window: Option<Duration>,
     pub started_millis: i64,
+    /// Reloads; `None` when nothing can be reloaded (tests, one-shot commands).
+    pub control: Option<crate::control::ControlHandle>,
 }
 
 pub fn router(state: ApiState) -> Router {
@@ -42,6 +45,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/tables", get(tables))
         .route("/v1/tables/{table}", get(table))
         .route("/v1/tables/{table}/compact", post(compact))
+        .route("/v1/tables/{table}/forget", post(forget))
+        .route("/v1/tenants", get(tenants))
+        .route("/v1/reload", post(reload))
         .with_state(state)
 }
 
@@ -52,7 +58,7 @@ pub async fn serve(address: SocketAddr, state: ApiState) -> std::io::Result<Sock
     if !bound.ip().is_loopback() && state.token.is_none() {
         warn!(%bound, "the HTTP listener is not on loopback and ICEPACK_API_TOKEN is not set: mutating calls are refused");
     }
-    info!(%bound, "HTTP listener up: /metrics /healthz /readyz /v1/tables");
+    info!(%bound, "HTTP listener up: /metrics /healthz /readyz /v1/tables /v1/tenants");
     tokio::spawn(async move {
         if let Err(error) = axum::serve(listener, router(state)).await {
             warn!(%error, "HTTP listener stopped");
@@ -72,6 +78,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
         .map(|status| TableGauges {
             run_in_flight: status.in_flight_run.is_some(),
             table: status.table,
+            tenant: status.tenant,
             pending_files: status.pending_files,
             pending_bytes: status.pending_bytes,
             due: status.due,
@@ -131,7 +138,8 @@ async fn readyz(State(state): State<ApiState>) -> Response {
     }
 }
 
-/// Adds the executor pool's view: the position of each table waiting for a run slot.
+/// Adds the executor pool's view: where each table waits for a run slot (0: next), and how long
+/// until it starts at the recent pace (`null` before any run ended).
 async fn with_queue_positions(
     state: &ApiState,
     statuses: Vec<TableStatus>,
@@ -142,16 +150,119 @@ async fn with_queue_positions(
         .send(GetPoolStatus)
         .await
         .unwrap_or_default();
+    let map = state.pipeline.map();
     statuses
         .into_iter()
-        .enumerate()
-        .map(|(index, status)| {
+        .map(|status| {
+            let estimate = map
+                .active_index_of(&status.table)
+                .and_then(|index| pool.queue_estimate(index));
             let mut value = serde_json::to_value(&status).unwrap_or_default();
-            value["queue_position"] =
-                json!(pool.waiting.iter().position(|waiting| *waiting == index));
+            value["queue_position"] = json!(estimate.map(|(position, _)| position));
+            value["expected_wait_seconds"] = json!(estimate
+                .and_then(|(_, wait)| wait)
+                .map(|millis| millis / 1000));
             value
         })
         .collect()
+}
+
+/// Per tenant: its tables, pending backlog, due tables, runs waiting and in flight, and its
+/// latest failed runs.
+async fn tenants(State(state): State<ApiState>) -> Response {
+    let statuses = statuses(&state).await;
+    let pool = state
+        .pipeline
+        .pool
+        .send(GetPoolStatus)
+        .await
+        .unwrap_or_default();
+    let map = state.pipeline.map();
+    let mut tenants = Vec::new();
+    for tenant in map.tenants() {
+        let mine: Vec<&TableStatus> = statuses
+            .iter()
+            .filter(|status| status.tenant == tenant.name)
+            .collect();
+        let of_tenant = |index: &usize| map.spec(*index).tenant == tenant.name;
+        tenants.push(json!({
+            "tenant": tenant.name,
+            "weight": tenant.weight,
+            "max_concurrent_runs": tenant.max_concurrent_runs,
+            "tables": mine.len(),
+            "pending_files": mine.iter().map(|status| status.pending_files).sum::<u64>(),
+            "pending_bytes": mine.iter().map(|status| status.pending_bytes).sum::<u64>(),
+            "due_tables": mine.iter().filter(|status| status.due).count(),
+            "tables_failing": mine.iter().filter(|status| status.consecutive_failures > 0).count(),
+            "runs_waiting": pool.waiting.iter().filter(|index| of_tenant(index)).count(),
+            "runs_in_flight": pool.running.iter().filter(|(index, _, _)| of_tenant(index)).count(),
+            "recent_failures": pool
+                .recent_failures
+                .iter()
+                .filter(|failure| failure.tenant == tenant.name)
+                .map(|failure| json!({
+                    "table": failure.table,
+                    "run_id": failure.run_id,
+                    "class": failure.class,
+                    "finished_at": crate::clock::format_rfc3339(failure.finished_millis),
+                }))
+                .collect::<Vec<_>>(),
+        }));
+    }
+    Json(json!({"tenants": tenants})).into_response()
+}
+
+/// Reloads the configuration file: 200 with what changed, 422 with why nothing did.
+async fn reload(State(state): State<ApiState>, headers: HeaderMap) -> Response {
+    if let Err(refused) = authorize(&state, &headers) {
+        return *refused;
+    }
+    let Some(control) = &state.control else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": "this process cannot reload"})),
+        )
+            .into_response();
+    };
+    match control.reload().await {
+        Ok(report) => Json(json!({"reloaded": true, "report": report})).into_response(),
+        Err(reason) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"reloaded": false, "error": reason})),
+        )
+            .into_response(),
+    }
+}
+
+/// Deletes the stored state of a table the configuration no longer has.
+async fn forget(
+    State(state): State<ApiState>,
+    Path(table): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = authorize(&state, &headers) {
+        return *refused;
+    }
+    let map = state.pipeline.map();
+    let Some(index) = map.index_of(&table) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": format!("this process has never known table {table}; with the service stopped, `icepack forget` works on the state directory")})),
+        )
+            .into_response();
+    };
+    match map.accumulator(index).send(Forget).await {
+        Ok(Ok(summary)) => {
+            info!(%table, ?summary, "table state forgotten over HTTP");
+            Json(json!({"table": table, "forgotten": summary})).into_response()
+        }
+        Ok(Err(reason)) => (StatusCode::CONFLICT, Json(json!({"error": reason}))).into_response(),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": "the table's accumulator stopped"})),
+        )
+            .into_response(),
+    }
 }
 
 async fn tables(State(state): State<ApiState>) -> Response {

@@ -7,6 +7,7 @@ pub mod bridge;
 pub mod clock;
 pub mod compaction;
 pub mod config;
+pub mod control;
 pub mod event;
 pub mod failpoint;
 pub mod http;

@@ -9,16 +9,15 @@ use std::time::Duration;
 use actix::Actor;
 use anyhow::{bail, Context as _, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
 use icepack::actors::executor::StopDispatching;
 use icepack::actors::messages::{CompactNow, Ingest, WaitIdle};
 use icepack::actors::notifier::{sinks_from_config, Flush, Notifier};
-use icepack::actors::poller::{PollerSettings, SqsPoller};
 use icepack::clock::{Clock, SystemClock};
 use icepack::compaction::{runner_from_config, CompactionSettings};
 use icepack::config::Config;
+use icepack::control::{control_channel, sqs_connector, Control};
 use icepack::http::{self, ApiState};
 use icepack::intake::{InboundMessage, IntakeSummary};
 use icepack::metrics::Metrics;
@@ -117,6 +116,14 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9465")]
         listen: std::net::SocketAddr,
     },
+    /// Delete the stored state of a table removed from the configuration (through the running
+    /// service's API when it answers, else in the state directory).
+    Forget {
+        #[arg(long, env = "ICEPACK_CONFIG")]
+        config: PathBuf,
+        /// `namespace.table`, no longer in the configuration.
+        table: String,
+    },
     /// Show each table's pending small files and whether it is due.
     Status {
         #[arg(long, env = "ICEPACK_CONFIG")]
@@ -161,6 +168,7 @@ fn main() -> ExitCode {
             svg,
         ),
         Command::Status { config, json } => status(&config, json),
+        Command::Forget { config, table } => forget(&config, &table),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -215,6 +223,7 @@ fn run(path: &Path) -> Result<()> {
         let metrics = Arc::new(Metrics::default());
         let (pipeline, notifier) =
             notifying_pipeline(&config, store, clock.clone(), metrics.clone())?;
+        let (control_handle, control_requests) = control_channel();
         if !config.service.http_listen.is_empty() {
             let address: std::net::SocketAddr = config.service.http_listen.parse()?;
             let state = ApiState {
@@ -227,46 +236,36 @@ fn run(path: &Path) -> Result<()> {
                     (3 * (config.sqs.wait_time_seconds as u64 + 15)).max(60),
                 )),
                 started_millis: clock.now_millis(),
+                control: Some(control_handle),
             };
             http::serve(address, state)
                 .await
                 .with_context(|| format!("cannot listen on service.http_listen {address}"))?;
         }
-        let queue: Arc<dyn icepack::queue::Queue> = Arc::new(SqsQueue::connect(&config.sqs).await);
-        let (shutdown_sender, shutdown) = watch::channel(false);
-        let settings = PollerSettings {
-            max_messages: config.sqs.max_messages as i32,
-            wait_time_seconds: config.sqs.wait_time_seconds as i32,
-            visibility_timeout_seconds: config.sqs.visibility_timeout_seconds as i32,
-        };
-        let mut pollers_stopped = Vec::new();
-        for _ in 0..config.sqs.pollers {
-            let (stopped_sender, stopped) = oneshot::channel();
-            pollers_stopped.push(stopped);
-            actix::Actor::start(SqsPoller::new(
-                queue.clone(),
-                pipeline.router.clone(),
-                settings,
-                shutdown.clone(),
-                stopped_sender,
-                metrics.clone(),
-                clock.clone(),
-            ));
-        }
-        let stopped = futures::future::join_all(pollers_stopped);
+        let config = Arc::new(config);
+        let control = Control::start(
+            path.to_path_buf(),
+            config.clone(),
+            pipeline.clone(),
+            Some(notifier.clone()),
+            sqs_connector(),
+            metrics.clone(),
+            clock.clone(),
+        )
+        .await;
         icepack::service::release_freed_memory();
         info!(
             tables = pipeline.map().num_active(),
+            tenants = pipeline.map().tenants().count(),
+            queues = control.num_queues(),
+            pollers = control.num_pollers(),
             state_dir = %config.service.state_dir.display(),
-            "icepack is running"
+            "icepack is running (SIGHUP reloads the configuration)"
         );
+        let stop_control = control.serve(control_requests);
         wait_for_signal().await;
         info!("shutting down: polling stops, the batch in flight is committed; runs in flight are recovered at the next start");
-        let _ = shutdown_sender.send(true);
-        if tokio::time::timeout(Duration::from_secs(120), stopped)
-            .await
-            .is_err()
-        {
+        if !icepack::control::stop(stop_control, Duration::from_secs(120)).await {
             error!(
                 "the batch in flight did not finish within 120 s; its messages stay in the queue"
             );
@@ -612,6 +611,55 @@ fn bridge(path: &Path, listen: std::net::SocketAddr) -> Result<()> {
             _ = wait_for_signal() => Ok(()),
         }
     })
+}
+
+fn forget(path: &Path, table: &str) -> Result<()> {
+    let config = load_config(path)?;
+    if config
+        .tables
+        .iter()
+        .any(|configured| configured.table == table)
+    {
+        bail!(
+            "table {table} is configured in {}: remove it from [[tables]] (and reload) first",
+            path.display()
+        );
+    }
+    if !config.service.http_listen.is_empty() {
+        let url = format!(
+            "http://{}/v1/tables/{table}/forget",
+            config.service.http_listen
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let answer = runtime.block_on(async {
+            let mut request = reqwest::Client::new()
+                .post(&url)
+                .timeout(Duration::from_secs(30));
+            if let Ok(token) = std::env::var("ICEPACK_API_TOKEN") {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.ok()?;
+            let status = response.status();
+            Some((status, response.text().await.unwrap_or_default()))
+        });
+        if let Some((status, body)) = answer {
+            if status.is_success() {
+                println!("{body}");
+                return Ok(());
+            }
+            bail!("the running service refused ({status}): {body}");
+        }
+    }
+    let store = RocksStore::open(&config.service.state_dir)
+        .context("`forget` needs the state directory when the service does not answer")?;
+    let summary = store.forget_table(table)?;
+    println!(
+        "{}",
+        serde_json::json!({"table": table, "forgotten": summary})
+    );
+    Ok(())
 }
 
 fn status_from_service(config: &Config) -> Option<serde_json::Value> {

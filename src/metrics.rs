@@ -174,6 +174,7 @@ impl Default for Metrics {
 #[derive(Debug, Clone)]
 pub struct TableGauges {
     pub table: String,
+    pub tenant: String,
     pub pending_files: u64,
     pub pending_bytes: u64,
     pub due: bool,
@@ -298,8 +299,9 @@ impl Metrics {
                 for table in tables {
                     let _ = writeln!(
                         out,
-                        "{name}{{table=\"{}\"}} {}",
+                        "{name}{{table=\"{}\",tenant=\"{}\"}} {}",
                         escape_label(&table.table),
+                        escape_label(&table.tenant),
                         value(table)
                     );
                 }
@@ -362,6 +364,7 @@ mod tests {
             .observe(&[("outcome", "success")], 12.0);
         let text = metrics.render(&[TableGauges {
             table: "a.\"b".to_string(),
+            tenant: "default".to_string(),
             pending_files: 7,
             pending_bytes: 70,
             due: true,
@@ -380,7 +383,9 @@ mod tests {
         assert!(
             text.contains("icepack_run_duration_seconds_bucket{outcome=\"success\",le=\"+Inf\"} 1")
         );
-        assert!(text.contains("icepack_table_pending_files{table=\"a.\\\"b\"} 7"));
+        assert!(
+            text.contains("icepack_table_pending_files{table=\"a.\\\"b\",tenant=\"default\"} 7")
+        );
         assert!(text.contains("icepack_tables_due 1"));
     }
 }

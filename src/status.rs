@@ -20,6 +20,7 @@ pub struct StatusReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TableStatus {
     pub table: String,
+    pub tenant: String,
     pub pending_files: u64,
     pub pending_bytes: u64,
     pub oldest_pending_event_time: Option<String>,
@@ -162,6 +163,7 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
     };
     TableStatus {
         table: spec.table.clone(),
+        tenant: spec.tenant.clone(),
         pending_files: pending.files,
         compacted_files: snapshot.state.compacted_files,
         pending_bytes: pending.bytes,

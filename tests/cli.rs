@@ -161,6 +161,7 @@ fn status_of_a_new_deployment_shows_empty_tables() {
         status,
         serde_json::json!({"tables": [{
             "table": "analytics.customer_orders",
+            "tenant": "default",
             "pending_files": 0,
             "pending_bytes": 0,
             "oldest_pending_event_time": null,

@@ -165,11 +165,11 @@ prefix = "warehouse/orders/"
     for expected in [
         "icepack_sqs_messages_received_total 1",
         "icepack_sqs_messages_deleted_total 1",
-        "icepack_records_counted_total{table=\"analytics.orders\"} 2",
-        "icepack_runs_failed_total{table=\"analytics.orders\",class=\"engine_unavailable\"} 1",
+        "icepack_records_counted_total{table=\"analytics.orders\",tenant=\"default\"} 2",
+        "icepack_runs_failed_total{table=\"analytics.orders\",tenant=\"default\",class=\"engine_unavailable\"} 1",
         "icepack_run_duration_seconds_count{outcome=\"failure\"} 1",
-        "icepack_table_pending_files{table=\"analytics.orders\"} 2",
-        "icepack_table_consecutive_failures{table=\"analytics.orders\"} 1",
+        "icepack_table_pending_files{table=\"analytics.orders\",tenant=\"default\"} 2",
+        "icepack_table_consecutive_failures{table=\"analytics.orders\",tenant=\"default\"} 1",
         "icepack_notifications_sent_total{sink=\"slack\"} 1",
         "icepack_notifications_sent_total{sink=\"webhook[0]\"} 1",
     ] {

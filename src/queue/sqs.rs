@@ -42,6 +42,15 @@ impl SqsQueue {
         }
     }
 
+    /// A queue on a client already connected (clients are shared by queues of the same region
+    /// and endpoint: one connection pool and credentials cache for many tenants' queues).
+    pub fn on_client(client: Client, queue_url: &str) -> SqsQueue {
+        SqsQueue {
+            client,
+            queue_url: queue_url.to_string(),
+        }
+    }
+
     pub fn client(&self) -> &Client {
         &self.client
     }

@@ -105,7 +105,8 @@ pub trait StateStore: Send + Sync + 'static {
     ///
     /// Other tables are untouched, whatever their names share with this one (`a.b` never takes
     /// `a.bc` or `a.b.c` with it). An admin operation: finding the table's remembered keys reads
-    /// every remembered key. A table that is still being fed events starts over from nothing.
+    /// every remembered key. Later commits may write the table again: one still fed events is
+    /// counted afresh.
     fn forget_table(&self, table: &str) -> Result<ForgetSummary, StoreError>;
 }
 

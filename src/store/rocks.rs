@@ -1,9 +1,8 @@
 //! The RocksDB [`StateStore`]: one column family per kind of record, one synced `WriteBatch` per
 //! commit (atomic across column families, one WAL).
 
-use std::path::{Path, PathBuf};
-
 use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 
 use rocksdb::{
     BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options,

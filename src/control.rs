@@ -1,0 +1,364 @@
+//! The running service's control loop: the SQS pollers of every configured queue, and live
+//! reloads of the configuration (SIGHUP or `POST /v1/reload`).
+//!
+//! Reloads are served one at a time by a task in the actix system. The new file is loaded and
+//! validated first: an invalid configuration is refused with the validation error and the running
+//! one stays. A valid one is applied: tables and tenants come and go, thresholds, tenant limits,
+//! Spark settings and alert channels change at once, pollers start and stop with their queues.
+//! Settings that need a restart (the state directory, the HTTP listener, the Spark runner) are
+//! reported, not applied.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::Addr;
+use futures::future::LocalBoxFuture;
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{error, info, warn};
+
+use crate::actors::notifier::{sinks_from_config, Notifier, SetSinks};
+use crate::actors::poller::{PollerSettings, SqsPoller};
+use crate::actors::router::IntakeRouter;
+use crate::clock::Clock;
+use crate::config::{Config, SqsConfig};
+use crate::metrics::Metrics;
+use crate::queue::{Queue, SqsQueue};
+use crate::service::{MapReport, Pipeline};
+
+/// Opens a queue from its settings; SQS in the service, in-memory queues in benchmarks.
+pub type Connector = Arc<dyn Fn(&SqsConfig) -> LocalBoxFuture<'static, Arc<dyn Queue>>>;
+
+/// SQS clients shared per (region, endpoint): a thousand tenants' queues in one region use one
+/// client, its connection pool and its credentials cache.
+pub fn sqs_connector() -> Connector {
+    /// (region, endpoint, wait time: the client's operation timeout depends on it).
+    type ClientKey = (String, String, i64);
+    let clients: Arc<std::sync::Mutex<HashMap<ClientKey, aws_sdk_sqs::Client>>> = Arc::default();
+    Arc::new(move |sqs: &SqsConfig| {
+        let clients = clients.clone();
+        let sqs = sqs.clone();
+        Box::pin(async move {
+            let key = (
+                sqs.region.clone(),
+                sqs.endpoint_url.clone(),
+                sqs.wait_time_seconds,
+            );
+            let cached = clients.lock().unwrap().get(&key).cloned();
+            let client = match cached {
+                Some(client) => client,
+                None => {
+                    let client = SqsQueue::connect(&sqs).await.client().clone();
+                    clients.lock().unwrap().insert(key, client.clone());
+                    client
+                }
+            };
+            Arc::new(SqsQueue::on_client(client, &sqs.queue_url)) as Arc<dyn Queue>
+        })
+    })
+}
+
+/// The poller actors of one queue.
+struct QueuePollers {
+    sqs: SqsConfig,
+    tenant: Option<String>,
+    shutdown: watch::Sender<bool>,
+    stopped: Vec<oneshot::Receiver<()>>,
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadReport {
+    #[serde(flatten)]
+    pub map: MapReport,
+    pub queues_started: Vec<String>,
+    pub queues_stopped: Vec<String>,
+    /// Changed settings that only a restart applies.
+    pub restart_required: Vec<String>,
+    pub took_ms: u64,
+}
+
+type ReloadReply = oneshot::Sender<Result<ReloadReport, String>>;
+
+/// Asks the control loop for a reload; cheap to clone (the HTTP API holds one).
+#[derive(Clone)]
+pub struct ControlHandle {
+    requests: mpsc::UnboundedSender<ReloadReply>,
+}
+
+/// Where reload requests wait until the control loop serves them.
+pub struct ControlRequests(mpsc::UnboundedReceiver<ReloadReply>);
+
+/// A handle for the HTTP API, and the requests end for [`Control::serve`]: the API can be up
+/// before the pollers start.
+pub fn control_channel() -> (ControlHandle, ControlRequests) {
+    let (requests, incoming) = mpsc::unbounded_channel();
+    (ControlHandle { requests }, ControlRequests(incoming))
+}
+
+impl ControlHandle {
+    /// Reloads the configuration file; the error explains why nothing changed.
+    pub async fn reload(&self) -> Result<ReloadReport, String> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(reply)
+            .map_err(|_| "the service is shutting down".to_string())?;
+        answer
+            .await
+            .unwrap_or_else(|_| Err("the service is shutting down".to_string()))
+    }
+}
+
+pub struct Control {
+    path: PathBuf,
+    config: Arc<Config>,
+    pipeline: Pipeline,
+    notifier: Option<Addr<Notifier>>,
+    connector: Connector,
+    metrics: Arc<Metrics>,
+    clock: Arc<dyn Clock>,
+    /// By queue URL.
+    pollers: BTreeMap<String, QueuePollers>,
+}
+
+impl Control {
+    /// Starts the pollers of every configured queue. Must run inside the actix system.
+    pub async fn start(
+        path: PathBuf,
+        config: Arc<Config>,
+        pipeline: Pipeline,
+        notifier: Option<Addr<Notifier>>,
+        connector: Connector,
+        metrics: Arc<Metrics>,
+        clock: Arc<dyn Clock>,
+    ) -> Control {
+        let mut control = Control {
+            path,
+            config: config.clone(),
+            pipeline,
+            notifier,
+            connector,
+            metrics,
+            clock,
+            pollers: BTreeMap::new(),
+        };
+        for queue in config.queues() {
+            control.start_queue(queue.sqs, queue.tenant).await;
+        }
+        control
+    }
+
+    pub fn num_queues(&self) -> usize {
+        self.pollers.len()
+    }
+
+    pub fn num_pollers(&self) -> usize {
+        self.pollers.values().map(|queue| queue.stopped.len()).sum()
+    }
+
+    async fn start_queue(&mut self, sqs: SqsConfig, tenant: Option<String>) {
+        let queue = (self.connector)(&sqs).await;
+        let settings = PollerSettings {
+            max_messages: sqs.max_messages as i32,
+            wait_time_seconds: sqs.wait_time_seconds as i32,
+            visibility_timeout_seconds: sqs.visibility_timeout_seconds as i32,
+        };
+        let (shutdown, watch) = watch::channel(false);
+        let mut stopped = Vec::new();
+        for _ in 0..sqs.pollers {
+            let (on_stopped, receiver) = oneshot::channel();
+            stopped.push(receiver);
+            actix::Actor::start(SqsPoller::new(
+                queue.clone(),
+                self.router(),
+                settings,
+                watch.clone(),
+                on_stopped,
+                self.metrics.clone(),
+                self.clock.clone(),
+            ));
+        }
+        self.pollers.insert(
+            sqs.queue_url.clone(),
+            QueuePollers {
+                sqs,
+                tenant,
+                shutdown,
+                stopped,
+            },
+        );
+    }
+
+    fn router(&self) -> Addr<IntakeRouter> {
+        self.pipeline.router.clone()
+    }
+
+    /// Stops a queue's pollers; the batch each has in flight is committed (or left in the queue).
+    fn stop_queue(&mut self, url: &str) -> Option<impl std::future::Future<Output = ()>> {
+        let pollers = self.pollers.remove(url)?;
+        let _ = pollers.shutdown.send(true);
+        Some(async move {
+            futures::future::join_all(pollers.stopped).await;
+        })
+    }
+
+    /// Loads, validates and applies the configuration file.
+    pub async fn reload(&mut self) -> Result<ReloadReport, String> {
+        let started = Instant::now();
+        let config = Config::load(&self.path)
+            .map(Arc::new)
+            .map_err(|error| format!("{}: {error}", self.path.display()))?;
+        let restart_required = restart_only_changes(&self.config, &config);
+        let map = self
+            .pipeline
+            .apply(&config)
+            .map_err(|error| format!("cannot load the state of a new table: {error}"))?;
+        if let Some(notifier) = &self.notifier {
+            notifier.do_send(SetSinks(sinks_from_config(&config)));
+        }
+        let wanted: BTreeMap<String, (SqsConfig, Option<String>)> = config
+            .queues()
+            .into_iter()
+            .map(|queue| (queue.sqs.queue_url.clone(), (queue.sqs, queue.tenant)))
+            .collect();
+        let mut queues_stopped = Vec::new();
+        let mut queues_started = Vec::new();
+        let changed: Vec<String> = self
+            .pollers
+            .iter()
+            .filter(|(url, running)| {
+                wanted.get(*url).is_none_or(|(sqs, tenant)| {
+                    !same_queue(&running.sqs, sqs) || running.tenant != *tenant
+                })
+            })
+            .map(|(url, _)| url.clone())
+            .collect();
+        for url in changed {
+            if let Some(stopping) = self.stop_queue(&url) {
+                actix::spawn(stopping);
+                queues_stopped.push(url);
+            }
+        }
+        for (url, (sqs, tenant)) in wanted {
+            if !self.pollers.contains_key(&url) {
+                self.start_queue(sqs, tenant).await;
+                queues_started.push(url);
+            }
+        }
+        self.config = config;
+        Ok(ReloadReport {
+            map,
+            queues_started,
+            queues_stopped,
+            restart_required,
+            took_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// Serves reload requests (and SIGHUP) until shutdown; then stops every poller and waits up to
+    /// `grace` for their batches in flight.
+    pub fn serve(mut self, requests: ControlRequests) -> oneshot::Sender<oneshot::Sender<()>> {
+        let mut incoming = requests.0;
+        let (stop, mut stop_requested) = oneshot::channel::<oneshot::Sender<()>>();
+        actix::spawn(async move {
+            let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                .expect("SIGHUP handler");
+            loop {
+                tokio::select! {
+                    Some(reply) = incoming.recv() => {
+                        let result = self.reload().await;
+                        log_reload(&result, "API");
+                        let _ = reply.send(result);
+                    }
+                    _ = hangup.recv() => {
+                        let result = self.reload().await;
+                        log_reload(&result, "SIGHUP");
+                    }
+                    done = &mut stop_requested => {
+                        let urls: Vec<String> = self.pollers.keys().cloned().collect();
+                        let stopping: Vec<_> = urls.iter().filter_map(|url| self.stop_queue(url)).collect();
+                        futures::future::join_all(stopping).await;
+                        if let Ok(done) = done {
+                            let _ = done.send(());
+                        }
+                        return;
+                    }
+                }
+            }
+        });
+        stop
+    }
+}
+
+fn log_reload(result: &Result<ReloadReport, String>, source: &str) {
+    match result {
+        Ok(report) => {
+            info!(
+                source,
+                added = report.map.added.len(),
+                changed = report.map.changed.len(),
+                removed = report.map.removed.len(),
+                tables = report.map.tables,
+                tenants = report.map.tenants,
+                queues_started = report.queues_started.len(),
+                queues_stopped = report.queues_stopped.len(),
+                took_ms = report.took_ms,
+                "configuration reloaded"
+            );
+            if !report.restart_required.is_empty() {
+                warn!(settings = ?report.restart_required, "changed settings that apply only after a restart");
+            }
+        }
+        Err(reason) => {
+            error!(source, %reason, "configuration reload refused: the running configuration stays")
+        }
+    }
+}
+
+/// Stops the control loop and its pollers; returns once they stopped or `grace` passed.
+pub async fn stop(stop: oneshot::Sender<oneshot::Sender<()>>, grace: Duration) -> bool {
+    let (done, finished) = oneshot::channel();
+    if stop.send(done).is_err() {
+        return true;
+    }
+    tokio::time::timeout(grace, finished).await.is_ok()
+}
+
+fn same_queue(a: &SqsConfig, b: &SqsConfig) -> bool {
+    a.queue_url == b.queue_url
+        && a.region == b.region
+        && a.endpoint_url == b.endpoint_url
+        && a.wait_time_seconds == b.wait_time_seconds
+        && a.max_messages == b.max_messages
+        && a.visibility_timeout_seconds == b.visibility_timeout_seconds
+        && a.pollers == b.pollers
+}
+
+/// The settings a reload cannot apply to a running process.
+pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
+    let mut changed = Vec::new();
+    let service = (&old.service, &new.service);
+    if service.0.state_dir != service.1.state_dir {
+        changed.push("service.state_dir".to_string());
+    }
+    if service.0.http_listen != service.1.http_listen {
+        changed.push("service.http_listen".to_string());
+    }
+    if service.0.dedup_retention_days != service.1.dedup_retention_days {
+        changed.push("service.dedup_retention_days".to_string());
+    }
+    let spark = (&old.spark, &new.spark);
+    for (key, differs) in [
+        ("spark.runner", spark.0.runner != spark.1.runner),
+        ("spark.image", spark.0.image != spark.1.image),
+        ("spark.spark_sql", spark.0.spark_sql != spark.1.spark_sql),
+        ("spark.network", spark.0.network != spark.1.network),
+        ("spark.binds", spark.0.binds != spark.1.binds),
+    ] {
+        if differs {
+            changed.push(key.to_string());
+        }
+    }
+    changed
+}
