@@ -199,9 +199,11 @@ fn load_config(path: &Path) -> Result<Config> {
 fn check_config(path: &Path) -> Result<()> {
     let config = load_config(path)?;
     println!(
-        "{}: valid, {} table(s)",
+        "{}: valid, {} table(s), {} tenant(s), {} queue(s)",
         path.display(),
-        config.tables.len()
+        config.tables.len(),
+        config.tenant_specs().len(),
+        config.queues().len()
     );
     Ok(())
 }

@@ -297,6 +297,22 @@ pub fn render_status_text(report: &serde_json::Value) -> String {
                 detail
             ));
         }
+        if let Some(tenant) = table["tenant"]
+            .as_str()
+            .filter(|tenant| *tenant != "default")
+        {
+            out.push_str(&format!("  tenant: {tenant}\n"));
+        }
+        if let Some(position) = table["queue_position"].as_u64() {
+            let wait = table["expected_wait_seconds"]
+                .as_u64()
+                .map(|seconds| format!(", expected to start in about {seconds} s"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  waiting for a run slot: {} ahead of it{wait}\n",
+                position
+            ));
+        }
         if table["next_attempt_time"].is_string() {
             out.push_str(&format!(
                 "  backing off after {} failure(s): next run not before {}\n",

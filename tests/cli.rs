@@ -24,16 +24,36 @@ fn last_line_json(stdout: &str) -> serde_json::Value {
 }
 
 #[test]
-fn the_example_configuration_is_valid() {
-    let example = format!("{}/config/icepack.toml", env!("CARGO_MANIFEST_DIR"));
-    let output = std::process::Command::new(support::binary())
-        .args(["check-config", "--config", &example])
-        .output()
-        .unwrap();
+fn the_example_configurations_are_valid() {
+    for (file, expected) in [
+        ("icepack.toml", "2 table(s), 1 tenant(s), 1 queue(s)"),
+        ("tenants.toml", "2 table(s), 2 tenant(s), 2 queue(s)"),
+    ] {
+        let example = format!("{}/config/{file}", env!("CARGO_MANIFEST_DIR"));
+        let output = std::process::Command::new(support::binary())
+            .args(["check-config", "--config", &example])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(stdout.contains(expected), "{file}: {stdout}");
+    }
+    // The README shows the tenant example as it is in the file.
+    let readme =
+        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let tenants = std::fs::read_to_string(format!(
+        "{}/config/tenants.toml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let example = &tenants[tenants.find("[spark]").unwrap()..];
     assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+        readme.contains(example),
+        "README and config/tenants.toml differ"
     );
 }
 
