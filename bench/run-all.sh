@@ -35,5 +35,7 @@ step "5a. compaction run: Docker runner vs bare spark-sql"
 cargo test --release --test compaction_e2e -- --ignored --nocapture measure_docker_runner_against_bare_spark_sql
 step "5b. --packages vs baked jars"
 bench/packages-vs-jars.sh 3
+step "6. tenants: start-up, memory and reload at scale"
+cargo bench --bench tenants
 step "policy simulator"
 cargo run --release --quiet --bin icepack -- simulate

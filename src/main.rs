@@ -214,7 +214,7 @@ fn open_store(config: &Config) -> Result<Arc<dyn StateStore>> {
 }
 
 fn run(path: &Path) -> Result<()> {
-    let config = load_config(path)?;
+    let config = Arc::new(load_config(path)?);
     if config.tables.is_empty() {
         warn!("no [[tables]] configured: every record will be ignored as unrouted");
     }
@@ -244,7 +244,6 @@ fn run(path: &Path) -> Result<()> {
                 .await
                 .with_context(|| format!("cannot listen on service.http_listen {address}"))?;
         }
-        let config = Arc::new(config);
         let control = Control::start(
             path.to_path_buf(),
             config.clone(),
@@ -302,7 +301,7 @@ async fn wait_for_signal() {
 
 /// The pipeline over the store, with a notifier built from the configuration.
 fn notifying_pipeline(
-    config: &Config,
+    config: &Arc<Config>,
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
@@ -350,16 +349,17 @@ async fn run_now(
     Ok((result, status))
 }
 
-fn compaction(config: &Config, enabled: bool) -> Compaction {
+/// The configuration is shared with the pipeline (not copied: it may hold thousands of tables).
+fn compaction(config: &Arc<Config>, enabled: bool) -> Compaction {
     Compaction {
-        settings: CompactionSettings::from_config(Arc::new(config.clone())),
+        settings: CompactionSettings::from_config(config.clone()),
         runner: runner_from_config(config),
         enabled,
     }
 }
 
 fn replay(path: &Path, events: &str, compact: bool) -> Result<()> {
-    let config = load_config(path)?;
+    let config = Arc::new(load_config(path)?);
     let input: Box<dyn Read> = if events == "-" {
         Box::new(std::io::stdin())
     } else {
@@ -439,7 +439,7 @@ async fn ingest(
 }
 
 fn compact(path: &Path, table: &str) -> Result<()> {
-    let config = load_config(path)?;
+    let config = Arc::new(load_config(path)?);
     let store = open_store(&config)
         .context("`compact` needs the state directory; stop the service first")?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -559,7 +559,7 @@ fn simulate(
 }
 
 fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
-    let config = load_config(path)?;
+    let config = Arc::new(load_config(path)?);
     let store = open_store(&config)
         .context("`reconcile` needs the state directory; stop the service first")?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

@@ -85,8 +85,18 @@ pub fn pipeline(
     store: Arc<dyn StateStore>,
     runner: Option<Arc<dyn SparkRunner>>,
 ) -> Pipeline {
+    shared_pipeline(&Arc::new(config.clone()), store, runner)
+}
+
+/// The same over a configuration shared with the caller, as `icepack run` does.
+#[allow(dead_code)]
+pub fn shared_pipeline(
+    config: &Arc<Config>,
+    store: Arc<dyn StateStore>,
+    runner: Option<Arc<dyn SparkRunner>>,
+) -> Pipeline {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let settings = CompactionSettings::from_config(Arc::new(config.clone()));
+    let settings = CompactionSettings::from_config(config.clone());
     let enabled = runner.is_some();
     let runner = runner.unwrap_or_else(|| runner_from_config(config));
     start_pipeline(
