@@ -381,8 +381,17 @@ impl Handler<SetTableMap> for CompactionPool {
     /// The first map, or a reload's: tenants' limits apply at once; removed tables leave the line
     /// (their runs in flight go on and settle).
     fn handle(&mut self, message: SetTableMap, ctx: &mut Context<Self>) {
-        self.map = message.0;
+        let previous = std::mem::replace(&mut self.map, message.0);
         self.apply_tenant_limits();
+        // A waiting table moved to another tenant waits in that tenant's line from now on.
+        for table in 0..previous.len().min(self.map.len()) {
+            let tenant = &self.map.spec(table).tenant;
+            if self.map.is_active(table) && previous.spec(table).tenant != *tenant {
+                if let Some(request) = self.waiting.remove(table) {
+                    self.waiting.push(tenant, table, request);
+                }
+            }
+        }
         for table in 0..self.map.len() {
             if !self.map.is_active(table) && self.waiting.remove(table).is_some() {
                 if let Some(waiters) = self.manual.remove(&table) {
@@ -663,6 +672,125 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+
+    /// Records the table of each run started; runs end when the test releases them.
+    #[derive(Default)]
+    struct Recording {
+        tables: Mutex<Vec<String>>,
+        release: Mutex<Vec<oneshot::Sender<EngineOutput>>>,
+    }
+
+    #[async_trait]
+    impl SparkRunner for Recording {
+        async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
+            let (sender, receiver) = oneshot::channel();
+            self.release.lock().unwrap().push(sender);
+            self.tables.lock().unwrap().push(job.table.clone());
+            Ok(receiver.await.unwrap_or_default())
+        }
+        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
+            Ok(None)
+        }
+        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
+            Ok(Vec::new())
+        }
+        async fn discard(&self, _: &str) -> Result<(), EngineError> {
+            Ok(())
+        }
+    }
+
+    fn tenant_config(last_tenant: &str, min_files: u32) -> Arc<Config> {
+        let mut text = format!(
+            "[defaults]\nmax_wait_minutes = 0\nmin_files = {min_files}\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\n[tenants.a]\n[tenants.b]\nweight = 3\n"
+        );
+        for (table, tenant) in [("n.t1", "a"), ("n.t2", "a"), ("n.t3", last_tenant)] {
+            let prefix = table.trim_start_matches("n.");
+            text.push_str(&format!(
+                "[[tables]]\ntable = \"{table}\"\nbucket = \"lake\"\nprefix = \"{prefix}/\"\ntenant = \"{tenant}\"\n"
+            ));
+        }
+        Arc::new(Config::from_toml_str(&text).unwrap())
+    }
+
+    #[actix::test]
+    async fn a_reload_reorders_the_line_and_drops_removed_tables() {
+        let runner = Arc::new(Recording::default());
+        let config = tenant_config("a", 1);
+        let pipeline = start_pipeline(
+            Arc::new(MemoryStore::new()),
+            Arc::new(FakeClock::new(1_714_564_800_000)),
+            Compaction {
+                settings: CompactionSettings::from_config(config),
+                runner: runner.clone(),
+                enabled: true,
+            },
+            Arc::new(Metrics::default()),
+            None,
+        )
+        .unwrap();
+        let record = |table: &str| {
+            format!(
+                r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{table}/data/f.parquet","size":10}}}}}}"#
+            )
+        };
+        for table in ["t1", "t2", "t3"] {
+            pipeline
+                .router
+                .send(Ingest {
+                    messages: vec![InboundMessage {
+                        id: table.to_string(),
+                        body: format!(r#"{{"Records":[{}]}}"#, record(table)),
+                    }],
+                })
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        wait_for("t1's run", || runner.tables.lock().unwrap().len() == 1).await;
+        let pool = pipeline.pool.send(GetPoolStatus).await.unwrap();
+        assert_eq!(pool.waiting, [1, 2], "t2 then t3, both tenant a's");
+
+        // t3 moves to tenant b (weight 3): it no longer waits behind t2 in a's line.
+        let report = pipeline.apply(&tenant_config("b", 1)).unwrap();
+        assert_eq!(report.changed, ["n.t3"]);
+        let pool = pipeline.pool.send(GetPoolStatus).await.unwrap();
+        assert_eq!(
+            pool.waiting,
+            [2, 1],
+            "b, three times a's weight, goes first"
+        );
+
+        // t2 leaves the configuration: out of the line, and its state stays.
+        let mut without_t2 = (*tenant_config("b", 1)).clone();
+        without_t2.tables.retain(|table| table.table != "n.t2");
+        let report = pipeline.apply(&Arc::new(without_t2)).unwrap();
+        assert_eq!(report.removed, ["n.t2"]);
+        let pool = pipeline.pool.send(GetPoolStatus).await.unwrap();
+        assert_eq!(pool.waiting, [2]);
+        assert_eq!(
+            pipeline
+                .accumulator(1)
+                .send(GetStatus)
+                .await
+                .unwrap()
+                .pending_files,
+            1
+        );
+
+        let done = || EngineOutput {
+            stdout: "rewritten_data_files_count\tadded_data_files_count\n1\t1\n".to_string(),
+            ..EngineOutput::default()
+        };
+        let _ = runner.release.lock().unwrap().remove(0).send(done());
+        wait_for("t3's run", || runner.tables.lock().unwrap().len() == 2).await;
+        let _ = runner.release.lock().unwrap().remove(0).send(done());
+        pipeline.pool.send(WaitIdle).await.unwrap();
+        assert_eq!(
+            *runner.tables.lock().unwrap(),
+            ["n.t1", "n.t3"],
+            "t2 never ran"
+        );
     }
 
     fn pipeline(runner: Arc<dyn SparkRunner>) -> Pipeline {
