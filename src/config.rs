@@ -91,7 +91,8 @@ pub struct QueueConfig {
     pub pollers: Option<i64>,
 }
 
-/// A tenant's threshold defaults: each key falls back to `[defaults]`.
+/// A tenant's threshold defaults: each key falls back to `[defaults]`. (A table's own keys have
+/// the same shape and are checked the same way.)
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantDefaults {
@@ -670,22 +671,28 @@ impl TenantConfig {
             check_range(&format!("{key}.max_concurrent_runs"), runs, 1, 256)?;
         }
         check_range(&format!("{key}.weight"), self.weight, 1, 100)?;
-        let defaults = &self.defaults;
+        self.defaults.validate(&format!("{key}.defaults"))
+    }
+}
+
+impl TenantDefaults {
+    /// Checks the keys set, each named under `key` (`tenants.x.defaults`, `tables[3]`).
+    fn validate(&self, key: &str) -> Result<(), ConfigError> {
         for (field, value) in [
-            ("small_file_mb", defaults.small_file_mb),
-            ("min_files", defaults.min_files),
-            ("min_total_mb", defaults.min_total_mb),
-            ("target_file_mb", defaults.target_file_mb),
+            ("small_file_mb", self.small_file_mb),
+            ("min_files", self.min_files),
+            ("min_total_mb", self.min_total_mb),
+            ("target_file_mb", self.target_file_mb),
         ] {
             if let Some(value) = value {
-                check_positive(&format!("{key}.defaults.{field}"), value)?;
+                check_positive(&format!("{key}.{field}"), value)?;
             }
         }
-        if let Some(minutes) = defaults.max_wait_minutes {
-            check_not_negative(&format!("{key}.defaults.max_wait_minutes"), minutes)?;
+        if let Some(minutes) = self.max_wait_minutes {
+            check_not_negative(&format!("{key}.max_wait_minutes"), minutes)?;
         }
-        if let Some(suffixes) = &defaults.file_suffixes {
-            check_suffixes(&format!("{key}.defaults.file_suffixes"), suffixes)?;
+        if let Some(suffixes) = &self.file_suffixes {
+            check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
         }
         Ok(())
     }
@@ -785,23 +792,15 @@ impl TableConfig {
                 self.prefix
             ));
         }
-        let optional = [
-            ("small_file_mb", self.small_file_mb),
-            ("min_files", self.min_files),
-            ("min_total_mb", self.min_total_mb),
-            ("target_file_mb", self.target_file_mb),
-        ];
-        for (name, value) in optional {
-            if let Some(value) = value {
-                check_positive(&format!("{key}.{name}"), value)?;
-            }
+        TenantDefaults {
+            small_file_mb: self.small_file_mb,
+            min_files: self.min_files,
+            min_total_mb: self.min_total_mb,
+            target_file_mb: self.target_file_mb,
+            max_wait_minutes: self.max_wait_minutes,
+            file_suffixes: self.file_suffixes.clone(),
         }
-        if let Some(minutes) = self.max_wait_minutes {
-            check_not_negative(&format!("{key}.max_wait_minutes"), minutes)?;
-        }
-        if let Some(suffixes) = &self.file_suffixes {
-            check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
-        }
+        .validate(key)?;
         if let Some(files) = self.min_input_files {
             check_positive(&format!("{key}.min_input_files"), files)?;
         }

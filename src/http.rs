@@ -67,6 +67,16 @@ pub async fn serve(address: SocketAddr, state: ApiState) -> std::io::Result<Sock
     Ok(bound)
 }
 
+/// The executor pool's view (empty if the pool stopped).
+async fn pool_status(state: &ApiState) -> crate::actors::messages::PoolStatus {
+    state
+        .pipeline
+        .pool
+        .send(GetPoolStatus)
+        .await
+        .unwrap_or_default()
+}
+
 async fn statuses(state: &ApiState) -> Vec<TableStatus> {
     state.pipeline.status().await.tables
 }
@@ -144,12 +154,7 @@ async fn with_queue_positions(
     state: &ApiState,
     statuses: Vec<TableStatus>,
 ) -> Vec<serde_json::Value> {
-    let pool = state
-        .pipeline
-        .pool
-        .send(GetPoolStatus)
-        .await
-        .unwrap_or_default();
+    let pool = pool_status(state).await;
     let map = state.pipeline.map();
     statuses
         .into_iter()
@@ -171,12 +176,7 @@ async fn with_queue_positions(
 /// latest failed runs.
 async fn tenants(State(state): State<ApiState>) -> Response {
     let statuses = statuses(&state).await;
-    let pool = state
-        .pipeline
-        .pool
-        .send(GetPoolStatus)
-        .await
-        .unwrap_or_default();
+    let pool = pool_status(&state).await;
     let map = state.pipeline.map();
     let mut tenants = Vec::new();
     for tenant in map.tenants() {
@@ -340,12 +340,7 @@ async fn compact(
     let Some(index) = state.pipeline.table_index(&table) else {
         return not_found(&table);
     };
-    let pool = state
-        .pipeline
-        .pool
-        .send(GetPoolStatus)
-        .await
-        .unwrap_or_default();
+    let pool = pool_status(&state).await;
     if let Some((_, run_id, _)) = pool
         .running
         .iter()

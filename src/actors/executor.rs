@@ -616,18 +616,21 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Mutex;
 
-    /// A runner whose runs end only when the test says so; counts how many were started.
+    /// A runner whose runs end only when the test says so; counts how many were started, and
+    /// for which tables.
     #[derive(Default)]
     struct Gated {
         started: AtomicU32,
+        tables: Mutex<Vec<String>>,
         release: Mutex<Vec<oneshot::Sender<EngineOutput>>>,
     }
 
     #[async_trait]
     impl SparkRunner for Gated {
-        async fn run(&self, _job: &SparkJob) -> Result<EngineOutput, EngineError> {
+        async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
             let (sender, receiver) = oneshot::channel();
             self.release.lock().unwrap().push(sender);
+            self.tables.lock().unwrap().push(job.table.clone());
             self.started.fetch_add(1, Ordering::SeqCst);
             Ok(receiver.await.unwrap_or_default())
         }
@@ -674,32 +677,6 @@ mod tests {
         }
     }
 
-    /// Records the table of each run started; runs end when the test releases them.
-    #[derive(Default)]
-    struct Recording {
-        tables: Mutex<Vec<String>>,
-        release: Mutex<Vec<oneshot::Sender<EngineOutput>>>,
-    }
-
-    #[async_trait]
-    impl SparkRunner for Recording {
-        async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
-            let (sender, receiver) = oneshot::channel();
-            self.release.lock().unwrap().push(sender);
-            self.tables.lock().unwrap().push(job.table.clone());
-            Ok(receiver.await.unwrap_or_default())
-        }
-        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
-            Ok(None)
-        }
-        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-            Ok(Vec::new())
-        }
-        async fn discard(&self, _: &str) -> Result<(), EngineError> {
-            Ok(())
-        }
-    }
-
     fn tenant_config(last_tenant: &str, min_files: u32) -> Arc<Config> {
         let mut text = format!(
             "[defaults]\nmax_wait_minutes = 0\nmin_files = {min_files}\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\n[tenants.a]\n[tenants.b]\nweight = 3\n"
@@ -715,7 +692,7 @@ mod tests {
 
     #[actix::test]
     async fn a_reload_reorders_the_line_and_drops_removed_tables() {
-        let runner = Arc::new(Recording::default());
+        let runner = Arc::new(Gated::default());
         let config = tenant_config("a", 1);
         let pipeline = start_pipeline(
             Arc::new(MemoryStore::new()),
