@@ -2,6 +2,7 @@
 //! tenants), and its mutating calls — a manual compaction, a configuration reload, forgetting a
 //! removed table's state — which need the bearer token when one is set.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -155,60 +156,95 @@ async fn with_queue_positions(
     statuses: Vec<TableStatus>,
 ) -> Vec<serde_json::Value> {
     let pool = pool_status(state).await;
+    let estimates = pool.queue_estimates();
     let map = state.pipeline.map();
     statuses
         .into_iter()
         .map(|status| {
             let estimate = map
                 .active_index_of(&status.table)
-                .and_then(|index| pool.queue_estimate(index));
+                .and_then(|index| estimates.get(&index));
             let mut value = serde_json::to_value(&status).unwrap_or_default();
             value["queue_position"] = json!(estimate.map(|(position, _)| position));
             value["expected_wait_seconds"] = json!(estimate
-                .and_then(|(_, wait)| wait)
+                .and_then(|(_, wait)| *wait)
                 .map(|millis| millis / 1000));
             value
         })
         .collect()
 }
 
+/// What `/v1/tenants` adds up for one tenant.
+#[derive(Default)]
+struct TenantSums {
+    tables: usize,
+    pending_files: u64,
+    pending_bytes: u64,
+    due_tables: usize,
+    tables_failing: usize,
+    runs_waiting: usize,
+    runs_in_flight: usize,
+    recent_failures: Vec<serde_json::Value>,
+}
+
 /// Per tenant: its tables, pending backlog, due tables, runs waiting and in flight, and its
-/// latest failed runs.
+/// latest failed runs. One pass over the tables and the pool, whatever the number of tenants.
 async fn tenants(State(state): State<ApiState>) -> Response {
     let statuses = statuses(&state).await;
     let pool = pool_status(&state).await;
     let map = state.pipeline.map();
-    let mut tenants = Vec::new();
-    for tenant in map.tenants() {
-        let mine: Vec<&TableStatus> = statuses
-            .iter()
-            .filter(|status| status.tenant == tenant.name)
-            .collect();
-        let of_tenant = |index: &usize| map.spec(*index).tenant == tenant.name;
-        tenants.push(json!({
-            "tenant": tenant.name,
-            "weight": tenant.weight,
-            "max_concurrent_runs": tenant.max_concurrent_runs,
-            "tables": mine.len(),
-            "pending_files": mine.iter().map(|status| status.pending_files).sum::<u64>(),
-            "pending_bytes": mine.iter().map(|status| status.pending_bytes).sum::<u64>(),
-            "due_tables": mine.iter().filter(|status| status.due).count(),
-            "tables_failing": mine.iter().filter(|status| status.consecutive_failures > 0).count(),
-            "runs_waiting": pool.waiting.iter().filter(|index| of_tenant(index)).count(),
-            "runs_in_flight": pool.running.iter().filter(|(index, _, _)| of_tenant(index)).count(),
-            "recent_failures": pool
-                .recent_failures
-                .iter()
-                .filter(|failure| failure.tenant == tenant.name)
-                .map(|failure| json!({
-                    "table": failure.table,
-                    "run_id": failure.run_id,
-                    "class": failure.class,
-                    "finished_at": crate::clock::format_rfc3339(failure.finished_millis),
-                }))
-                .collect::<Vec<_>>(),
-        }));
+    let mut sums: HashMap<&str, TenantSums> = map
+        .tenants()
+        .map(|tenant| (tenant.name.as_str(), TenantSums::default()))
+        .collect();
+    for status in &statuses {
+        if let Some(sums) = sums.get_mut(status.tenant.as_str()) {
+            sums.tables += 1;
+            sums.pending_files += status.pending_files;
+            sums.pending_bytes += status.pending_bytes;
+            sums.due_tables += usize::from(status.due);
+            sums.tables_failing += usize::from(status.consecutive_failures > 0);
+        }
     }
+    for &table in &pool.waiting {
+        if let Some(sums) = sums.get_mut(map.spec(table).tenant.as_str()) {
+            sums.runs_waiting += 1;
+        }
+    }
+    for (table, _, _) in &pool.running {
+        if let Some(sums) = sums.get_mut(map.spec(*table).tenant.as_str()) {
+            sums.runs_in_flight += 1;
+        }
+    }
+    for failure in &pool.recent_failures {
+        if let Some(sums) = sums.get_mut(failure.tenant.as_str()) {
+            sums.recent_failures.push(json!({
+                "table": failure.table,
+                "run_id": failure.run_id,
+                "class": failure.class,
+                "finished_at": crate::clock::format_rfc3339(failure.finished_millis),
+            }));
+        }
+    }
+    let tenants: Vec<serde_json::Value> = map
+        .tenants()
+        .map(|tenant| {
+            let sums = sums.remove(tenant.name.as_str()).unwrap_or_default();
+            json!({
+                "tenant": tenant.name,
+                "weight": tenant.weight,
+                "max_concurrent_runs": tenant.max_concurrent_runs,
+                "tables": sums.tables,
+                "pending_files": sums.pending_files,
+                "pending_bytes": sums.pending_bytes,
+                "due_tables": sums.due_tables,
+                "tables_failing": sums.tables_failing,
+                "runs_waiting": sums.runs_waiting,
+                "runs_in_flight": sums.runs_in_flight,
+                "recent_failures": sums.recent_failures,
+            })
+        })
+        .collect();
     Json(json!({"tenants": tenants})).into_response()
 }
 

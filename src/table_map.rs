@@ -97,10 +97,6 @@ impl TableMap {
         self.active.iter().filter(|active| **active).count()
     }
 
-    pub fn tenant(&self, name: &str) -> Option<&Arc<TenantSpec>> {
-        self.tenants.get(name)
-    }
-
     pub fn tenants(&self) -> impl Iterator<Item = &Arc<TenantSpec>> {
         self.tenants.values()
     }

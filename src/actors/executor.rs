@@ -677,10 +677,9 @@ mod tests {
         }
     }
 
-    fn tenant_config(last_tenant: &str, min_files: u32) -> Arc<Config> {
-        let mut text = format!(
-            "[defaults]\nmax_wait_minutes = 0\nmin_files = {min_files}\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\n[tenants.a]\n[tenants.b]\nweight = 3\n"
-        );
+    fn tenant_config(last_tenant: &str) -> Arc<Config> {
+        let mut text = "[defaults]\nmax_wait_minutes = 0\nmin_files = 1\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\n[tenants.a]\n[tenants.b]\nweight = 3\n"
+            .to_string();
         for (table, tenant) in [("n.t1", "a"), ("n.t2", "a"), ("n.t3", last_tenant)] {
             let prefix = table.trim_start_matches("n.");
             text.push_str(&format!(
@@ -693,7 +692,7 @@ mod tests {
     #[actix::test]
     async fn a_reload_reorders_the_line_and_drops_removed_tables() {
         let runner = Arc::new(Gated::default());
-        let config = tenant_config("a", 1);
+        let config = tenant_config("a");
         let pipeline = start_pipeline(
             Arc::new(MemoryStore::new()),
             Arc::new(FakeClock::new(1_714_564_800_000)),
@@ -729,7 +728,7 @@ mod tests {
         assert_eq!(pool.waiting, [1, 2], "t2 then t3, both tenant a's");
 
         // t3 moves to tenant b (weight 3): it no longer waits behind t2 in a's line.
-        let report = pipeline.apply(&tenant_config("b", 1)).unwrap();
+        let report = pipeline.apply(&tenant_config("b")).unwrap();
         assert_eq!(report.changed, ["n.t3"]);
         let pool = pipeline.pool.send(GetPoolStatus).await.unwrap();
         assert_eq!(
@@ -739,7 +738,7 @@ mod tests {
         );
 
         // t2 leaves the configuration: out of the line, and its state stays.
-        let mut without_t2 = (*tenant_config("b", 1)).clone();
+        let mut without_t2 = (*tenant_config("b")).clone();
         without_t2.tables.retain(|table| table.table != "n.t2");
         let report = pipeline.apply(&Arc::new(without_t2)).unwrap();
         assert_eq!(report.removed, ["n.t2"]);

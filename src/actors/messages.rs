@@ -1,5 +1,7 @@
 //! Messages that cross actor boundaries.
 
+use std::collections::HashMap;
+
 use actix::Message;
 
 use crate::accumulator::{Candidate, ClaimTicket, Staged};
@@ -157,16 +159,22 @@ pub struct PoolStatus {
 }
 
 impl PoolStatus {
-    /// Where a table waits (0: next), and how long until it starts at the recent pace: the
-    /// runs ahead of it spread over the slots, each taking the median run time.
-    pub fn queue_estimate(&self, table: TableIndex) -> Option<(usize, Option<u64>)> {
-        let position = self.waiting.iter().position(|waiting| *waiting == table)?;
-        let expected = self.median_run_millis.map(|median| {
-            let slots = self.slots.max(1);
-            // Rounds ahead of it: the runs in flight and those before it in line.
-            ((position / slots) as u64 + u64::from(self.running.len() >= slots)) * median
-        });
-        Some((position, expected))
+    /// For every waiting table: where it waits (0: next), and how long until it starts at the
+    /// recent pace — the runs ahead of it spread over the slots, each taking the median run time.
+    pub fn queue_estimates(&self) -> HashMap<TableIndex, (usize, Option<u64>)> {
+        let slots = self.slots.max(1);
+        // A full pool: the first in line waits for one run to end too.
+        let busy = u64::from(self.running.len() >= slots);
+        self.waiting
+            .iter()
+            .enumerate()
+            .map(|(position, &table)| {
+                let expected = self
+                    .median_run_millis
+                    .map(|median| ((position / slots) as u64 + busy) * median);
+                (table, (position, expected))
+            })
+            .collect()
     }
 }
 
@@ -198,3 +206,30 @@ pub struct Forget;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SetTableMap(pub std::sync::Arc<crate::table_map::TableMap>);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_estimates_spread_the_line_over_the_slots() {
+        let mut pool = PoolStatus {
+            running: vec![(7, "r1".to_string(), 0), (8, "r2".to_string(), 0)],
+            waiting: vec![3, 1, 2],
+            slots: 2,
+            median_run_millis: None,
+            recent_failures: Vec::new(),
+        };
+        let estimates = pool.queue_estimates();
+        assert_eq!(estimates[&3], (0, None), "no run ended yet: no estimate");
+        assert_eq!(estimates.get(&7), None, "running tables do not wait");
+        pool.median_run_millis = Some(10_000);
+        let estimates = pool.queue_estimates();
+        // Both slots busy: the first two wait one run, the third two.
+        assert_eq!(estimates[&3], (0, Some(10_000)));
+        assert_eq!(estimates[&1], (1, Some(10_000)));
+        assert_eq!(estimates[&2], (2, Some(20_000)));
+        pool.running.pop();
+        assert_eq!(pool.queue_estimates()[&3], (0, Some(0)), "a free slot");
+    }
+}
