@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{unique, wait_until, Icepack, Moto};
+use support::{free_port, unique, wait_until, Icepack, Moto};
 
 const MINIO_EVENT: &str = r#"{"EventName":"s3:ObjectCreated:Put","Key":"lakehouse-data/warehouse/analytics/customer_orders/data/00001.parquet","Records":[{"eventVersion":"2.0","eventSource":"minio:s3","awsRegion":"","eventTime":"2024-05-01T12:00:00.000Z","eventName":"s3:ObjectCreated:Put","userIdentity":{"principalId":"minio"},"requestParameters":{},"responseElements":{},"s3":{"s3SchemaVersion":"1.0","configurationId":"Config","bucket":{"name":"lakehouse-data","ownerIdentity":{"principalId":"minio"},"arn":"arn:aws:s3:::lakehouse-data"},"object":{"key":"warehouse%2Fanalytics%2Fcustomer_orders%2Fdata%2F00001.parquet","size":2048,"eTag":"x","sequencer":"17A"}}}]}"#;
 
@@ -13,11 +13,7 @@ const MINIO_EVENT: &str = r#"{"EventName":"s3:ObjectCreated:Put","Key":"lakehous
 async fn minio_webhooks_reach_the_queue_and_count() {
     let moto = Moto::start().await;
     let (queue_url, _dlq) = moto.create_queue_with_dlq(&unique("landing"), 5).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let config = format!(
         r#"
 [service]

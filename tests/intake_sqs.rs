@@ -6,7 +6,7 @@ mod support;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
-use support::{unique, wait_until, Icepack, Moto};
+use support::{free_port, unique, wait_until, Icepack, Moto};
 
 const TABLE: &str = "analytics.customer_orders";
 const PREFIX: &str = "warehouse/analytics/customer_orders/";
@@ -281,11 +281,7 @@ async fn a_second_process_on_the_same_state_directory_fails_at_once() {
 #[tokio::test]
 async fn the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back() {
     // Nothing listens on this port: every receive fails.
-    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead_port = free_port();
     let toml = format!(
         r#"
 [service]
@@ -369,11 +365,7 @@ async fn an_unwritable_state_directory_deletes_nothing_and_fails_readiness() {
     let queue = unique("landing");
     let bucket = unique("lake");
     let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 100).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let toml = config(&moto, &queue_url, &bucket, 2).replace(
         "http_listen = \"\"",
         &format!("http_listen = \"127.0.0.1:{port}\""),

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use icepack::testing::http_receiver::{Receiver, Reply};
-use support::{unique, wait_until, Icepack, Moto};
+use support::{free_port, unique, wait_until, Icepack, Moto};
 
 const SECRETS: [&str; 5] = [
     "SECRETHOOK",
@@ -40,11 +40,7 @@ async fn notifications_metrics_health_and_the_api_leak_no_secret() {
     let pager = Receiver::start().await;
     // Slack fails once with a 500: the notifier retries; nothing else waits for it.
     slack.script([Reply::status(500, "rollup_error")]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let config = format!(
         r##"
 [service]

@@ -12,18 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use icepack::testing::http_receiver::Receiver;
-use support::{unique, wait_until, Icepack, Moto};
+use support::{free_port, unique, wait_until, Icepack, Moto};
 
 fn stand_in() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/logging-spark-sql.sh")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// (event, epoch millis, table) of every run start and end the stand-in logged.
@@ -391,10 +383,7 @@ async fn reloads_add_change_and_remove_tables_and_refuse_broken_files() {
     assert_eq!(status, 422, "{answer}");
     let error = answer["error"].as_str().unwrap();
     assert!(error.contains("tables[0].min_files"), "{error}");
-    let pid = icepack_pid(&icepack, run);
-    unsafe {
-        libc::kill(pid, libc::SIGHUP);
-    }
+    icepack.signal(run, libc::SIGHUP);
     wait_until(
         "the refused SIGHUP reload in the log",
         Duration::from_secs(20),
@@ -429,9 +418,7 @@ async fn reloads_add_change_and_remove_tables_and_refuse_broken_files() {
             table("ns.removed", 100)
         ),
     );
-    unsafe {
-        libc::kill(pid, libc::SIGHUP);
-    }
+    icepack.signal(run, libc::SIGHUP);
     wait_until(
         "the removed table back",
         Duration::from_secs(20),
@@ -464,20 +451,4 @@ async fn reloads_add_change_and_remove_tables_and_refuse_broken_files() {
     assert_eq!(pending("ns.removed").await, Some(0));
     assert_eq!(pending("ns.kept").await, Some(1), "other tables untouched");
     icepack.terminate(run).await;
-}
-
-fn icepack_pid(icepack: &Icepack, run: usize) -> i32 {
-    // The run's log names no pid; find it from /proc by the config path.
-    let config = icepack.config.display().to_string();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains(" run ") && cmdline.contains(&config) {
-            return pid;
-        }
-    }
-    panic!("no process for run {run}");
 }

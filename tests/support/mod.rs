@@ -48,7 +48,8 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on right now (for a service a test starts).
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -379,17 +380,20 @@ impl Icepack {
 
     /// SIGKILL, as a crash or the OOM killer would.
     pub async fn kill(&mut self, index: usize) -> ExitStatus {
-        unsafe {
-            libc::kill(self.children[index].id() as i32, libc::SIGKILL);
-        }
+        self.signal(index, libc::SIGKILL);
         self.wait_exit(index, Duration::from_secs(30)).await
+    }
+
+    /// Sends `signal` (e.g. SIGHUP) to run `index`, without waiting for anything.
+    pub fn signal(&self, index: usize, signal: i32) {
+        unsafe {
+            libc::kill(self.children[index].id() as i32, signal);
+        }
     }
 
     /// SIGTERM, then waits for the exit.
     pub async fn terminate(&mut self, index: usize) -> ExitStatus {
-        unsafe {
-            libc::kill(self.children[index].id() as i32, libc::SIGTERM);
-        }
+        self.signal(index, libc::SIGTERM);
         self.wait_exit(index, Duration::from_secs(60)).await
     }
 
