@@ -27,7 +27,6 @@ use icepack::control::{Connector, Control, ReloadReport};
 use icepack::queue::{FailedEntry, MemoryQueue, Queue, QueueError, Receipt, ReceivedMessage};
 use icepack::service::{release_freed_memory, Pipeline};
 use icepack::store::RocksStore;
-use tokio::sync::Notify;
 
 use common::*;
 
@@ -100,11 +99,10 @@ fn live_heap_kib() -> f64 {
 // ---------------------------------------------------------------------------------------------
 // Queues
 
-/// A [`MemoryQueue`] that long-polls like SQS: an empty receive waits up to `wait_time_seconds`
-/// for a message instead of returning after 20 ms (a thousand pollers would spin otherwise).
+/// A [`MemoryQueue`] (it long-polls like SQS) that counts the receives in progress, to tell when
+/// every poller is polling.
 struct LongPollQueue {
     inner: MemoryQueue,
-    arrived: Notify,
     /// Receive calls in progress over every queue (a poller that is polling has one).
     receiving: Arc<AtomicUsize>,
 }
@@ -112,8 +110,6 @@ struct LongPollQueue {
 impl LongPollQueue {
     fn push(&self, body: String) {
         self.inner.push(body);
-        // Stores a permit when no receive waits: a message pushed meanwhile is not missed.
-        self.arrived.notify_one();
     }
 }
 
@@ -142,23 +138,9 @@ impl Queue for LongPollQueue {
         visibility_timeout_seconds: i32,
     ) -> Result<Vec<ReceivedMessage>, QueueError> {
         let _receiving = Receiving::enter(&self.receiving);
-        let deadline =
-            tokio::time::Instant::now() + Duration::from_secs(wait_time_seconds.max(0) as u64);
-        loop {
-            let received = self
-                .inner
-                .receive(max_messages, 0, visibility_timeout_seconds)
-                .await?;
-            if !received.is_empty() || wait_time_seconds <= 0 {
-                return Ok(received);
-            }
-            if tokio::time::timeout_at(deadline, self.arrived.notified())
-                .await
-                .is_err()
-            {
-                return Ok(Vec::new());
-            }
-        }
+        self.inner
+            .receive(max_messages, wait_time_seconds, visibility_timeout_seconds)
+            .await
     }
 
     async fn delete(&self, receipts: &[Receipt]) -> Result<Vec<FailedEntry>, QueueError> {
@@ -192,7 +174,6 @@ impl Queues {
             .or_insert_with(|| {
                 Arc::new(LongPollQueue {
                     inner: MemoryQueue::new(),
-                    arrived: Notify::new(),
                     receiving: self.receiving.clone(),
                 })
             })
