@@ -8,7 +8,7 @@ use crate::accumulator::{ClaimTicket, FailureBackoff};
 use crate::clock::UnixMillis;
 use crate::config::{Config, SparkConfig, SparkRunnerKind, TableSpec};
 use crate::partitions::where_for_partitions;
-use crate::spark::command::spark_sql_args;
+use crate::spark::command::{spark_conf, spark_sql_options};
 use crate::spark::docker::{DockerRunner, DockerSettings};
 use crate::spark::process::ProcessRunner;
 use crate::spark::runner::{SparkJob, SparkRunner};
@@ -64,12 +64,15 @@ impl CompactionSettings {
                 ticket.started_millis - crate::accumulator::RECONCILE_GRACE_MILLIS
             },
         }
-        .statements();
+        .statement_list();
         let catalog = &self.config.catalogs[&spec.catalog];
         SparkJob {
             run_id: ticket.run_id.clone(),
             table: spec.table.clone(),
-            args: spark_sql_args(&self.config.spark, &spec.catalog, catalog, &statements),
+            catalog: spec.catalog.clone(),
+            statements,
+            conf: spark_conf(&self.config.spark, &spec.catalog, catalog),
+            options: spark_sql_options(&self.config.spark),
             env: passed_through_env(&self.config.spark),
             timeout: self.timeout,
         }
@@ -155,7 +158,7 @@ mod tests {
             rewrite: true,
         };
         let job = settings.job(&spec, &ticket);
-        let statements = job.args.last().unwrap();
+        let statements = job.statements.join(";\n");
         assert!(statements.contains("CALL lakehouse.system.rewrite_data_files(table => 'a.orders'"));
         assert!(statements.contains("'min-input-files', '4'"));
         assert!(job.env.is_empty(), "unset variables are not passed");

@@ -33,19 +33,21 @@ pub struct PartitionField {
 pub fn parse_describe(stdout: &str) -> Option<Vec<PartitionField>> {
     let lines: Vec<Vec<String>> = stdout
         .lines()
-        .map(|line| {
-            line.split('\t')
-                .map(|cell| cell.trim().to_string())
-                .collect()
-        })
+        .map(|line| line.split('\t').map(str::to_string).collect())
         .collect();
     let start = lines
         .iter()
-        .position(|cells| cells.first().map(String::as_str) == Some("col_name"))?;
+        .position(|cells| cells.first().map(|cell| cell.trim()) == Some("col_name"))?;
+    Some(describe_from_rows(&lines[start + 1..]))
+}
+
+/// The partition spec from the rows of a `DESCRIBE TABLE` result (after its header), from any
+/// engine: the `# Partitioning` section's `Part N` rows. Empty for an unpartitioned table.
+pub fn describe_from_rows(rows: &[Vec<String>]) -> Vec<PartitionField> {
     let mut fields = Vec::new();
     let mut in_partitioning = false;
-    for cells in &lines[start + 1..] {
-        let first = cells.first().map(String::as_str).unwrap_or("");
+    for cells in rows {
+        let first = cells.first().map(|cell| cell.trim()).unwrap_or("");
         if first == "# Partitioning" {
             in_partitioning = true;
             continue;
@@ -54,11 +56,11 @@ pub fn parse_describe(stdout: &str) -> Option<Vec<PartitionField>> {
             if !first.starts_with("Part ") {
                 break;
             }
-            let expression = cells.get(1).map(String::as_str).unwrap_or("");
+            let expression = cells.get(1).map(|cell| cell.trim()).unwrap_or("");
             fields.push(parse_transform(expression));
         }
     }
-    Some(fields)
+    fields
 }
 
 fn parse_transform(expression: &str) -> PartitionField {

@@ -482,7 +482,10 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
     let job = |run_id: &str, args: &[&str], timeout: Duration| SparkJob {
         run_id: run_id.to_string(),
         table: TABLE.to_string(),
-        args: args.iter().map(|arg| arg.to_string()).collect(),
+        catalog: "lakehouse".to_string(),
+        statements: Vec::new(),
+        conf: Default::default(),
+        options: args.iter().map(|arg| arg.to_string()).collect(),
         env: Vec::new(),
         timeout,
     };
@@ -504,21 +507,64 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
         other => panic!("expected an unavailable engine, got {other:?}"),
     }
 
-    // `sleep` stands in for a Spark job that hangs.
-    let hanging = DockerRunner::new(DockerSettings {
+    // A shell that prints the run's settings file and then hangs stands in for a Spark job that
+    // hangs; its secret setting is in that file, not in the container's configuration.
+    let hanging = std::sync::Arc::new(DockerRunner::new(DockerSettings {
         image: std::env::var("ICEPACK_TEST_SPARK_IMAGE").unwrap(),
-        spark_sql: "/bin/sleep".to_string(),
+        spark_sql: "/bin/sh".to_string(),
         network: "host".to_string(),
         binds: Vec::new(),
         instance,
-    });
+    }));
+    let mut hanging_job = job(
+        &unique("run"),
+        &[
+            "-c",
+            "echo icepack_output_file; cat /tmp/icepack-secrets.properties; exec sleep 600",
+        ],
+        Duration::from_secs(8),
+    );
+    hanging_job.conf.insert(
+        "spark.sql.catalog.lakehouse.s3.secret-access-key".to_string(),
+        "planted-secret-4711".to_string(),
+    );
+    hanging_job.conf.insert(
+        "spark.sql.catalog.lakehouse.uri".to_string(),
+        "http://rest:8181".to_string(),
+    );
     let started = std::time::Instant::now();
-    let output = hanging
-        .run(&job(&unique("run"), &["600"], Duration::from_secs(3)))
+    let run = tokio::spawn({
+        let hanging = hanging.clone();
+        async move { hanging.run(&hanging_job).await }
+    });
+    let docker = bollard::Docker::connect_with_local_defaults().unwrap();
+    let container = loop {
+        if let Some(name) = icepack_containers(state.path()).await.into_iter().next() {
+            break name;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the container appears"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let inspected = docker
+        .inspect_container(container.trim_start_matches('/'), None)
         .await
-        .expect("the engine answers");
+        .unwrap();
+    let inspected = serde_json::to_string(&inspected).unwrap();
+    assert!(inspected.contains("spark.sql.catalog.lakehouse.uri=http://rest:8181"));
+    assert!(!inspected.contains("planted-secret-4711"), "{inspected}");
+    let output = run.await.unwrap().expect("the engine answers");
     assert!(output.timed_out, "{output:?}");
     assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(
+        output.results[0].rows,
+        vec![vec![
+            "spark.sql.catalog.lakehouse.s3.secret-access-key=planted-secret-4711".to_string()
+        ]],
+        "the run reads its secret from the uploaded file"
+    );
     assert!(
         icepack_containers(state.path()).await.is_empty(),
         "the container is removed"

@@ -754,9 +754,8 @@ mod tests {
             1
         );
 
-        let done = || EngineOutput {
-            stdout: "rewritten_data_files_count\tadded_data_files_count\n1\t1\n".to_string(),
-            ..EngineOutput::default()
+        let done = || {
+            EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n1\t1\n")
         };
         let _ = runner.release.lock().unwrap().remove(0).send(done());
         wait_for("t3's run", || runner.tables.lock().unwrap().len() == 2).await;
@@ -813,10 +812,8 @@ mod tests {
             "exactly one run for the table"
         );
 
-        let done = EngineOutput {
-            stdout: "rewritten_data_files_count\tadded_data_files_count\n3\t1\n".to_string(),
-            ..EngineOutput::default()
-        };
+        let done =
+            EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n3\t1\n");
         runner
             .release
             .lock()

@@ -5,23 +5,46 @@ use std::collections::BTreeMap;
 
 use crate::config::{CatalogConfig, SparkConfig};
 
-/// `--conf` keys whose values are secrets: shown as `***` whenever a command line is logged.
-const SECRET_KEY_PARTS: [&str; 6] = [
+/// Parts of setting keys whose values are secrets: never on a command line, in a log or a status.
+const SECRET_KEY_PARTS: [&str; 9] = [
     "secret",
     "password",
     "token",
     "credential",
     "access-key",
     "private-key",
+    "authorization",
+    "header.",
+    "session-key",
 ];
 
-/// The arguments after the spark-sql executable: options, confs, then `-e <statements>`.
+/// Whether a Spark setting (or catalog property) holds a secret: `s3.secret-access-key`,
+/// `token`, `credential`, `header.Authorization`, `jdbc.password` ...
+pub fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    SECRET_KEY_PARTS.iter().any(|part| key.contains(part))
+}
+
+/// The arguments after the spark-sql executable: options, confs, then `-e <statements>`, every
+/// setting on the command line. For tools and tests; runs keep secrets off it ([`command_line`]).
 pub fn spark_sql_args(
     spark: &SparkConfig,
     catalog_name: &str,
     catalog: &CatalogConfig,
     statements: &str,
 ) -> Vec<String> {
+    let mut args = spark_sql_options(spark);
+    for (key, value) in spark_conf(spark, catalog_name, catalog) {
+        args.push("--conf".to_string());
+        args.push(format!("{key}={value}"));
+    }
+    args.push("-e".to_string());
+    args.push(statements.to_string());
+    args
+}
+
+/// `--master`, `--packages` and `--jars` of a spark-sql command line.
+pub fn spark_sql_options(spark: &SparkConfig) -> Vec<String> {
     let mut args = Vec::new();
     if !spark.master.is_empty() {
         args.push("--master".to_string());
@@ -35,16 +58,90 @@ pub fn spark_sql_args(
         args.push("--jars".to_string());
         args.push(spark.jars.join(","));
     }
-    for (key, value) in confs(spark, catalog_name, catalog) {
-        args.push("--conf".to_string());
-        args.push(format!("{key}={value}"));
-    }
-    args.push("-e".to_string());
-    args.push(statements.to_string());
     args
 }
 
-fn confs(spark: &SparkConfig, name: &str, catalog: &CatalogConfig) -> BTreeMap<String, String> {
+/// A run's spark-sql command line: the options, `--properties-file` when some settings are secret
+/// (their values are in that file only), every other setting as `--conf`, then the statements.
+pub fn command_line(
+    options: &[String],
+    conf: &BTreeMap<String, String>,
+    statements: &[String],
+    properties_file: Option<&str>,
+) -> Vec<String> {
+    let mut args = options.to_vec();
+    if let Some(file) = properties_file {
+        args.push("--properties-file".to_string());
+        args.push(file.to_string());
+    }
+    for (key, value) in conf {
+        if !is_secret_key(key) {
+            args.push("--conf".to_string());
+            args.push(format!("{key}={value}"));
+        }
+    }
+    if !statements.is_empty() {
+        args.push("-e".to_string());
+        args.push(statements.join(";\n") + ";");
+    }
+    args
+}
+
+/// The secret settings as a Java properties file (`spark-submit --properties-file`), after
+/// `defaults` (the `spark-defaults.conf` a properties file would otherwise replace). `None` when
+/// no setting is secret.
+pub fn secret_properties(conf: &BTreeMap<String, String>, defaults: &str) -> Option<String> {
+    let secret: Vec<(&String, &String)> =
+        conf.iter().filter(|(key, _)| is_secret_key(key)).collect();
+    if secret.is_empty() {
+        return None;
+    }
+    let mut file = String::from(defaults);
+    if !file.is_empty() && !file.ends_with('\n') {
+        file.push('\n');
+    }
+    for (key, value) in secret {
+        file.push_str(&escape_property(key, true));
+        file.push('=');
+        file.push_str(&escape_property(value, false));
+        file.push('\n');
+    }
+    Some(file)
+}
+
+/// java.util.Properties escaping: backslash escapes, `\uXXXX` outside printable ASCII, and
+/// separators escaped in keys (and a value's first character).
+fn escape_property(text: &str, is_key: bool) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for (index, c) in text.chars().enumerate() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '\n' => escaped.push_str("\\n"),
+            '\r' => escaped.push_str("\\r"),
+            '\t' => escaped.push_str("\\t"),
+            '=' | ':' | '#' | '!' | ' ' if is_key || index == 0 => {
+                escaped.push('\\');
+                escaped.push(c);
+            }
+            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    escaped.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// Every Spark setting of a run: what icepack needs, the catalog as the reference workflow
+/// configures it, then `[spark] conf`. Values may be secrets ([`is_secret_key`]).
+pub fn spark_conf(
+    spark: &SparkConfig,
+    name: &str,
+    catalog: &CatalogConfig,
+) -> BTreeMap<String, String> {
     let prefix = format!("spark.sql.catalog.{name}");
     let mut confs = BTreeMap::new();
     let mut set = |key: String, value: &str| {
@@ -89,11 +186,7 @@ pub fn describe_args(args: &[String]) -> String {
     for arg in args {
         let text = if previous == "--conf" {
             match arg.split_once('=') {
-                Some((key, _))
-                    if SECRET_KEY_PARTS
-                        .iter()
-                        .any(|part| key.to_ascii_lowercase().contains(part)) =>
-                {
+                Some((key, _)) if is_secret_key(key) => {
                     format!("{key}=***")
                 }
                 _ => hide_url_password(arg),
@@ -139,11 +232,7 @@ pub fn secret_conf_values(args: &[String]) -> Vec<String> {
     args.windows(2)
         .filter(|pair| pair[0] == "--conf")
         .filter_map(|pair| pair[1].split_once('='))
-        .filter(|(key, _)| {
-            SECRET_KEY_PARTS
-                .iter()
-                .any(|part| key.to_ascii_lowercase().contains(part))
-        })
+        .filter(|(key, _)| is_secret_key(key))
         .map(|(_, value)| value.to_string())
         .collect()
 }

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use bollard::container::{
     Config, CreateContainerOptions, InspectContainerOptions, KillContainerOptions,
     ListContainersOptions, LogOutput, LogsOptions, RemoveContainerOptions, StartContainerOptions,
+    UploadToContainerOptions,
 };
 use bollard::errors::Error as DockerError;
 use bollard::models::HostConfig;
@@ -20,10 +21,17 @@ use bollard::Docker;
 use futures::StreamExt;
 use tracing::{debug, info, warn};
 
+use super::command::secret_properties;
+use super::result::StdoutResults;
 use super::runner::{
     keep_tail, EngineError, EngineOutput, SparkJob, SparkRunner, LABEL_INSTANCE, LABEL_MANAGED,
     LABEL_RUN_ID, LABEL_TABLE,
 };
+
+/// Where a run's secret settings are put inside its container (never in its configuration,
+/// which `docker inspect` shows): uploaded before the container starts.
+const SECRETS_DIR: &str = "/tmp";
+const SECRETS_FILE: &str = "icepack-secrets.properties";
 
 #[derive(Debug, Clone)]
 pub struct DockerSettings {
@@ -71,6 +79,32 @@ pub fn container_name(table: &str, run_id: &str) -> String {
     format!("icepack-{}-{}", clean(table), clean(run_id))
 }
 
+/// A tar archive (ustar) holding one regular file, mode 0644, for the archive upload API.
+fn tar_of_one_file(name: &str, contents: &[u8]) -> Vec<u8> {
+    fn octal(field: &mut [u8], value: u64) {
+        let width = field.len() - 1;
+        let text = format!("{value:0width$o}");
+        field[..width].copy_from_slice(text.as_bytes());
+    }
+    let mut header = [0u8; 512];
+    header[..name.len()].copy_from_slice(name.as_bytes());
+    octal(&mut header[100..108], 0o644);
+    octal(&mut header[108..116], 0);
+    octal(&mut header[116..124], 0);
+    octal(&mut header[124..136], contents.len() as u64);
+    octal(&mut header[136..148], 0);
+    header[156] = b'0';
+    header[257..263].copy_from_slice(b"ustar\0");
+    header[263..265].copy_from_slice(b"00");
+    header[148..156].copy_from_slice(b"        ");
+    let checksum: u64 = header.iter().map(|byte| *byte as u64).sum();
+    header[148..155].copy_from_slice(format!("{checksum:06o}\0").as_bytes());
+    let mut archive = header.to_vec();
+    archive.extend_from_slice(contents);
+    archive.resize(archive.len().div_ceil(512) * 512 + 1024, 0);
+    archive
+}
+
 fn unavailable(what: &str, error: DockerError) -> EngineError {
     EngineError::Unavailable(format!("{what}: {error}"))
 }
@@ -85,12 +119,13 @@ fn is_not_found(error: &DockerError) -> bool {
     )
 }
 
-/// Reads a container's logs (to their end when `follow`) into stdout and stderr.
+/// Reads a container's logs (to their end when `follow`): stdout into result sets (whatever its
+/// length), the end of stderr.
 async fn collect_logs(
     docker: &Docker,
     name: &str,
     follow: bool,
-    stdout: &mut Vec<u8>,
+    stdout: &mut StdoutResults,
     stderr: &mut Vec<u8>,
 ) {
     let mut logs = docker.logs(
@@ -106,7 +141,7 @@ async fn collect_logs(
     while let Some(item) = logs.next().await {
         match item {
             Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
-                keep_tail(stdout, &message)
+                stdout.push(&message)
             }
             Ok(LogOutput::StdErr { message }) => keep_tail(stderr, &message),
             Ok(LogOutput::StdIn { .. }) => {}
@@ -178,7 +213,7 @@ async fn follow_to_end(
     name: &str,
     timeout: Duration,
 ) -> Result<EngineOutput, EngineError> {
-    let mut stdout = Vec::new();
+    let mut stdout = StdoutResults::default();
     let mut stderr = Vec::new();
     let finished = tokio::time::timeout(
         timeout,
@@ -209,8 +244,9 @@ async fn follow_to_end(
     };
     Ok(EngineOutput {
         exit_code,
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        results: stdout.finish(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        error: None,
         oom_killed,
         timed_out,
     })
@@ -221,8 +257,11 @@ impl SparkRunner for DockerRunner {
     async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
         let docker = self.connect()?;
         let name = container_name(&job.table, &job.run_id);
+        // Inside the image spark-sql reads its own spark-defaults.conf unless given a file.
+        let secrets = secret_properties(&job.conf, "");
+        let secrets_path = format!("{SECRETS_DIR}/{SECRETS_FILE}");
         let mut cmd = vec![self.settings.spark_sql.clone()];
-        cmd.extend(job.args.iter().cloned());
+        cmd.extend(job.command_line(secrets.as_ref().map(|_| secrets_path.as_str())));
         let labels = HashMap::from([
             (LABEL_MANAGED.to_string(), "true".to_string()),
             (LABEL_TABLE.to_string(), job.table.clone()),
@@ -263,6 +302,25 @@ impl SparkRunner for DockerRunner {
             });
         }
         debug!(container = %name, image = %self.settings.image, "container created");
+        if let Some(contents) = secrets {
+            let upload = docker
+                .upload_to_container(
+                    &name,
+                    Some(UploadToContainerOptions {
+                        path: SECRETS_DIR.to_string(),
+                        no_overwrite_dir_non_dir: String::new(),
+                    }),
+                    tar_of_one_file(SECRETS_FILE, contents.as_bytes()).into(),
+                )
+                .await;
+            if let Err(error) = upload {
+                remove(&docker, &name).await;
+                return Err(unavailable(
+                    "cannot put the run's settings into the container",
+                    error,
+                ));
+            }
+        }
         if let Err(error) = docker
             .start_container(&name, None::<StartContainerOptions<String>>)
             .await
@@ -339,6 +397,30 @@ mod tests {
         assert_eq!(container_name("a.b", "x/y z"), "icepack-a.b-x-y-z");
     }
 
+    #[test]
+    fn the_settings_archive_is_a_valid_tar() {
+        let archive = tar_of_one_file("icepack-secrets.properties", b"a=b\n");
+        assert_eq!(archive.len(), 512 * 4);
+        let checksum: u64 = archive[..512]
+            .iter()
+            .enumerate()
+            .map(|(index, byte)| {
+                if (148..156).contains(&index) {
+                    32
+                } else {
+                    *byte as u64
+                }
+            })
+            .sum();
+        let written = std::str::from_utf8(&archive[148..154]).unwrap();
+        assert_eq!(u64::from_str_radix(written, 8).unwrap(), checksum);
+        assert_eq!(&archive[512..516], b"a=b\n");
+        assert_eq!(
+            std::str::from_utf8(&archive[124..135]).unwrap(),
+            "00000000004"
+        );
+    }
+
     #[tokio::test]
     async fn an_unreachable_engine_is_reported_as_unavailable() {
         // Tests in this binary share the environment; this is the only one touching DOCKER_HOST.
@@ -353,7 +435,10 @@ mod tests {
         let job = SparkJob {
             run_id: "r".to_string(),
             table: "a.b".to_string(),
-            args: Vec::new(),
+            catalog: "lakehouse".to_string(),
+            statements: vec!["SELECT 1".to_string()],
+            conf: Default::default(),
+            options: Vec::new(),
             env: Vec::new(),
             timeout: Duration::from_secs(5),
         };

@@ -8,6 +8,8 @@ use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
+use super::command::secret_properties;
+use super::result::{ResultSet, StdoutResults};
 use super::runner::{
     keep_tail, EngineError, EngineOutput, SparkJob, SparkRunner, MAX_STREAM_BYTES,
 };
@@ -40,15 +42,72 @@ async fn read_tail(mut stream: impl AsyncRead + Unpin) -> String {
     String::from_utf8_lossy(&kept).into_owned()
 }
 
+/// Reads spark-sql's stdout to its end into result sets, whatever its length.
+async fn read_results(mut stream: impl AsyncRead + Unpin) -> Vec<ResultSet> {
+    let mut results = StdoutResults::default();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => break,
+            Ok(read) => results.push(&buffer[..read]),
+        }
+    }
+    results.finish()
+}
+
+/// The `spark-defaults.conf` spark-submit would read when no properties file is given.
+fn spark_defaults(spark_sql: &str) -> String {
+    let conf_dir = std::env::var_os("SPARK_CONF_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            let home = std::env::var_os("SPARK_HOME").map(std::path::PathBuf::from);
+            home.or_else(|| {
+                std::path::Path::new(spark_sql)
+                    .parent()
+                    .and_then(|bin| bin.parent())
+                    .map(std::path::Path::to_path_buf)
+            })
+            .map(|home| home.join("conf"))
+        });
+    conf_dir
+        .and_then(|dir| std::fs::read_to_string(dir.join("spark-defaults.conf")).ok())
+        .unwrap_or_default()
+}
+
+/// Writes the run's secret settings into a file only this user can read; `None` without secrets.
+fn write_secret_properties(
+    job: &SparkJob,
+    scratch: &std::path::Path,
+    spark_sql: &str,
+) -> Result<Option<String>, EngineError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(contents) = secret_properties(&job.conf, &spark_defaults(spark_sql)) else {
+        return Ok(None);
+    };
+    let path = scratch.join("icepack-secrets.properties");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| file.write_all(contents.as_bytes()))
+        .map_err(|error| {
+            EngineError::Unavailable(format!("cannot write the run's properties file: {error}"))
+        })?;
+    Ok(Some(path.display().to_string()))
+}
+
 #[async_trait]
 impl SparkRunner for ProcessRunner {
     async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
         let scratch = tempfile::tempdir().map_err(|error| {
             EngineError::Unavailable(format!("cannot create a scratch directory: {error}"))
         })?;
+        let properties = write_secret_properties(job, scratch.path(), &self.spark_sql)?;
         let mut command = Command::new(&self.spark_sql);
         command
-            .args(&job.args)
+            .args(job.command_line(properties.as_deref()))
             .envs(job.env.iter().map(|(name, value)| (name, value)))
             .current_dir(scratch.path())
             .stdin(Stdio::null())
@@ -68,7 +127,7 @@ impl SparkRunner for ProcessRunner {
         let mut child = command.spawn().map_err(|error| {
             EngineError::Unavailable(format!("cannot start {}: {error}", self.spark_sql))
         })?;
-        let stdout = tokio::spawn(read_tail(child.stdout.take().expect("piped stdout")));
+        let stdout = tokio::spawn(read_results(child.stdout.take().expect("piped stdout")));
         let stderr = tokio::spawn(read_tail(child.stderr.take().expect("piped stderr")));
         let (exit_code, timed_out) = match tokio::time::timeout(job.timeout, child.wait()).await {
             Ok(Ok(status)) => (
@@ -95,8 +154,9 @@ impl SparkRunner for ProcessRunner {
         };
         Ok(EngineOutput {
             exit_code,
-            stdout: stdout.await.unwrap_or_default(),
+            results: stdout.await.unwrap_or_default(),
             stderr: stderr.await.unwrap_or_default(),
+            error: None,
             oom_killed: false,
             timed_out,
         })
@@ -123,31 +183,127 @@ impl SparkRunner for ProcessRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
-    fn job(args: &[&str], timeout: Duration) -> SparkJob {
+    /// A job whose "spark-sql" is `/bin/sh` running `script` (`-c script` as the options).
+    fn job(script: &str, timeout: Duration) -> SparkJob {
         SparkJob {
             run_id: "r".to_string(),
             table: "a.b".to_string(),
-            args: args.iter().map(|arg| arg.to_string()).collect(),
+            catalog: "lakehouse".to_string(),
+            statements: vec!["SELECT 1".to_string()],
+            conf: BTreeMap::new(),
+            options: vec!["-c".to_string(), script.to_string()],
             env: vec![("ICEPACK_TEST_VALUE".to_string(), "42".to_string())],
             timeout,
         }
     }
 
     #[tokio::test]
-    async fn output_exit_code_and_env_reach_the_caller() {
+    async fn results_exit_code_and_env_reach_the_caller() {
         let runner = ProcessRunner::new("/bin/sh");
         let output = runner
             .run(&job(
-                &["-c", "echo out $ICEPACK_TEST_VALUE; echo err >&2; exit 3"],
+                "echo icepack_output_file; echo s3://b/k-$ICEPACK_TEST_VALUE; echo err >&2; exit 3",
                 Duration::from_secs(10),
             ))
             .await
             .unwrap();
         assert_eq!(output.exit_code, 3);
-        assert_eq!(output.stdout, "out 42\n");
+        assert_eq!(output.results.len(), 1);
+        assert_eq!(
+            output.results[0].rows,
+            vec![vec!["s3://b/k-42".to_string()]]
+        );
         assert_eq!(output.stderr, "err\n");
         assert!(!output.timed_out);
+    }
+
+    #[tokio::test]
+    async fn a_truth_of_100_000_files_is_read_whole() {
+        let runner = ProcessRunner::new("/bin/sh");
+        let script = "printf 'rewritten_data_files_count\\tadded_data_files_count\\n100000\\t40\\nicepack_truth_file\\tfile_size_in_bytes\\n'; \
+                      seq 1 100000 | sed 's|.*|s3://lake/warehouse/t/data/part-&.parquet\\t2048|'; \
+                      printf 'icepack_committed_file\\ns3://lake/warehouse/t/data/last.parquet\\n'";
+        let output = runner
+            .run(&job(script, Duration::from_secs(60)))
+            .await
+            .unwrap();
+        let report = crate::spark::runner::judge(&output, &[]).unwrap();
+        assert_eq!(report.result.rewritten_data_files_count, 100_000);
+        let truth = report.truth.unwrap();
+        assert_eq!(truth.len(), 100_000);
+        assert_eq!(truth[0].0, "s3://lake/warehouse/t/data/part-1.parquet");
+        assert_eq!(truth[99_999].1, 2048);
+        assert_eq!(
+            report.committed.len(),
+            1,
+            "the section after the truth is read too"
+        );
+    }
+
+    #[tokio::test]
+    async fn secret_settings_stay_off_the_command_line() {
+        let out = tempfile::tempdir().unwrap();
+        let fake = out.path().join("spark-sql");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\ntr '\\0' '\\n' < /proc/$$/cmdline > {dir}/cmdline\n\
+                 while [ $# -gt 0 ]; do if [ \"$1\" = --properties-file ]; then cp \"$2\" {dir}/props; stat -c %a \"$2\" > {dir}/mode; fi; shift; done\n\
+                 echo rewritten_data_files_count; echo 0\n",
+                dir = out.path().display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let mut job = job("", Duration::from_secs(10));
+        job.options.clear();
+        job.conf = BTreeMap::from([
+            (
+                "spark.sql.catalog.lakehouse.uri".to_string(),
+                "http://rest:8181".to_string(),
+            ),
+            (
+                "spark.sql.catalog.lakehouse.s3.secret-access-key".to_string(),
+                "hunter22-value".to_string(),
+            ),
+            (
+                "spark.sql.catalog.lakehouse.token".to_string(),
+                "tok=en:value".to_string(),
+            ),
+        ]);
+        let output = ProcessRunner::new(fake.display().to_string())
+            .run(&job)
+            .await
+            .unwrap();
+        assert_eq!(output.exit_code, 0);
+        let cmdline = std::fs::read_to_string(out.path().join("cmdline")).unwrap();
+        assert!(
+            cmdline.contains("spark.sql.catalog.lakehouse.uri=http://rest:8181"),
+            "{cmdline}"
+        );
+        assert!(
+            !cmdline.contains("hunter22-value") && !cmdline.contains("tok=en"),
+            "{cmdline}"
+        );
+        let props = std::fs::read_to_string(out.path().join("props")).unwrap();
+        assert!(
+            props.contains("spark.sql.catalog.lakehouse.s3.secret-access-key=hunter22-value"),
+            "{props}"
+        );
+        assert!(
+            props.contains("spark.sql.catalog.lakehouse.token=tok\\=en\\:value")
+                || props.contains("spark.sql.catalog.lakehouse.token=tok=en:value"),
+            "{props}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(out.path().join("mode"))
+                .unwrap()
+                .trim(),
+            "600"
+        );
     }
 
     #[tokio::test]
@@ -156,21 +312,21 @@ mod tests {
         let started = std::time::Instant::now();
         let output = runner
             .run(&job(
-                &["-c", "sleep 30 & sleep 30; echo never"],
+                "sleep 30 & sleep 30; echo icepack_output_file; echo s3://never/x",
                 Duration::from_millis(300),
             ))
             .await
             .unwrap();
         assert!(output.timed_out);
         assert!(started.elapsed() < Duration::from_secs(10));
-        assert!(!output.stdout.contains("never"));
+        assert!(output.results.is_empty());
     }
 
     #[tokio::test]
     async fn a_missing_executable_is_an_unavailable_engine() {
         let runner = ProcessRunner::new("/nonexistent/spark-sql");
         let error = runner
-            .run(&job(&[], Duration::from_secs(1)))
+            .run(&job("", Duration::from_secs(1)))
             .await
             .unwrap_err();
         assert!(error

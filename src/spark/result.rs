@@ -43,68 +43,154 @@ pub enum ParseError {
 
 const RESULT_MARKER: &str = "rewritten_data_files_count";
 
-/// Parses spark-sql's stdout (run with `spark.sql.cli.print.header=true`): each result set is a
-/// tab-separated header line followed by its rows.
+/// One statement's result: its column names and rows, every value as text (`NULL` for null).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResultSet {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl ResultSet {
+    fn first_column(&self) -> &str {
+        self.columns.first().map(String::as_str).unwrap_or("")
+    }
+}
+
+/// First columns of the result sets a run's statements print (spark-sql with
+/// `spark.sql.cli.print.header=true`): `DESCRIBE TABLE`, the icepack queries, and
+/// `expire_snapshots`. The rewrite's header is found by [`RESULT_MARKER`] in any position.
+const KNOWN_FIRST_COLUMNS: [&str; 5] = [
+    "col_name",
+    OUTPUT_FILE_COLUMN,
+    TRUTH_FILE_COLUMN,
+    COMMITTED_FILE_COLUMN,
+    "deleted_data_files_count",
+];
+
+/// Reads spark-sql's stdout as it streams, into result sets: a known header line opens a set and
+/// the lines after it are its rows. Memory is the size of the results, whatever the length of
+/// the output; lines before the first header are not kept.
+#[derive(Debug, Default)]
+pub struct StdoutResults {
+    sets: Vec<ResultSet>,
+    partial_line: Vec<u8>,
+}
+
+impl StdoutResults {
+    /// Takes the next bytes of the stream (lines may span calls).
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        while let Some(newline) = bytes.iter().position(|byte| *byte == b'\n') {
+            let (line, rest) = bytes.split_at(newline);
+            bytes = &rest[1..];
+            if self.partial_line.is_empty() {
+                self.push_line(&String::from_utf8_lossy(line));
+            } else {
+                let mut whole = std::mem::take(&mut self.partial_line);
+                whole.extend_from_slice(line);
+                self.push_line(&String::from_utf8_lossy(&whole));
+            }
+        }
+        self.partial_line.extend_from_slice(bytes);
+    }
+
+    fn push_line(&mut self, line: &str) {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let cells: Vec<String> = line.split('\t').map(str::to_string).collect();
+        let is_header = cells.iter().any(|cell| cell == RESULT_MARKER)
+            || KNOWN_FIRST_COLUMNS.contains(&cells[0].trim());
+        if is_header {
+            self.sets.push(ResultSet {
+                columns: cells.iter().map(|cell| cell.trim().to_string()).collect(),
+                rows: Vec::new(),
+            });
+        } else if let Some(set) = self.sets.last_mut() {
+            set.rows.push(cells);
+        }
+    }
+
+    /// The result sets, the last line included even without its newline.
+    pub fn finish(mut self) -> Vec<ResultSet> {
+        if !self.partial_line.is_empty() {
+            let last = std::mem::take(&mut self.partial_line);
+            self.push_line(&String::from_utf8_lossy(&last));
+        }
+        self.sets
+    }
+}
+
+/// Parses spark-sql's whole stdout (see [`StdoutResults`]).
 pub fn parse_stdout(stdout: &str) -> Result<RunReport, ParseError> {
-    let (truth, committed) = parse_truth(stdout);
-    let mut report = match parse_rewrite(stdout) {
+    report_from_results(&stdout_results(stdout))
+}
+
+/// The result sets of a whole stdout.
+pub fn stdout_results(stdout: &str) -> Vec<ResultSet> {
+    let mut results = StdoutResults::default();
+    results.push(stdout.as_bytes());
+    results.finish()
+}
+
+/// A run's report from its statements' result sets, each found by its column names.
+pub fn report_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> {
+    let (truth, committed) = truth_from_results(sets);
+    let mut report = match rewrite_from_results(sets) {
         // A reconcile rewrites nothing: its truth alone is its result.
         Err(ParseError::NoResult) if truth.is_some() => RunReport::default(),
         other => other?,
     };
-    report.spec = crate::partitions::parse_describe(stdout);
+    report.spec = sets
+        .iter()
+        .find(|set| set.first_column() == "col_name")
+        .map(|set| crate::partitions::describe_from_rows(&set.rows));
     report.truth = truth;
     report.committed = committed;
     Ok(report)
 }
 
+fn set_named<'a>(sets: &'a [ResultSet], first_column: &str) -> Option<&'a ResultSet> {
+    sets.iter().find(|set| set.first_column() == first_column)
+}
+
+/// Paths in the first column of a set's rows (rows that hold no path are not files).
+fn paths(set: &ResultSet) -> impl Iterator<Item = String> + '_ {
+    set.rows
+        .iter()
+        .filter_map(|row| row.first())
+        .map(|cell| cell.trim())
+        .filter(|cell| cell.contains("://"))
+        .map(str::to_string)
+}
+
 /// The truth and committed-files sections (a reconcile prints only these and the spec).
-pub fn parse_truth(stdout: &str) -> (Option<Vec<(String, u64)>>, Vec<String>) {
-    let lines: Vec<&str> = stdout.lines().collect();
-    let truth = block(&lines, TRUTH_FILE_COLUMN).map(|rows| {
-        rows.iter()
+fn truth_from_results(sets: &[ResultSet]) -> (Option<Vec<(String, u64)>>, Vec<String>) {
+    let truth = set_named(sets, TRUTH_FILE_COLUMN).map(|set| {
+        set.rows
+            .iter()
             .filter_map(|row| {
-                let (path, size) = row.split_once('\t')?;
-                Some((path.trim().to_string(), size.trim().parse().ok()?))
+                let path = row.first()?.trim();
+                let size = row.get(1)?.trim().parse().ok()?;
+                path.contains("://").then(|| (path.to_string(), size))
             })
             .collect()
     });
-    let committed = block(&lines, COMMITTED_FILE_COLUMN)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|row| row.trim().to_string())
-        .collect();
+    let committed = set_named(sets, COMMITTED_FILE_COLUMN)
+        .map(|set| paths(set).collect())
+        .unwrap_or_default();
     (truth, committed)
 }
 
-/// The rows of the result set whose header starts with `column`: up to the next header line
-/// (one holding no `://`) or the end. `None` when there is no such result set.
-fn block<'a>(lines: &[&'a str], column: &str) -> Option<Vec<&'a str>> {
-    let start = lines
+fn rewrite_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> {
+    let set = sets
         .iter()
-        .position(|line| line.split('\t').next() == Some(column))?;
-    Some(
-        lines[start + 1..]
-            .iter()
-            .take_while(|line| line.contains("://"))
-            .copied()
-            .collect(),
-    )
-}
-
-fn parse_rewrite(stdout: &str) -> Result<RunReport, ParseError> {
-    let lines: Vec<&str> = stdout.lines().collect();
-    let header_at = lines
-        .iter()
-        .position(|line| line.split('\t').any(|column| column == RESULT_MARKER))
+        .find(|set| set.columns.iter().any(|column| column == RESULT_MARKER))
         .ok_or(ParseError::NoResult)?;
-    let header: Vec<&str> = lines[header_at].split('\t').collect();
-    let row: Vec<&str> = lines
-        .get(header_at + 1)
-        .ok_or(ParseError::NoRow)?
-        .split('\t')
+    let row = set.rows.first().ok_or(ParseError::NoRow)?;
+    let values: HashMap<&str, &str> = set
+        .columns
+        .iter()
+        .map(String::as_str)
+        .zip(row.iter().map(String::as_str))
         .collect();
-    let values: HashMap<&str, &str> = header.iter().copied().zip(row.iter().copied()).collect();
     let number = |column: &str| -> Result<u64, ParseError> {
         match values.get(column) {
             None => Ok(0),
@@ -121,15 +207,9 @@ fn parse_rewrite(stdout: &str) -> Result<RunReport, ParseError> {
         failed_data_files_count: number("failed_data_files_count")?,
         removed_delete_files_count: number("removed_delete_files_count")?,
     };
-    let mut output_files = Vec::new();
-    if let Some(start) = lines.iter().position(|line| *line == OUTPUT_FILE_COLUMN) {
-        for line in &lines[start + 1..] {
-            if !line.contains("://") || line.contains('\t') {
-                break;
-            }
-            output_files.push(line.trim().to_string());
-        }
-    }
+    let output_files = set_named(sets, OUTPUT_FILE_COLUMN)
+        .map(|set| paths(set).collect())
+        .unwrap_or_default();
     Ok(RunReport {
         result,
         output_files,
@@ -204,6 +284,77 @@ pub fn classify_failure(
         || stderr.contains("CommitFailedException")
         || stderr.contains("found new delete for replaced data file")
     {
+        return FailureClass::CommitConflict;
+    }
+    FailureClass::Other
+}
+
+/// A failure as a Spark Connect server reports it: the error class (condition), the SQLSTATE,
+/// and the JVM exception classes (most specific first), from the gRPC status' `ErrorInfo`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerError {
+    /// `OPERATION_CANCELED`, `TABLE_OR_VIEW_NOT_FOUND` ...; the exception's class when the error
+    /// has no condition (Iceberg's exceptions).
+    pub error_class: String,
+    pub sql_state: Option<String>,
+    /// `org.apache.iceberg.exceptions.ValidationException`, its superclasses ...
+    pub exception_classes: Vec<String>,
+    pub message: String,
+    /// Whether the server could not be reached or the connection broke (gRPC `UNAVAILABLE`,
+    /// `DEADLINE_EXCEEDED`, `UNKNOWN` transport errors), rather than a statement failing.
+    pub transport: bool,
+}
+
+impl ServerError {
+    /// One line for excerpts: `[CLASS] (SQLSTATE) message`, at most `max_chars`.
+    pub fn describe(&self, max_chars: usize) -> String {
+        let mut text = String::new();
+        if !self.error_class.is_empty() && !self.message.contains(&self.error_class) {
+            text.push_str(&format!("[{}] ", self.error_class));
+        }
+        if let Some(state) = &self.sql_state {
+            text.push_str(&format!("(SQLSTATE {state}) "));
+        }
+        text.push_str(self.message.lines().next().unwrap_or(""));
+        if text.chars().count() > max_chars {
+            text = text
+                .chars()
+                .take(max_chars.saturating_sub(1))
+                .collect::<String>()
+                + "…";
+        }
+        text
+    }
+
+    fn is_a(&self, class_name: &str) -> bool {
+        let matches = |name: &str| name == class_name || name.ends_with(&format!(".{class_name}"));
+        matches(&self.error_class) || self.exception_classes.iter().any(|name| matches(name))
+    }
+}
+
+/// Classifies a server-reported failure from its structure: exception classes, error class and
+/// SQLSTATE (class `53`: insufficient resources), never from log text.
+pub fn classify_server_error(error: &ServerError) -> FailureClass {
+    if error.transport {
+        return FailureClass::EngineUnavailable;
+    }
+    if error.error_class == "OPERATION_CANCELED" || error.sql_state.as_deref() == Some("HY008") {
+        return FailureClass::Timeout;
+    }
+    if error.is_a("OutOfMemoryError")
+        || error.is_a("SparkOutOfMemoryError")
+        || error.error_class.starts_with("UNABLE_TO_ACQUIRE_MEMORY")
+        || error
+            .sql_state
+            .as_deref()
+            .is_some_and(|state| state.starts_with("53"))
+    {
+        return FailureClass::OutOfMemory;
+    }
+    if error.is_a("CommitStateUnknownException") {
+        return FailureClass::CommitStateUnknown;
+    }
+    if error.is_a("ValidationException") || error.is_a("CommitFailedException") {
         return FailureClass::CommitConflict;
     }
     FailureClass::Other
@@ -310,7 +461,9 @@ mod tests {
             "no truth section: none reported"
         );
         assert_eq!(
-            parse_truth("icepack_truth_file\tfile_size_in_bytes\nicepack_committed_file\n"),
+            truth_from_results(&stdout_results(
+                "icepack_truth_file\tfile_size_in_bytes\nicepack_committed_file\n"
+            )),
             (Some(Vec::new()), Vec::new())
         );
     }
@@ -390,6 +543,96 @@ mod tests {
         );
         assert!(!FailureClass::CommitStateUnknown.is_retryable());
         assert!(!FailureClass::Timeout.is_retryable());
+    }
+
+    #[test]
+    fn server_errors_are_classified_by_class_and_state() {
+        let error = |class: &str, state: Option<&str>, classes: &[&str]| ServerError {
+            error_class: class.to_string(),
+            sql_state: state.map(str::to_string),
+            exception_classes: classes.iter().map(|name| name.to_string()).collect(),
+            message: "it failed".to_string(),
+            transport: false,
+        };
+        assert_eq!(
+            classify_server_error(&error("OPERATION_CANCELED", Some("HY008"), &[])),
+            FailureClass::Timeout
+        );
+        assert_eq!(
+            classify_server_error(&error(
+                "org.apache.iceberg.exceptions.ValidationException",
+                None,
+                &[
+                    "org.apache.iceberg.exceptions.ValidationException",
+                    "java.lang.RuntimeException"
+                ]
+            )),
+            FailureClass::CommitConflict
+        );
+        assert_eq!(
+            classify_server_error(&error(
+                "org.apache.spark.SparkException",
+                None,
+                &["org.apache.iceberg.exceptions.CommitStateUnknownException"]
+            )),
+            FailureClass::CommitStateUnknown
+        );
+        assert_eq!(
+            classify_server_error(&error("UNABLE_TO_ACQUIRE_MEMORY", Some("53200"), &[])),
+            FailureClass::OutOfMemory
+        );
+        assert_eq!(
+            classify_server_error(&error("TABLE_OR_VIEW_NOT_FOUND", Some("42P01"), &[])),
+            FailureClass::Other
+        );
+        let mut down = error("", None, &[]);
+        down.transport = true;
+        assert_eq!(
+            classify_server_error(&down),
+            FailureClass::EngineUnavailable
+        );
+        let long = ServerError {
+            message: "x".repeat(500),
+            ..error("TABLE_OR_VIEW_NOT_FOUND", Some("42P01"), &[])
+        };
+        let line = long.describe(100);
+        assert!(
+            line.starts_with("[TABLE_OR_VIEW_NOT_FOUND] (SQLSTATE 42P01) x"),
+            "{line}"
+        );
+        assert_eq!(line.chars().count(), 100);
+    }
+
+    #[test]
+    fn results_of_any_size_stream_through() {
+        let mut stdout = String::from("rewritten_data_files_count\tadded_data_files_count\n100000\t10\nicepack_truth_file\tfile_size_in_bytes\n");
+        for index in 0..100_000 {
+            stdout.push_str(&format!(
+                "s3://lake/w/t/data/part-{index:06}.parquet\t{}\n",
+                1000 + index
+            ));
+        }
+        stdout.push_str("icepack_committed_file\ns3://lake/w/t/data/new.parquet");
+        // Fed in odd-sized chunks, lines split across them.
+        let mut reader = StdoutResults::default();
+        for chunk in stdout.as_bytes().chunks(4093) {
+            reader.push(chunk);
+        }
+        let report = report_from_results(&reader.finish()).unwrap();
+        assert_eq!(report.result.rewritten_data_files_count, 100_000);
+        let truth = report.truth.unwrap();
+        assert_eq!(truth.len(), 100_000);
+        assert_eq!(
+            truth[99_999],
+            (
+                "s3://lake/w/t/data/part-099999.parquet".to_string(),
+                100_999
+            )
+        );
+        assert_eq!(
+            report.committed,
+            vec!["s3://lake/w/t/data/new.parquet".to_string()]
+        );
     }
 
     #[test]

@@ -7,9 +7,12 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use super::command::{describe_args, secret_conf_values};
+use std::collections::BTreeMap;
+
+use super::command::{command_line, describe_args, is_secret_key};
 use super::result::{
-    classify_failure, failure_excerpt, parse_stdout, redact, FailureClass, RunReport,
+    classify_failure, classify_server_error, failure_excerpt, redact, report_from_results,
+    stdout_results, FailureClass, ResultSet, RunReport, ServerError,
 };
 
 /// Labels every container icepack starts carries (the Docker runner), to find them after a restart.
@@ -34,13 +37,20 @@ pub(crate) fn keep_tail(buffer: &mut Vec<u8>, bytes: &[u8]) {
 /// Longest stderr excerpt sent on in a failure.
 pub const EXCERPT_CHARS: usize = 1_200;
 
-/// One spark-sql invocation.
+/// One compaction (or reconcile) for an engine to run: the statements, each run exactly once
+/// and in order, and the Spark settings they need.
 #[derive(Debug, Clone)]
 pub struct SparkJob {
     pub run_id: String,
     pub table: String,
-    /// Arguments after the spark-sql executable.
-    pub args: Vec<String>,
+    /// The Spark catalog the statements use (its settings are the `spark.sql.catalog.<name>*` ones).
+    pub catalog: String,
+    pub statements: Vec<String>,
+    /// Every setting: icepack's, the catalog's, `[spark] conf`. Secret values never reach a
+    /// command line ([`command::is_secret_key`](super::command::is_secret_key)).
+    pub conf: BTreeMap<String, String>,
+    /// spark-sql options before the settings (`--master`, `--packages`, `--jars`).
+    pub options: Vec<String>,
     /// Passed to the engine, never logged.
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
@@ -55,8 +65,23 @@ impl SparkJob {
             .filter(|(name, _)| name != "AWS_REGION" && name != "AWS_DEFAULT_REGION")
             .map(|(_, value)| value.clone())
             .collect();
-        secrets.extend(secret_conf_values(&self.args));
+        secrets.extend(
+            self.conf
+                .iter()
+                .filter(|(key, _)| is_secret_key(key))
+                .map(|(_, value)| value.clone()),
+        );
         secrets
+    }
+
+    /// The spark-sql command line of the run, its secrets in `properties_file` (if any).
+    pub fn command_line(&self, properties_file: Option<&str>) -> Vec<String> {
+        command_line(&self.options, &self.conf, &self.statements, properties_file)
+    }
+
+    /// What a log line may say about the run's command.
+    pub fn describe(&self) -> String {
+        describe_args(&self.command_line(Some("<secrets file>")))
     }
 }
 
@@ -64,10 +89,25 @@ impl SparkJob {
 #[derive(Debug, Clone, Default)]
 pub struct EngineOutput {
     pub exit_code: i64,
-    pub stdout: String,
+    /// The result sets of the statements, in order: spark-sql's stdout read to its end, or
+    /// Spark Connect's Arrow results.
+    pub results: Vec<ResultSet>,
+    /// The end of the engine's log stream, for failure excerpts.
     pub stderr: String,
+    /// The failure as the server reported it (Spark Connect): error class, SQLSTATE, classes.
+    pub error: Option<ServerError>,
     pub oom_killed: bool,
     pub timed_out: bool,
+}
+
+impl EngineOutput {
+    /// A successful run that printed `stdout` (spark-sql's format).
+    pub fn from_stdout(stdout: &str) -> EngineOutput {
+        EngineOutput {
+            results: stdout_results(stdout),
+            ..EngineOutput::default()
+        }
+    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -164,8 +204,21 @@ pub fn judge(
     output: &EngineOutput,
     secrets: &[String],
 ) -> Result<RunReport, (FailureClass, String)> {
+    if let Some(error) = &output.error {
+        let class = if output.timed_out {
+            FailureClass::Timeout
+        } else {
+            classify_server_error(error)
+        };
+        let mut excerpt = redact(&error.describe(EXCERPT_CHARS), secrets);
+        excerpt = super::command::hide_url_password(&excerpt);
+        if output.timed_out {
+            excerpt = format!("deadline passed; the operation was interrupted. {excerpt}");
+        }
+        return Err((class, excerpt));
+    }
     if output.exit_code == 0 && !output.timed_out {
-        return parse_stdout(&output.stdout).map_err(|error| {
+        return report_from_results(&output.results).map_err(|error| {
             let detail = format!(
                 "{error}; stderr: {}",
                 failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS / 2)
@@ -201,7 +254,7 @@ pub async fn execute(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        info!(table = %job.table, run_id = %job.run_id, attempt, command = %describe_args(&job.args), "starting spark-sql");
+        info!(table = %job.table, run_id = %job.run_id, attempt, command = %job.describe(), "starting spark");
         let judged = match runner.run(job).await {
             Ok(output) => judge(&output, &secrets),
             Err(error) => Err((
@@ -262,7 +315,10 @@ mod tests {
         SparkJob {
             run_id: "r1".to_string(),
             table: "a.b".to_string(),
-            args: vec!["-e".to_string(), "x".to_string()],
+            catalog: "lakehouse".to_string(),
+            statements: vec!["x".to_string()],
+            conf: BTreeMap::new(),
+            options: Vec::new(),
             env: vec![(
                 "AWS_SECRET_ACCESS_KEY".to_string(),
                 "s3cr3tvalue".to_string(),
@@ -272,10 +328,7 @@ mod tests {
     }
 
     fn ok_output() -> EngineOutput {
-        EngineOutput {
-            stdout: "rewritten_data_files_count\tadded_data_files_count\n12\t1\n".to_string(),
-            ..EngineOutput::default()
-        }
+        EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n12\t1\n")
     }
 
     fn failed(stderr: &str) -> EngineOutput {
@@ -374,10 +427,7 @@ mod tests {
 
     #[test]
     fn success_without_a_result_is_a_failure() {
-        let output = EngineOutput {
-            stdout: "nothing".to_string(),
-            ..EngineOutput::default()
-        };
+        let output = EngineOutput::from_stdout("nothing");
         assert_eq!(judge(&output, &[]).unwrap_err().0, FailureClass::Other);
     }
 }

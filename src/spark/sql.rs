@@ -46,6 +46,11 @@ const SNAPSHOT_MARGIN_MILLIS: i64 = 5 * 60 * 1000;
 impl CompactionSql {
     /// The statements, `;`-separated, for `spark-sql -e`.
     pub fn statements(&self) -> String {
+        self.statement_list().join(";\n") + ";"
+    }
+
+    /// The statements in order, each without its `;`.
+    pub fn statement_list(&self) -> Vec<String> {
         let table_ref = format!("{}.{}", self.catalog, self.table);
         let mut options = BTreeMap::new();
         options.insert("target-file-size-bytes", self.target_file_bytes.to_string());
@@ -70,7 +75,7 @@ impl CompactionSql {
         let mut statements = vec![format!("DESCRIBE TABLE {table_ref}")];
         if !self.rewrite {
             statements.extend(self.truth_statements(&table_ref));
-            return statements.join(";\n") + ";";
+            return statements;
         }
         statements.push(format!(
             "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => 'binpack', options => map({options}){where_argument})",
@@ -97,7 +102,7 @@ impl CompactionSql {
                 older_than = quote_string(&older_than),
             ));
         }
-        statements.join(";\n") + ";"
+        statements
     }
 
     /// The table's small data files now, and what was committed since the window began.
