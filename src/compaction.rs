@@ -9,6 +9,7 @@ use crate::clock::UnixMillis;
 use crate::config::{Config, SparkConfig, SparkRunnerKind, TableSpec};
 use crate::partitions::where_for_partitions;
 use crate::spark::command::{spark_conf, spark_sql_options};
+use crate::spark::connect::{self, ConnectRunner};
 use crate::spark::docker::{DockerRunner, DockerSettings};
 use crate::spark::process::ProcessRunner;
 use crate::spark::runner::{SparkJob, SparkRunner};
@@ -99,6 +100,19 @@ fn passed_through_env(spark: &SparkConfig) -> Vec<(String, String)> {
 pub fn runner_from_config(config: &Config) -> Arc<dyn SparkRunner> {
     let spark = &config.spark;
     match spark.runner {
+        SparkRunnerKind::Connect => {
+            let token = (!spark.connect_token_env.is_empty())
+                .then(|| std::env::var(&spark.connect_token_env).ok())
+                .flatten();
+            let settings = connect::settings(
+                &spark.connect_url,
+                spark.connect_tls,
+                token,
+                Duration::from_secs(spark.connect_timeout_seconds as u64),
+            )
+            .expect("spark.connect_url is validated with the configuration");
+            Arc::new(ConnectRunner::new(settings))
+        }
         SparkRunnerKind::Docker => Arc::new(DockerRunner::new(DockerSettings {
             image: spark.image.clone(),
             spark_sql: spark.spark_sql.clone(),

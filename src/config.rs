@@ -998,6 +998,8 @@ pub enum SparkRunnerKind {
     Docker,
     /// A local `spark-sql` child process (on a host with Spark, or submitting to `master`).
     Process,
+    /// A running Spark through Spark Connect (`connect_url`): a warm JVM, no start-up per run.
+    Connect,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -1045,6 +1047,22 @@ pub struct SparkConfig {
     pub failure_backoff_initial_seconds: i64,
     #[serde(default = "default_failure_backoff_max_seconds")]
     pub failure_backoff_max_seconds: i64,
+    /// The Spark Connect endpoint of the `connect` runner: `sc://host:15002[/;use_ssl=true]`.
+    #[serde(default)]
+    pub connect_url: String,
+    /// The variable holding the endpoint's bearer token (read at start, never logged).
+    #[serde(default)]
+    pub connect_token_env: String,
+    /// TLS to the endpoint (also the URL's `;use_ssl=true`).
+    #[serde(default)]
+    pub connect_tls: bool,
+    /// How long reaching the server may take before a run fails as `engine_unavailable`.
+    #[serde(default = "default_connect_timeout_seconds")]
+    pub connect_timeout_seconds: i64,
+}
+
+fn default_connect_timeout_seconds() -> i64 {
+    10
 }
 
 fn default_runner() -> SparkRunnerKind {
@@ -1123,6 +1141,10 @@ impl Default for SparkConfig {
             retry_interval_seconds: default_retry_interval_seconds(),
             failure_backoff_initial_seconds: default_failure_backoff_initial_seconds(),
             failure_backoff_max_seconds: default_failure_backoff_max_seconds(),
+            connect_url: String::new(),
+            connect_token_env: String::new(),
+            connect_tls: false,
+            connect_timeout_seconds: default_connect_timeout_seconds(),
         }
     }
 }
@@ -1217,6 +1239,19 @@ impl SparkConfig {
                 "spark.failure_backoff_max_seconds: must be at least failure_backoff_initial_seconds ({}), got {}",
                 self.failure_backoff_initial_seconds, self.failure_backoff_max_seconds
             ));
+        }
+        check_range(
+            "spark.connect_timeout_seconds",
+            self.connect_timeout_seconds,
+            1,
+            600,
+        )?;
+        if !self.connect_token_env.is_empty() {
+            check_env_name("spark.connect_token_env", &self.connect_token_env, "")?;
+        }
+        if self.runner == SparkRunnerKind::Connect || !self.connect_url.is_empty() {
+            crate::spark::connect::ConnectEndpoint::parse(&self.connect_url, self.connect_tls)
+                .map_err(|error| ConfigError::Invalid(format!("spark.connect_url: {error}")))?;
         }
         Ok(())
     }

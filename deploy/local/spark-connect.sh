@@ -115,7 +115,8 @@ case "$cmd" in
     # Own process group, so `stop` ends the JVM and nothing else; stdin closed.
     (cd "$dir" && exec setsid "$CONNECT_SPARK_HOME/bin/spark-submit" \
       --class org.apache.spark.sql.connect.service.SparkConnectServer \
-      --name icepack-connect --master "$master" --jars "$CONNECT_SPARK_JARS" "${confs[@]}" \
+      --name icepack-connect --master "$master" --jars "$CONNECT_SPARK_JARS" \
+      --driver-class-path "${CONNECT_SPARK_JARS//,/:}" "${confs[@]}" \
       spark-internal </dev/null >"$dir/connect.log" 2>&1) &
     echo $! >"$dir/connect.pid"
     wait_for "Spark Connect server on $port" 90 port_answers "$port" || { tail -n 30 "$dir/connect.log" >&2; exit 1; }

@@ -2,7 +2,8 @@
 # Runs a command with the local stack the end-to-end tests use, then tears the stack down:
 #   - a podman service answering the Docker Engine API (DOCKER_HOST),
 #   - the Spark + Iceberg image built without a registry (deploy/spark/build-image-rootfs.sh),
-#   - a host Spark with the same jars, to create and check tables (deploy/local/spark-dist.sh).
+#   - a host Spark with the same jars, to create and check tables (deploy/local/spark-dist.sh),
+#   - Spark 4.0 with Iceberg for the Spark Connect servers tests start (deploy/local/spark-connect.sh).
 # The S3 + SQS server (moto) is started by each test itself.
 #
 #   deploy/local/with-stack.sh cargo test --all-targets
@@ -32,6 +33,9 @@ step "image $image ready in $((SECONDS - started)) s"
 
 step "host Spark for table setup and checks"
 eval "$(./deploy/local/spark-dist.sh --env)"
+
+step "Spark 4.0 + Iceberg for Spark Connect servers (tests start their own: deploy/local/spark-connect.sh)"
+./deploy/local/spark-connect.sh prepare
 
 export ICEPACK_E2E=1
 export ICEPACK_TEST_SPARK_IMAGE="$image"

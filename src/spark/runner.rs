@@ -79,9 +79,10 @@ impl SparkJob {
         command_line(&self.options, &self.conf, &self.statements, properties_file)
     }
 
-    /// What a log line may say about the run's command.
+    /// What a log line may say about the run's spark-sql command line.
     pub fn describe(&self) -> String {
-        describe_args(&self.command_line(Some("<secrets file>")))
+        let secrets = self.conf.keys().any(|key| is_secret_key(key));
+        describe_args(&self.command_line(secrets.then_some("<secrets file>")))
     }
 }
 
@@ -134,6 +135,11 @@ pub trait SparkRunner: Send + Sync + 'static {
 
     /// Removes a left-over run's traces.
     async fn discard(&self, run_id: &str) -> Result<(), EngineError>;
+
+    /// What a log line may say about how the job runs (never a secret).
+    fn describe(&self, job: &SparkJob) -> String {
+        job.describe()
+    }
 }
 
 /// The end of a compaction run.
@@ -254,7 +260,7 @@ pub async fn execute(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        info!(table = %job.table, run_id = %job.run_id, attempt, command = %job.describe(), "starting spark");
+        info!(table = %job.table, run_id = %job.run_id, attempt, command = %runner.describe(job), "starting spark");
         let judged = match runner.run(job).await {
             Ok(output) => judge(&output, &secrets),
             Err(error) => Err((

@@ -72,7 +72,12 @@ impl CompactionSql {
             .as_ref()
             .map(|filter| format!(", where => {}", quote_string(filter)))
             .unwrap_or_default();
-        let mut statements = vec![format!("DESCRIBE TABLE {table_ref}")];
+        // A long-lived engine (Spark Connect) caches table metadata: compact what is committed
+        // now. On a fresh spark-sql it costs nothing.
+        let mut statements = vec![
+            format!("REFRESH TABLE {table_ref}"),
+            format!("DESCRIBE TABLE {table_ref}"),
+        ];
         if !self.rewrite {
             statements.extend(self.truth_statements(&table_ref));
             return statements;
@@ -186,7 +191,7 @@ mod tests {
     #[test]
     fn the_call_is_the_reference_workflows() {
         let statements = sql().statements();
-        assert!(statements.starts_with("DESCRIBE TABLE lakehouse.analytics.customer_orders;\nCALL lakehouse.system.rewrite_data_files("), "{statements}");
+        assert!(statements.starts_with("REFRESH TABLE lakehouse.analytics.customer_orders;\nDESCRIBE TABLE lakehouse.analytics.customer_orders;\nCALL lakehouse.system.rewrite_data_files("), "{statements}");
         assert!(statements.contains(
             "CALL lakehouse.system.rewrite_data_files(table => 'analytics.customer_orders', strategy => 'binpack', options => map('min-input-files', '10', 'target-file-size-bytes', '536870912'));"
         ), "{statements}");
@@ -223,9 +228,7 @@ mod tests {
         }
         .statements();
         assert!(!reconcile.contains("rewrite_data_files"));
-        assert!(
-            reconcile.contains("icepack_truth_file") && reconcile.starts_with("DESCRIBE TABLE")
-        );
+        assert!(reconcile.contains("icepack_truth_file") && reconcile.starts_with("REFRESH TABLE"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod connect;
 pub mod spark;
 
 use std::net::TcpListener;

@@ -63,6 +63,11 @@ impl Lakehouse {
 
     /// The `[catalogs.lakehouse]` section for icepack's configuration.
     pub fn catalog_toml(&self) -> String {
+        self.catalog_toml_named("lakehouse")
+    }
+
+    /// The `[catalogs.<name>]` section for icepack's configuration.
+    pub fn catalog_toml_named(&self, name: &str) -> String {
         let properties: Vec<String> = self
             .catalog
             .properties
@@ -70,7 +75,7 @@ impl Lakehouse {
             .map(|(key, value)| format!("\"{key}\" = \"{value}\""))
             .collect();
         format!(
-            "[catalogs.lakehouse]\nimpl = \"{}\"\nuri = \"{}\"\nwarehouse = \"{}\"\nio_impl = \"{}\"\ns3_endpoint = \"{}\"\nproperties = {{ {} }}\n",
+            "[catalogs.{name}]\nimpl = \"{}\"\nuri = \"{}\"\nwarehouse = \"{}\"\nio_impl = \"{}\"\ns3_endpoint = \"{}\"\nproperties = {{ {} }}\n",
             self.catalog.catalog_impl,
             self.catalog.uri,
             self.catalog.warehouse,

@@ -1,0 +1,733 @@
+//! [`SparkRunner`] on a running Spark through Spark Connect: a warm JVM, local or a cluster's
+//! endpoint (EMR, Databricks, Spark on Kubernetes), instead of a cold spark-sql per run.
+//!
+//! Each run opens a session of its own (a session's catalog instance caches table metadata, and a
+//! JDBC catalog's connection can keep reading an old snapshot of its database: a reused session
+//! compacted a table as it was minutes before), gives it the catalog's settings unless the
+//! server already defines that catalog, sends each statement (the first one refreshes the
+//! table) as one `SqlCommand`, exactly once, and releases the session. The
+//! server runs commands (the `CALL`s, `DESCRIBE`) eagerly and returns their rows inline; a query
+//! comes back as a relation that is executed once more for its rows. Results are read as Arrow,
+//! by column name. The client's own retry policy (up to an hour of back-off for a dead server) is
+//! off: icepack bounds reaching the server by `connect_timeout_seconds` and the run by its
+//! deadline, after which the run's operations are interrupted by their tag.
+
+use std::io::Cursor;
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use arrow_cast::display::{ArrayFormatter, FormatOptions};
+use async_trait::async_trait;
+use spark_connect_core::channel::ChannelBuilder;
+use spark_connect_core::client::SparkConnectClient;
+use spark_connect_core::error::SparkError;
+use spark_connect_core::retries::RetryPolicy;
+use spark_connect_proto as proto;
+use tokio::sync::OnceCell;
+use tracing::{debug, info, warn};
+
+use super::result::{ResultSet, ServerError};
+use super::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
+
+/// Settings a session cannot take (static, or not Spark SQL settings): the server has its own.
+const SERVER_ONLY_SETTINGS: [&str; 3] = [
+    "spark.sql.extensions",
+    "spark.sql.catalogImplementation",
+    "spark.sql.cli.print.header",
+];
+
+/// Longest a run's interrupt may take after its deadline before the run gives up on it.
+const INTERRUPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A validated Spark Connect endpoint: `sc://host:port[/;param=value...]`, TLS and token applied.
+#[derive(Debug, Clone)]
+pub struct ConnectEndpoint {
+    builder: ChannelBuilder,
+}
+
+impl ConnectEndpoint {
+    /// Parses the URL; `tls` forces `use_ssl=true`.
+    pub fn parse(url: &str, tls: bool) -> Result<ConnectEndpoint, String> {
+        if url.is_empty() {
+            return Err(
+                "is empty: the Spark Connect endpoint, e.g. sc://spark-connect:15002".into(),
+            );
+        }
+        if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err("must be one URL without spaces".into());
+        }
+        let mut builder = ChannelBuilder::parse(url).map_err(|error| {
+            super::command::hide_url_password(&error.message())
+                .replace(url, "the URL")
+                .to_string()
+        })?;
+        if tls {
+            builder.set("use_ssl", "true");
+        }
+        if builder.user_id().is_none() {
+            builder.set("user_id", "icepack");
+        }
+        Ok(ConnectEndpoint { builder })
+    }
+
+    /// The bearer token sent with every request (TLS required except to the loopback).
+    pub fn with_token(mut self, token: Option<String>) -> ConnectEndpoint {
+        if let Some(token) = token.filter(|token| !token.is_empty()) {
+            self.builder.set("token", &token);
+        }
+        self
+    }
+
+    /// What logs and status may show: scheme, host and port, TLS, whether a token is used.
+    pub fn shown(&self) -> String {
+        format!(
+            "sc://{}{}{}",
+            self.builder.endpoint(),
+            if self.builder.use_ssl() { " (TLS)" } else { "" },
+            if self.builder.token().is_some() {
+                " (token)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// What the connect runner needs.
+#[derive(Debug, Clone)]
+pub struct ConnectSettings {
+    pub endpoint: ConnectEndpoint,
+    /// Reaching the server (the first request of a run) must not take longer.
+    pub connect_timeout: Duration,
+}
+
+/// What a session is given before a run's statements: the catalog's settings (only when the
+/// server does not define the catalog) and session settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSettings {
+    /// `spark.sql.catalog.<name>`: whether the server or a previous run defined the catalog.
+    pub catalog_key: String,
+    pub catalog: Vec<(String, String)>,
+    pub session: Vec<(String, String)>,
+}
+
+/// Splits a job's settings into the catalog's and the session's; the rest (spark.hadoop.*,
+/// spark.ui.*, static settings) belong to the server and are not sent.
+pub fn session_settings(job: &SparkJob) -> SessionSettings {
+    let catalog_key = format!("spark.sql.catalog.{}", job.catalog);
+    let catalog_prefix = format!("{catalog_key}.");
+    let mut catalog = Vec::new();
+    let mut session = Vec::new();
+    for (key, value) in &job.conf {
+        if *key == catalog_key || key.starts_with(&catalog_prefix) {
+            catalog.push((key.clone(), value.clone()));
+        } else if key.starts_with("spark.sql.")
+            && !key.starts_with("spark.sql.catalog.")
+            && !SERVER_ONLY_SETTINGS.contains(&key.as_str())
+        {
+            session.push((key.clone(), value.clone()));
+        }
+    }
+    SessionSettings {
+        catalog_key,
+        catalog,
+        session,
+    }
+}
+
+pub struct ConnectRunner {
+    settings: ConnectSettings,
+    /// The channel (lazily dialled) that sessions share.
+    base: OnceCell<SparkConnectClient>,
+}
+
+/// How a statement failed.
+enum Failure {
+    /// The server did not answer or the connection broke.
+    Transport(String),
+    /// The server ran the statement and it failed.
+    Statement(ServerError),
+}
+
+impl From<SparkError> for Failure {
+    fn from(error: SparkError) -> Failure {
+        let server = server_error(&error);
+        if server.transport {
+            Failure::Transport(server.describe(400))
+        } else {
+            Failure::Statement(server)
+        }
+    }
+}
+
+/// The structure of a server's error; gRPC failures without Spark's error details are the
+/// transport's (connection refused, reset, timed out).
+pub fn server_error(error: &SparkError) -> ServerError {
+    const CANCELLED: i32 = 1;
+    const UNKNOWN: i32 = 2;
+    const DEADLINE_EXCEEDED: i32 = 4;
+    const INTERNAL: i32 = 13;
+    const UNAVAILABLE: i32 = 14;
+    let transport = error.grpc_details.is_none()
+        && matches!(
+            error.grpc_code,
+            Some(CANCELLED | UNKNOWN | DEADLINE_EXCEEDED | INTERNAL | UNAVAILABLE) | None
+        )
+        && error.error_class.is_empty();
+    let exception_classes = error
+        .params
+        .get("classes")
+        .and_then(|classes| serde_json::from_str::<Vec<String>>(classes).ok())
+        .unwrap_or_default();
+    ServerError {
+        error_class: error.error_class.clone(),
+        sql_state: error.sql_state(),
+        exception_classes,
+        message: if error.message.is_empty() {
+            error.message()
+        } else {
+            error.message.clone()
+        },
+        transport,
+    }
+}
+
+impl ConnectRunner {
+    pub fn new(settings: ConnectSettings) -> Self {
+        ConnectRunner {
+            settings,
+            base: OnceCell::new(),
+        }
+    }
+
+    /// A new session for one run, on the shared channel.
+    async fn session(&self) -> Result<SparkConnectClient, EngineError> {
+        let base = self
+            .base
+            .get_or_try_init(|| async {
+                let mut client = SparkConnectClient::connect(&self.settings.endpoint.builder)
+                    .await
+                    .map_err(|error| {
+                        EngineError::Unavailable(format!(
+                            "cannot set up a Spark Connect channel to {}: {}",
+                            self.settings.endpoint.shown(),
+                            error.message()
+                        ))
+                    })?;
+                // icepack bounds and retries runs itself; the client's policy waits up to an hour.
+                client.set_retry_policy(RetryPolicy::no_retries());
+                Ok::<_, EngineError>(client)
+            })
+            .await?;
+        Ok(base.with_new_session_id())
+    }
+
+    /// Ends a run's session on the server (its catalog, connections, cached state), in the
+    /// background and bounded: the outcome is known already.
+    fn release(&self, client: SparkConnectClient) {
+        tokio::spawn(async move {
+            match tokio::time::timeout(INTERRUPT_TIMEOUT, client.release_session()).await {
+                Ok(Ok(())) => debug!(session = client.session_id(), "session released"),
+                Ok(Err(error)) => {
+                    debug!(error = %server_error(&error).describe(200), "cannot release the session")
+                }
+                Err(_) => debug!("no answer to the session release"),
+            }
+        });
+    }
+
+    /// Sets the session up for the job: the catalog (unless defined) and session settings.
+    async fn configure(
+        &self,
+        client: &SparkConnectClient,
+        settings: &SessionSettings,
+    ) -> Result<(), Failure> {
+        let defined = get_option(client, &settings.catalog_key).await?;
+        let mut pairs = settings.session.clone();
+        match defined {
+            Some(_) => {
+                debug!(catalog = %settings.catalog_key, "catalog defined in the session or by the server")
+            }
+            None => pairs.extend(settings.catalog.iter().cloned()),
+        }
+        if !pairs.is_empty() {
+            set_options(client, pairs).await?;
+        }
+        Ok(())
+    }
+
+    async fn run_statements(
+        &self,
+        client: &SparkConnectClient,
+        job: &SparkJob,
+        tag: &str,
+    ) -> Result<Vec<ResultSet>, Failure> {
+        let settings = session_settings(job);
+        match tokio::time::timeout(
+            self.settings.connect_timeout,
+            self.configure(client, &settings),
+        )
+        .await
+        {
+            Ok(configured) => configured?,
+            Err(_) => {
+                return Err(Failure::Transport(format!(
+                    "no answer within {} s",
+                    self.settings.connect_timeout.as_secs()
+                )))
+            }
+        }
+        let mut results = Vec::with_capacity(job.statements.len());
+        for statement in &job.statements {
+            results.push(execute_sql(client, statement, tag).await?);
+        }
+        Ok(results)
+    }
+}
+
+fn user_context(client: &SparkConnectClient) -> Option<proto::UserContext> {
+    Some(proto::UserContext {
+        user_id: client.user_id().unwrap_or_default().to_string(),
+        ..Default::default()
+    })
+}
+
+fn config_request(
+    client: &SparkConnectClient,
+    operation: proto::config_request::operation::OpType,
+) -> proto::ConfigRequest {
+    proto::ConfigRequest {
+        session_id: client.session_id().to_string(),
+        user_context: user_context(client),
+        operation: Some(proto::config_request::Operation {
+            op_type: Some(operation),
+        }),
+        client_type: Some("icepack".to_string()),
+        ..Default::default()
+    }
+}
+
+async fn get_option(client: &SparkConnectClient, key: &str) -> Result<Option<String>, Failure> {
+    let request = config_request(
+        client,
+        proto::config_request::operation::OpType::GetOption(proto::config_request::GetOption {
+            keys: vec![key.to_string()],
+        }),
+    );
+    let response = client.config(request).await?;
+    Ok(response
+        .pairs
+        .into_iter()
+        .find(|pair| pair.key == key)
+        .and_then(|pair| pair.value))
+}
+
+async fn set_options(
+    client: &SparkConnectClient,
+    pairs: Vec<(String, String)>,
+) -> Result<(), Failure> {
+    let request = config_request(
+        client,
+        proto::config_request::operation::OpType::Set(proto::config_request::Set {
+            pairs: pairs
+                .into_iter()
+                .map(|(key, value)| proto::KeyValue {
+                    key,
+                    value: Some(value),
+                })
+                .collect(),
+            silent: None,
+        }),
+    );
+    client.config(request).await?;
+    Ok(())
+}
+
+fn execute_request(
+    client: &SparkConnectClient,
+    plan: proto::plan::OpType,
+    tag: &str,
+) -> proto::ExecutePlanRequest {
+    proto::ExecutePlanRequest {
+        session_id: client.session_id().to_string(),
+        user_context: user_context(client),
+        plan: Some(proto::Plan {
+            op_type: Some(plan),
+        }),
+        client_type: Some("icepack".to_string()),
+        tags: vec![tag.to_string()],
+        ..Default::default()
+    }
+}
+
+/// Runs one statement exactly once and reads its rows.
+async fn execute_sql(
+    client: &SparkConnectClient,
+    statement: &str,
+    tag: &str,
+) -> Result<ResultSet, Failure> {
+    let command = proto::Command {
+        command_type: Some(proto::command::CommandType::SqlCommand(
+            #[allow(deprecated)]
+            proto::SqlCommand {
+                sql: statement.to_string(),
+                ..Default::default()
+            },
+        )),
+    };
+    let mut reply = Reply::default();
+    read_stream(
+        client,
+        execute_request(client, proto::plan::OpType::Command(command), tag),
+        &mut reply,
+    )
+    .await?;
+    match reply.relation.take() {
+        // A query: its plan comes back to be executed, once, for its rows.
+        Some(relation) => {
+            let mut rows = Reply::default();
+            read_stream(
+                client,
+                execute_request(client, proto::plan::OpType::Root(relation), tag),
+                &mut rows,
+            )
+            .await?;
+            rows.into_result_set()
+        }
+        None => reply.into_result_set(),
+    }
+}
+
+/// What the responses of one execution carried.
+#[derive(Default)]
+struct Reply {
+    columns: Option<Vec<String>>,
+    rows: Vec<Vec<String>>,
+    /// A query's relation, returned by `SqlCommand` to be executed.
+    relation: Option<proto::Relation>,
+}
+
+impl Reply {
+    fn add_arrow(&mut self, data: &[u8]) -> Result<(), Failure> {
+        let reader = arrow_ipc::reader::StreamReader::try_new(Cursor::new(data), None)
+            .map_err(|error| Failure::Transport(format!("unreadable Arrow result: {error}")))?;
+        if self.columns.is_none() {
+            self.columns = Some(
+                reader
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|field| field.name().clone())
+                    .collect(),
+            );
+        }
+        for batch in reader {
+            let batch = batch
+                .map_err(|error| Failure::Transport(format!("unreadable Arrow batch: {error}")))?;
+            self.rows.extend(batch_rows(&batch)?);
+        }
+        Ok(())
+    }
+
+    fn into_result_set(self) -> Result<ResultSet, Failure> {
+        Ok(ResultSet {
+            columns: self.columns.unwrap_or_default(),
+            rows: self.rows,
+        })
+    }
+}
+
+/// Every value of a batch as text (`NULL` for null), row by row.
+fn batch_rows(batch: &RecordBatch) -> Result<Vec<Vec<String>>, Failure> {
+    let options = FormatOptions::default().with_null("NULL");
+    let formatters = batch
+        .columns()
+        .iter()
+        .map(|column| ArrayFormatter::try_new(column.as_ref(), &options))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| Failure::Transport(format!("unreadable Arrow column: {error}")))?;
+    Ok((0..batch.num_rows())
+        .map(|row| {
+            formatters
+                .iter()
+                .map(|formatter| formatter.value(row).to_string())
+                .collect()
+        })
+        .collect())
+}
+
+fn struct_field_names(data_type: &proto::DataType) -> Option<Vec<String>> {
+    match &data_type.kind {
+        Some(proto::data_type::Kind::Struct(fields)) => Some(
+            fields
+                .fields
+                .iter()
+                .map(|field| field.name.clone())
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+async fn read_stream(
+    client: &SparkConnectClient,
+    request: proto::ExecutePlanRequest,
+    reply: &mut Reply,
+) -> Result<(), Failure> {
+    use proto::execute_plan_response::ResponseType;
+    let mut stream = client.execute_plan(request).await?;
+    loop {
+        let message = match stream.message().await {
+            Ok(Some(message)) => message,
+            Ok(None) => return Ok(()),
+            Err(status) => return Err(SparkError::from_grpc_status(status).into()),
+        };
+        if reply.columns.is_none() {
+            if let Some(names) = message.schema.as_ref().and_then(struct_field_names) {
+                reply.columns = Some(names);
+            }
+        }
+        match message.response_type {
+            Some(ResponseType::ArrowBatch(batch)) => reply.add_arrow(&batch.data)?,
+            Some(ResponseType::SqlCommandResult(result)) => {
+                let relation = result.relation.unwrap_or_default();
+                match relation.rel_type {
+                    Some(proto::relation::RelType::LocalRelation(local)) => {
+                        if let Some(data) = local.data.filter(|data| !data.is_empty()) {
+                            reply.add_arrow(&data)?;
+                        } else {
+                            reply.columns.get_or_insert_with(Vec::new);
+                        }
+                    }
+                    None => {
+                        reply.columns.get_or_insert_with(Vec::new);
+                    }
+                    Some(_) => reply.relation = Some(relation),
+                }
+            }
+            Some(ResponseType::ResultComplete(_)) => return Ok(()),
+            _ => {}
+        }
+    }
+}
+
+#[async_trait]
+impl SparkRunner for ConnectRunner {
+    async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
+        let client = self.session().await?;
+        let tag = format!("icepack-{}", job.run_id.replace(',', "-"));
+        let endpoint = self.settings.endpoint.shown();
+        match tokio::time::timeout(job.timeout, self.run_statements(&client, job, &tag)).await {
+            Ok(Ok(results)) => {
+                self.release(client);
+                Ok(EngineOutput {
+                    results,
+                    ..EngineOutput::default()
+                })
+            }
+            Ok(Err(Failure::Statement(error))) => {
+                self.release(client);
+                Ok(EngineOutput {
+                    exit_code: 1,
+                    error: Some(error),
+                    ..EngineOutput::default()
+                })
+            }
+            Ok(Err(Failure::Transport(message))) => {
+                // The session may be gone with the server: the next run opens a new one.
+                Err(EngineError::Unavailable(format!(
+                    "Spark Connect server {endpoint}: {message}"
+                )))
+            }
+            Err(_) => {
+                warn!(table = %job.table, run_id = %job.run_id, timeout_secs = job.timeout.as_secs(), "deadline passed: interrupting the run's operations");
+                let interrupted = match tokio::time::timeout(
+                    INTERRUPT_TIMEOUT,
+                    client.interrupt_tag(&tag),
+                )
+                .await
+                {
+                    Ok(Ok(interrupted)) => {
+                        info!(run_id = %job.run_id, operations = interrupted.len(), "operations interrupted");
+                        self.release(client);
+                        format!("{} operation(s) interrupted", interrupted.len())
+                    }
+                    Ok(Err(error)) => {
+                        let error = server_error(&error).describe(300);
+                        warn!(run_id = %job.run_id, %error, "cannot interrupt the run's operations");
+                        format!("the interrupt failed: {error}")
+                    }
+                    Err(_) => {
+                        warn!(run_id = %job.run_id, "no answer to the interrupt");
+                        "no answer to the interrupt".to_string()
+                    }
+                };
+                Ok(EngineOutput {
+                    exit_code: 137,
+                    timed_out: true,
+                    error: Some(ServerError {
+                        error_class: "OPERATION_CANCELED".to_string(),
+                        sql_state: Some("HY008".to_string()),
+                        message: format!("{interrupted} on {endpoint}"),
+                        ..ServerError::default()
+                    }),
+                    ..EngineOutput::default()
+                })
+            }
+        }
+    }
+
+    async fn recover(
+        &self,
+        _run_id: &str,
+        _timeout: Duration,
+    ) -> Result<Option<EngineOutput>, EngineError> {
+        // A run's operations belong to its session, which ends with the process that opened it;
+        // what it committed is read from the table's metadata by the next run.
+        Ok(None)
+    }
+
+    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
+        Ok(Vec::new())
+    }
+
+    async fn discard(&self, _run_id: &str) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    fn describe(&self, job: &SparkJob) -> String {
+        format!(
+            "Spark Connect {}, catalog {}, <{} statements>",
+            self.settings.endpoint.shown(),
+            job.catalog,
+            job.statements.len()
+        )
+    }
+}
+
+/// The settings of `[spark]` a connect runner reads, as plain values (the configuration stays
+/// a leaf: this module does not import it).
+pub fn settings(
+    url: &str,
+    tls: bool,
+    token: Option<String>,
+    connect_timeout: Duration,
+) -> Result<ConnectSettings, String> {
+    Ok(ConnectSettings {
+        endpoint: ConnectEndpoint::parse(url, tls)?.with_token(token),
+        connect_timeout,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(conf: &[(&str, &str)]) -> SparkJob {
+        SparkJob {
+            run_id: "20240501T120000Z-abc".to_string(),
+            table: "a.b".to_string(),
+            catalog: "lakehouse".to_string(),
+            statements: vec!["SELECT 1".to_string()],
+            conf: conf
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect(),
+            options: Vec::new(),
+            env: Vec::new(),
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn only_the_catalog_and_session_settings_reach_a_session() {
+        let settings = session_settings(&job(&[
+            (
+                "spark.sql.catalog.lakehouse",
+                "org.apache.iceberg.spark.SparkCatalog",
+            ),
+            ("spark.sql.catalog.lakehouse.uri", "http://rest:8181"),
+            ("spark.sql.catalog.lakehouse2.uri", "http://other"),
+            ("spark.sql.extensions", "x"),
+            ("spark.sql.catalogImplementation", "in-memory"),
+            ("spark.sql.session.timeZone", "UTC"),
+            ("spark.sql.shuffle.partitions", "8"),
+            ("spark.hadoop.fs.s3a.endpoint", "http://s3"),
+            ("spark.ui.enabled", "false"),
+        ]));
+        assert_eq!(settings.catalog_key, "spark.sql.catalog.lakehouse");
+        assert_eq!(
+            settings.catalog,
+            vec![
+                (
+                    "spark.sql.catalog.lakehouse".to_string(),
+                    "org.apache.iceberg.spark.SparkCatalog".to_string()
+                ),
+                (
+                    "spark.sql.catalog.lakehouse.uri".to_string(),
+                    "http://rest:8181".to_string()
+                ),
+            ]
+        );
+        assert_eq!(
+            settings.session,
+            vec![
+                ("spark.sql.session.timeZone".to_string(), "UTC".to_string()),
+                ("spark.sql.shuffle.partitions".to_string(), "8".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn endpoints_are_validated_and_shown_without_their_token() {
+        let endpoint = ConnectEndpoint::parse("sc://spark.internal:15002", true)
+            .unwrap()
+            .with_token(Some("very-secret-token".to_string()));
+        assert_eq!(endpoint.shown(), "sc://spark.internal:15002 (TLS) (token)");
+        let shown = ConnectEndpoint::parse("sc://h:1/;token=abc123secret;use_ssl=true", false)
+            .unwrap()
+            .shown();
+        assert!(!shown.contains("abc123secret"), "{shown}");
+        assert!(ConnectEndpoint::parse("http://h:15002", false).is_err());
+        assert!(ConnectEndpoint::parse("", false).is_err());
+        assert!(ConnectEndpoint::parse("sc://h:15002/path", false).is_err());
+    }
+
+    #[test]
+    fn transport_failures_are_told_from_statement_failures() {
+        let refused = SparkError::connect_msg("[Unavailable] tcp connect error");
+        assert!(server_error(&refused).transport);
+        let mut failed = SparkError::value("TABLE_OR_VIEW_NOT_FOUND", &[]);
+        failed.grpc_code = Some(13);
+        assert!(!server_error(&failed).transport);
+    }
+
+    #[tokio::test]
+    async fn a_server_that_is_not_there_fails_within_the_connect_timeout() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let runner = ConnectRunner::new(
+            settings(
+                &format!("sc://127.0.0.1:{port}"),
+                false,
+                None,
+                Duration::from_secs(3),
+            )
+            .unwrap(),
+        );
+        let started = std::time::Instant::now();
+        let error = runner.run(&job(&[])).await.unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(error.to_string().contains("engine unavailable"), "{error}");
+        assert!(
+            error.to_string().contains(&format!("127.0.0.1:{port}")),
+            "{error}"
+        );
+    }
+}

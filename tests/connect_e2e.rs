@@ -1,0 +1,463 @@
+//! The `connect` runner on the real stack: S3 notifications from moto → icepack → a warm Spark
+//! Connect server (Spark 4.0 + Iceberg) compacting real Iceberg tables, on `local[2]` and on a
+//! standalone Spark cluster; exactly one rewrite per run, fresh metadata on a long-lived server,
+//! two tables at once, a server that goes away and comes back, a deadline that interrupts.
+
+mod support;
+
+use std::time::Duration;
+
+use icepack::spark::result::FailureClass;
+use icepack::spark::runner::{judge, SparkRunner};
+use support::connect::{job, runner, sql, value, Cluster, ConnectServer, Gate};
+use support::spark::{stack_available, Lakehouse};
+use support::{unique, wait_until, Icepack, Moto};
+
+/// Spark servers are heavy on two cores: one test of this file at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn connect_available(test: &str) -> bool {
+    stack_available(test)
+}
+
+/// A test's table in a catalog of its own: SQLite's JDBC catalog cannot take two commits at once
+/// from two connections (`SQLITE_BUSY_SNAPSHOT`), which a real catalog does.
+struct Table {
+    catalog: &'static str,
+    name: &'static str,
+    lakehouse: Lakehouse,
+}
+
+impl Table {
+    fn new(
+        dir: &std::path::Path,
+        moto: &Moto,
+        bucket: &str,
+        catalog: &'static str,
+        name: &'static str,
+    ) -> Table {
+        let dir = dir.join(catalog);
+        std::fs::create_dir_all(&dir).unwrap();
+        Table {
+            catalog,
+            name,
+            lakehouse: Lakehouse::new(&dir, &moto.endpoint, bucket),
+        }
+    }
+
+    fn qualified(&self) -> String {
+        format!("{}.{}", self.catalog, self.name)
+    }
+
+    async fn sql(
+        &self,
+        writer: &icepack::spark::connect::ConnectRunner,
+        statements: &[String],
+    ) -> Vec<icepack::spark::result::ResultSet> {
+        sql(writer, self.catalog, &self.lakehouse, statements).await
+    }
+}
+
+fn inserts(table: &str, first_batch: i64, count: i64) -> Vec<String> {
+    (first_batch..first_batch + count)
+        .map(|batch| {
+            let rows: Vec<String> = (0..5)
+                .map(|row| {
+                    let id = batch * 5 + row;
+                    format!("({id}, '2024-05-0{}', {}.25)", 1 + id % 3, id * 3)
+                })
+                .collect();
+            // One task, one data file per commit (local[2] would split five rows in two).
+            format!(
+                "INSERT INTO {table} SELECT /*+ COALESCE(1) */ * FROM VALUES {}",
+                rows.join(", ")
+            )
+        })
+        .collect()
+}
+
+fn create(table: &Table) -> Vec<String> {
+    vec![
+        format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
+        format!(
+            "CREATE TABLE {} (id BIGINT, order_date STRING, amount DOUBLE) USING iceberg",
+            table.qualified()
+        ),
+    ]
+}
+
+/// Rows, checksum, data files and `replace` snapshots of a table (as committed now: the
+/// server's session caches table metadata).
+fn facts(table: &str) -> Vec<String> {
+    vec![
+        format!("REFRESH TABLE {table}"),
+        format!("SELECT count(*) AS row_count, sum(hash(id, order_date, amount)) AS checksum FROM {table}"),
+        format!("SELECT count(*) AS data_files FROM {table}.files"),
+        format!("SELECT count(*) AS replace_snapshots FROM {table}.snapshots WHERE operation = 'replace'"),
+    ]
+}
+
+fn table_status(icepack: &Icepack, table: &str) -> serde_json::Value {
+    icepack.status()["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["table"] == table)
+        .cloned()
+        .unwrap()
+}
+
+fn config(
+    moto: &Moto,
+    queue_url: &str,
+    bucket: &str,
+    connect_url: &str,
+    tables: &[&Table],
+) -> String {
+    let catalogs: Vec<String> = tables
+        .iter()
+        .map(|table| table.lakehouse.catalog_toml_named(table.catalog))
+        .collect();
+    let tables: Vec<String> = tables
+        .iter()
+        .map(|table| {
+            let short = table.name.split('.').nth(1).unwrap();
+            format!(
+                "[[tables]]\ntable = \"{}\"\ncatalog = \"{}\"\nbucket = \"{bucket}\"\nprefix = \"warehouse/analytics/{short}/\"\n",
+                table.name, table.catalog
+            )
+        })
+        .collect();
+    format!(
+        r#"
+[service]
+state_dir = "@STATE_DIR@"
+http_listen = ""
+
+[sqs]
+queue_url = "{queue_url}"
+endpoint_url = "{endpoint}"
+wait_time_seconds = 1
+visibility_timeout_seconds = 60
+
+[defaults]
+max_wait_minutes = 0
+min_files = 10
+
+{catalogs}
+[spark]
+runner = "connect"
+connect_url = "{connect_url}"
+connect_timeout_seconds = 5
+max_concurrent = 2
+timeout_minutes = 10
+retry_attempts = 1
+failure_backoff_initial_seconds = 2
+failure_backoff_max_seconds = 4
+
+{tables}
+"#,
+        endpoint = moto.endpoint,
+        catalogs = catalogs.join("\n"),
+        tables = tables.join("\n"),
+    )
+}
+
+/// The table's last run once it has one that started at or after `after` (RFC 3339).
+async fn run_after(icepack: &Icepack, table: &str, after: &str) -> serde_json::Value {
+    let after = after.to_string();
+    wait_until(
+        &format!("a run of {table} after {after}"),
+        Duration::from_secs(300),
+        || {
+            let status = table_status(icepack, table);
+            let after = after.clone();
+            async move {
+                let started = status["last_run"]["started_at"].as_str()?.to_string();
+                (started.as_str() >= after.as_str()).then_some(status)
+            }
+        },
+    )
+    .await
+}
+
+/// The scenario both masters run: two tables due at once compacted through separate sessions,
+/// each rewrite exactly once, the data unchanged, the state settled; then a writer commits more
+/// files to the first table and its next run (on the same long-lived server) compacts them too.
+async fn compaction_through_a_warm_server(master: Option<&str>) {
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+    let dir = tempfile::tempdir().unwrap();
+    let tables = [
+        Table::new(dir.path(), &moto, &bucket, "lakehouse", "analytics.orders"),
+        Table::new(dir.path(), &moto, &bucket, "lakehouse2", "analytics.events"),
+    ];
+    let server = ConnectServer::start(master);
+    let writer = runner(&server.url);
+
+    let mut before = Vec::new();
+    for table in &tables {
+        let mut setup = create(table);
+        setup.extend(inserts(&table.qualified(), 0, 12));
+        table.sql(&writer, &setup).await;
+        let facts = table.sql(&writer, &facts(&table.qualified())).await;
+        assert_eq!(value(&facts, "data_files"), "12");
+        before.push(facts);
+    }
+
+    let mut icepack = Icepack::with_config(&config(
+        &moto,
+        &queue_url,
+        &bucket,
+        &server.url,
+        &tables.iter().collect::<Vec<_>>(),
+    ));
+    let run = icepack.spawn_run("");
+    let mut runs = Vec::new();
+    for table in &tables {
+        let status = run_after(&icepack, table.name, "").await;
+        assert_eq!(
+            status["last_run"]["outcome"],
+            "success",
+            "{status}\n{}\n{}",
+            icepack.log(run),
+            server.log()
+        );
+        assert_eq!(status["last_run"]["rewritten_data_files"], 12, "{status}");
+        assert_eq!(status["last_run"]["added_data_files"], 1, "{status}");
+        runs.push(status["last_run"].clone());
+    }
+    // Two slots, two tables: the runs overlapped (separate sessions at the same time).
+    let (first, second) = (&runs[0], &runs[1]);
+    let overlap = first["started_at"].as_str() < second["finished_at"].as_str()
+        && second["started_at"].as_str() < first["finished_at"].as_str();
+    assert!(overlap, "runs at the same time: {first} {second}");
+    for (index, table) in tables.iter().enumerate() {
+        let after = table.sql(&writer, &facts(&table.qualified())).await;
+        assert_eq!(value(&after, "data_files"), "1", "{}", table.name);
+        assert_eq!(
+            value(&after, "row_count"),
+            value(&before[index], "row_count")
+        );
+        assert_eq!(value(&after, "checksum"), value(&before[index], "checksum"));
+        assert_eq!(
+            value(&after, "replace_snapshots"),
+            "1",
+            "{}: the CALL ran exactly once",
+            table.name
+        );
+    }
+    wait_until("the queue to drain", Duration::from_secs(60), || async {
+        (moto.queue_depth(&queue_url).await == 0).then_some(())
+    })
+    .await;
+    for table in &tables {
+        let status = table_status(&icepack, table.name);
+        assert_eq!(
+            status["pending_files"], 1,
+            "only the output is left: {status}"
+        );
+        assert_eq!(status["due"], false);
+    }
+
+    // The server has the table cached from the run; a writer commits 12 more. However the
+    // threshold falls among those commits, the table ends compacted: runs read what is committed.
+    let orders = &tables[0];
+    orders
+        .sql(&writer, &inserts(&orders.qualified(), 100, 12))
+        .await;
+    let after = wait_until(
+        "the new commits to be compacted",
+        Duration::from_secs(300),
+        || {
+            let status = table_status(&icepack, orders.name);
+            let writer = &writer;
+            async move {
+                let settled = status["in_flight_run"].is_null()
+                    && status["due"] == false
+                    && status["pending_files"] == 1;
+                if !settled {
+                    return None;
+                }
+                let after = orders.sql(writer, &facts(&orders.qualified())).await;
+                (value(&after, "data_files") == "1").then_some(after)
+            }
+        },
+    )
+    .await;
+    assert_eq!(value(&after, "row_count"), "120");
+    assert!(icepack.terminate(run).await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_server_on_local_spark_compacts_exactly_once_and_sees_fresh_commits() {
+    if !connect_available(
+        "a_warm_server_on_local_spark_compacts_exactly_once_and_sees_fresh_commits",
+    ) {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    compaction_through_a_warm_server(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_on_a_standalone_cluster_compacts_through_its_executors() {
+    if !connect_available("a_server_on_a_standalone_cluster_compacts_through_its_executors") {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start();
+    compaction_through_a_warm_server(Some(&cluster.master)).await;
+    assert!(
+        cluster.worker_log().contains("Asked to launch executor"),
+        "the work ran on the cluster's worker:\n{}",
+        cluster.worker_log()
+    );
+}
+
+/// Server unreachable: runs fail as `engine_unavailable` within seconds while counting goes on;
+/// once it answers, the table is compacted after its back-off. A deadline interrupts a
+/// statement by its tag; a failing statement is classified from its error class.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts() {
+    if !connect_available("an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts")
+    {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+    let dir = tempfile::tempdir().unwrap();
+    let table = Table::new(dir.path(), &moto, &bucket, "lakehouse", "analytics.orders");
+    let server = ConnectServer::start(None);
+    let writer = runner(&server.url);
+    let mut setup = create(&table);
+    setup.extend(inserts(&table.qualified(), 0, 12));
+    table.sql(&writer, &setup).await;
+
+    // A deadline: the statement is interrupted on the server and the run says so.
+    let slow = job(
+        table.catalog,
+        &table.lakehouse,
+        &["SELECT count(*) AS n FROM range(0, 1000000000000)".to_string()],
+        Duration::from_secs(4),
+    );
+    let started = std::time::Instant::now();
+    let output = writer.run(&slow).await.unwrap();
+    assert!(output.timed_out, "{output:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let (class, excerpt) = judge(&output, &[]).unwrap_err();
+    assert_eq!(class, FailureClass::Timeout);
+    assert!(excerpt.contains("1 operation(s) interrupted"), "{excerpt}");
+    // A statement that fails is classified from the server's error class.
+    let missing = writer
+        .run(&job(
+            table.catalog,
+            &table.lakehouse,
+            &["SELECT * FROM lakehouse.analytics.no_such_table".to_string()],
+            Duration::from_secs(60),
+        ))
+        .await
+        .unwrap();
+    let (class, excerpt) = judge(&missing, &[]).unwrap_err();
+    assert_eq!(class, FailureClass::Other);
+    assert!(excerpt.contains("TABLE_OR_VIEW_NOT_FOUND"), "{excerpt}");
+
+    // icepack reaches the server through a gate that is closed: nothing listens.
+    let mut gate = Gate::closed(server.port);
+    let gate_url = format!("sc://127.0.0.1:{}", gate.port);
+    let mut icepack =
+        Icepack::with_config(&config(&moto, &queue_url, &bucket, &gate_url, &[&table]));
+    let run = icepack.spawn_run("");
+    let failed = run_after(&icepack, table.name, "").await;
+    assert_eq!(failed["last_run"]["outcome"], "failure", "{failed}");
+    assert_eq!(
+        failed["last_run"]["failure_class"], "engine_unavailable",
+        "{failed}"
+    );
+    assert!(
+        failed["last_run"]["duration_ms"].as_u64().unwrap() < 10_000,
+        "fails within seconds: {failed}"
+    );
+    // Nothing forgotten, and counting goes on while the engine is away.
+    wait_until(
+        "the 12 files to be counted",
+        Duration::from_secs(60),
+        || async { (icepack.pending_files(table.name) >= 12).then_some(()) },
+    )
+    .await;
+    table
+        .sql(&writer, &inserts(&table.qualified(), 100, 3))
+        .await;
+    wait_until(
+        "the new files to be counted",
+        Duration::from_secs(60),
+        || async { (icepack.pending_files(table.name) >= 15).then_some(()) },
+    )
+    .await;
+
+    let opened = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    gate.open().await;
+    let recovered = run_after(&icepack, table.name, &opened).await;
+    assert_eq!(
+        recovered["last_run"]["outcome"],
+        "success",
+        "{recovered}\n{}",
+        icepack.log(run)
+    );
+    assert_eq!(
+        recovered["last_run"]["rewritten_data_files"], 15,
+        "{recovered}"
+    );
+    let after = table.sql(&writer, &facts(&table.qualified())).await;
+    assert_eq!(value(&after, "data_files"), "1");
+    assert_eq!(value(&after, "replace_snapshots"), "1");
+    assert!(icepack.terminate(run).await.success());
+
+    // Freshness, step by step: a session that has read the table, a writer's commits since, and
+    // the compaction on that session rewrites them too (its first statement refreshes).
+    let compactor = runner(&server.url);
+    let count = format!(
+        "SELECT count(*) AS data_files FROM {}.files",
+        table.qualified()
+    );
+    let warm = table.sql(&compactor, std::slice::from_ref(&count)).await;
+    assert_eq!(value(&warm, "data_files"), "1");
+    table
+        .sql(&writer, &inserts(&table.qualified(), 200, 3))
+        .await;
+    let now = chrono::Utc::now().timestamp_millis();
+    let statements = icepack::spark::sql::CompactionSql {
+        catalog: table.catalog.to_string(),
+        table: table.name.to_string(),
+        target_file_bytes: 512 * 1024 * 1024,
+        min_input_files: 2,
+        partial_progress: false,
+        where_filter: None,
+        expire_snapshots_older_than_hours: None,
+        run_started_millis: now,
+        small_file_bytes: 64 * 1024 * 1024,
+        partition_filter: None,
+        rewrite: true,
+        committed_since_millis: now,
+    }
+    .statement_list();
+    let output = compactor
+        .run(&job(
+            table.catalog,
+            &table.lakehouse,
+            &statements,
+            Duration::from_secs(120),
+        ))
+        .await
+        .unwrap();
+    let report = judge(&output, &[]).expect("the compaction succeeds");
+    assert_eq!(report.result.rewritten_data_files_count, 4, "{report:?}");
+    assert_eq!(report.truth.map(|truth| truth.len()), Some(1));
+}
