@@ -12,6 +12,7 @@ use crate::spark::command::{spark_conf, spark_sql_options};
 use crate::spark::connect::{self, ConnectRunner};
 use crate::spark::docker::{DockerRunner, DockerSettings};
 use crate::spark::process::ProcessRunner;
+pub use crate::spark::runner::instance_id;
 use crate::spark::runner::{SparkJob, SparkRunner};
 use crate::spark::sql::CompactionSql;
 
@@ -118,19 +119,10 @@ pub fn runner_from_config(config: &Config) -> Arc<dyn SparkRunner> {
             spark_sql: spark.spark_sql.clone(),
             network: spark.network.clone(),
             binds: spark.binds.clone(),
-            instance: instance_id(&config.service.state_dir),
+            state_dir: config.service.state_dir.clone(),
         })),
         SparkRunnerKind::Process => Arc::new(ProcessRunner::new(spark.spark_sql.clone())),
     }
-}
-
-/// A stable id of a deployment: a hash of its state directory's absolute path.
-pub fn instance_id(state_dir: &std::path::Path) -> String {
-    use std::hash::{Hash, Hasher};
-    let absolute = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    absolute.hash(&mut hasher);
-    format!("{:016x}", hasher.finish())
 }
 
 /// A run id: UTC start time and a random suffix, e.g. `20240501T120000Z-3fa2c1`.

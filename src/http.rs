@@ -138,6 +138,14 @@ async fn readyz(State(state): State<ApiState>) -> Response {
             problems.push("the queue has not been reached yet".to_string());
         }
     }
+    let engine = state.metrics.engine.get();
+    if engine.answering == Some(false) {
+        problems.push(format!(
+            "the Spark engine ({}) does not answer: {}",
+            engine.engine,
+            engine.error.as_deref().unwrap_or("no answer")
+        ));
+    }
     if problems.is_empty() {
         (StatusCode::OK, Json(json!({"ready": true}))).into_response()
     } else {
@@ -303,7 +311,12 @@ async fn forget(
 
 async fn tables(State(state): State<ApiState>) -> Response {
     let statuses = statuses(&state).await;
-    Json(json!({"tables": with_queue_positions(&state, statuses).await})).into_response()
+    let engine = state.metrics.engine.get();
+    Json(json!({
+        "tables": with_queue_positions(&state, statuses).await,
+        "engine": (!engine.engine.is_empty()).then_some(engine),
+    }))
+    .into_response()
 }
 
 async fn table(State(state): State<ApiState>, Path(table): Path<String>) -> Response {

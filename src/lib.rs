@@ -8,6 +8,7 @@ pub mod clock;
 pub mod compaction;
 pub mod config;
 pub mod control;
+pub mod engine;
 pub mod event;
 pub mod failpoint;
 pub mod http;

@@ -223,8 +223,15 @@ fn run(path: &Path) -> Result<()> {
     let system = actix::System::new();
     system.block_on(async move {
         let metrics = Arc::new(Metrics::default());
+        let compaction = compaction(&config, true);
+        icepack::engine::spawn_probe(
+            compaction.runner.clone(),
+            metrics.engine.clone(),
+            clock.clone(),
+            icepack::engine::PROBE_INTERVAL,
+        );
         let (pipeline, notifier) =
-            notifying_pipeline(&config, store, clock.clone(), metrics.clone())?;
+            notifying_pipeline(&config, store, clock.clone(), metrics.clone(), compaction)?;
         let (control_handle, control_requests) = control_channel();
         if !config.service.http_listen.is_empty() {
             let address: std::net::SocketAddr = config.service.http_listen.parse()?;
@@ -305,6 +312,7 @@ fn notifying_pipeline(
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
+    compaction: Compaction,
 ) -> Result<(icepack::service::Pipeline, actix::Addr<Notifier>)> {
     let notifier = Notifier::new(
         sinks_from_config(config),
@@ -312,13 +320,7 @@ fn notifying_pipeline(
         metrics.clone(),
     )
     .start();
-    let pipeline = start_pipeline(
-        store,
-        clock,
-        compaction(config, true),
-        metrics,
-        Some(notifier.clone()),
-    )?;
+    let pipeline = start_pipeline(store, clock, compaction, metrics, Some(notifier.clone()))?;
     Ok((pipeline, notifier))
 }
 
@@ -445,8 +447,13 @@ fn compact(path: &Path, table: &str) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     let result = system.block_on(async move {
-        let (pipeline, notifier) =
-            notifying_pipeline(&config, store, clock, Arc::new(Metrics::default()))?;
+        let (pipeline, notifier) = notifying_pipeline(
+            &config,
+            store,
+            clock,
+            Arc::new(Metrics::default()),
+            compaction(&config, true),
+        )?;
         let Some(index) = pipeline.table_index(table) else {
             bail!("table {table} is not configured in {}", path.display());
         };
@@ -566,7 +573,13 @@ fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
     let system = actix::System::new();
     let failed = system.block_on(async move {
         let (pipeline, _) =
-            notifying_pipeline(&config, store, clock, Arc::new(Metrics::default()))?;
+            notifying_pipeline(
+                &config,
+                store,
+                clock,
+                Arc::new(Metrics::default()),
+                compaction(&config, true),
+            )?;
         let indices: Vec<usize> = match only {
             Some(table) => vec![pipeline
                 .table_index(table)

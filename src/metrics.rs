@@ -140,6 +140,8 @@ pub struct Metrics {
     /// Unix millis of the last failed state commit (0: none).
     pub last_commit_failure_millis: AtomicU64,
     pub last_commit_success_millis: AtomicU64,
+    /// What the engine probe found last ([`crate::engine`]).
+    pub engine: Arc<crate::engine::EngineHealthCell>,
 }
 
 impl Default for Metrics {
@@ -166,6 +168,7 @@ impl Default for Metrics {
             last_receive_millis: AtomicU64::new(0),
             last_commit_failure_millis: AtomicU64::new(0),
             last_commit_success_millis: AtomicU64::new(0),
+            engine: Arc::default(),
         }
     }
 }
@@ -201,6 +204,20 @@ impl Metrics {
             "gauge",
             1,
         );
+        let engine = self.engine.get();
+        if let Some(answering) = engine.answering {
+            let labels = format_labels(&[("engine", engine.engine.clone())]);
+            let _ = writeln!(
+                out,
+                "# HELP icepack_engine_up 1 when the Spark engine answered its last probe.\n# TYPE icepack_engine_up gauge\nicepack_engine_up{labels} {}",
+                u8::from(answering)
+            );
+            let _ = writeln!(
+                out,
+                "# HELP icepack_engine_probe_seconds How long the last engine probe took.\n# TYPE icepack_engine_probe_seconds gauge\nicepack_engine_probe_seconds{labels} {}",
+                engine.probe_millis.unwrap_or(0) as f64 / 1000.0
+            );
+        }
         plain(
             &mut out,
             "icepack_sqs_messages_received_total",

@@ -226,10 +226,28 @@ pub fn render_status_text(report: &serde_json::Value) -> String {
             .unwrap_or_else(|| "-".to_string())
     };
     let number = |value: &serde_json::Value| value.as_u64().unwrap_or(0);
-    let mut out = format!(
+    let mut out = String::new();
+    let engine = &report["engine"];
+    if engine.is_object() {
+        let state = match engine["answering"].as_bool() {
+            Some(true) => format!(
+                "answering (probe {} ms at {})",
+                number(&engine["probe_millis"]),
+                text(&engine["checked_at"])
+            ),
+            Some(false) => format!(
+                "NOT answering at {}: {}",
+                text(&engine["checked_at"]),
+                text(&engine["error"])
+            ),
+            None => "not probed yet".to_string(),
+        };
+        out.push_str(&format!("engine: {} {state}\n\n", text(&engine["engine"])));
+    }
+    out.push_str(&format!(
         "{:<40} {:>8} {:>12} {:<26} {}\n",
         "TABLE", "FILES", "BYTES", "OLDEST PENDING EVENT", "DUE"
-    );
+    ));
     for table in report["tables"].as_array().into_iter().flatten() {
         let due = match table["due_reason"].as_str() {
             Some(reason) => format!("yes ({reason})"),

@@ -159,5 +159,8 @@ pub mod stand_in_runner {
         async fn discard(&self, _: &str) -> Result<(), EngineError> {
             Ok(())
         }
+        fn engine(&self) -> String {
+            "stand-in".to_string()
+        }
     }
 }

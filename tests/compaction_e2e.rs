@@ -478,7 +478,6 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
     use icepack::spark::docker::{DockerRunner, DockerSettings};
     use icepack::spark::runner::{EngineError, SparkJob, SparkRunner};
     let state = tempfile::tempdir().unwrap();
-    let instance = icepack::compaction::instance_id(state.path());
     let job = |run_id: &str, args: &[&str], timeout: Duration| SparkJob {
         run_id: run_id.to_string(),
         table: TABLE.to_string(),
@@ -495,7 +494,7 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
         spark_sql: "/bin/true".to_string(),
         network: "host".to_string(),
         binds: Vec::new(),
-        instance: instance.clone(),
+        state_dir: state.path().to_path_buf(),
     });
     match missing
         .run(&job(&unique("run"), &[], Duration::from_secs(30)))
@@ -514,7 +513,7 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
         spark_sql: "/bin/sh".to_string(),
         network: "host".to_string(),
         binds: Vec::new(),
-        instance,
+        state_dir: state.path().to_path_buf(),
     }));
     let mut hanging_job = job(
         &unique("run"),

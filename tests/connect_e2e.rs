@@ -112,6 +112,7 @@ fn config(
     queue_url: &str,
     bucket: &str,
     connect_url: &str,
+    http_listen: &str,
     tables: &[&Table],
 ) -> String {
     let catalogs: Vec<String> = tables
@@ -132,7 +133,7 @@ fn config(
         r#"
 [service]
 state_dir = "@STATE_DIR@"
-http_listen = ""
+http_listen = "{http_listen}"
 
 [sqs]
 queue_url = "{queue_url}"
@@ -213,6 +214,7 @@ async fn compaction_through_a_warm_server(master: Option<&str>) {
         &queue_url,
         &bucket,
         &server.url,
+        "",
         &tables.iter().collect::<Vec<_>>(),
     ));
     let run = icepack.spawn_run("");
@@ -372,9 +374,53 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     // icepack reaches the server through a gate that is closed: nothing listens.
     let mut gate = Gate::closed(server.port);
     let gate_url = format!("sc://127.0.0.1:{}", gate.port);
-    let mut icepack =
-        Icepack::with_config(&config(&moto, &queue_url, &bucket, &gate_url, &[&table]));
+    let http = format!("127.0.0.1:{}", support::free_port());
+    let mut icepack = Icepack::with_config(&config(
+        &moto,
+        &queue_url,
+        &bucket,
+        &gate_url,
+        &http,
+        &[&table],
+    ));
     let run = icepack.spawn_run("");
+    // The engine probe tells: not ready, the metric at 0, status naming the engine.
+    let client = reqwest::Client::new();
+    let readyz = wait_until(
+        "/readyz to name the engine",
+        Duration::from_secs(60),
+        || {
+            let client = client.clone();
+            let url = format!("http://{http}/readyz");
+            async move {
+                let body = client.get(url).send().await.ok()?.text().await.ok()?;
+                body.contains("Spark engine").then_some(body)
+            }
+        },
+    )
+    .await;
+    assert!(
+        readyz.contains(&format!("connect sc://127.0.0.1:{}", gate.port)),
+        "{readyz}"
+    );
+    let metrics = client
+        .get(format!("http://{http}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("icepack_engine_up{engine=\"connect sc://127.0.0.1:"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line.starts_with("icepack_engine_up{") && line.ends_with(" 0")),
+        "{metrics}"
+    );
     let failed = run_after(&icepack, table.name, "").await;
     assert_eq!(failed["last_run"]["outcome"], "failure", "{failed}");
     assert_eq!(
@@ -405,6 +451,21 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     let opened = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     gate.open().await;
     let recovered = run_after(&icepack, table.name, &opened).await;
+    let engine = wait_until(
+        "the probe to find the engine",
+        Duration::from_secs(60),
+        || {
+            let client = client.clone();
+            let url = format!("http://{http}/v1/tables");
+            async move {
+                let status: serde_json::Value =
+                    client.get(url).send().await.ok()?.json().await.ok()?;
+                (status["engine"]["answering"] == true).then_some(status["engine"].clone())
+            }
+        },
+    )
+    .await;
+    assert!(engine["error"].is_null(), "{engine}");
     assert_eq!(
         recovered["last_run"]["outcome"],
         "success",

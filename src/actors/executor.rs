@@ -640,6 +640,9 @@ mod tests {
         async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
             Ok(Vec::new())
         }
+        fn engine(&self) -> String {
+            "test".to_string()
+        }
         async fn discard(&self, _: &str) -> Result<(), EngineError> {
             Ok(())
         }

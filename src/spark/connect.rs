@@ -36,6 +36,9 @@ const SERVER_ONLY_SETTINGS: [&str; 3] = [
     "spark.sql.cli.print.header",
 ];
 
+/// Longest the health probe's `SELECT 1` may take (a fresh server's first statement: 7-12 s).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Longest a run's interrupt may take after its deadline before the run gives up on it.
 const INTERRUPT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -593,6 +596,42 @@ impl SparkRunner for ConnectRunner {
 
     async fn discard(&self, _run_id: &str) -> Result<(), EngineError> {
         Ok(())
+    }
+
+    fn engine(&self) -> String {
+        format!("connect {}", self.settings.endpoint.shown())
+    }
+
+    /// `SELECT 1` on a session of its own: the server answers, and its first statement (7-12 s
+    /// on a fresh server) is out of the way before a run needs it.
+    async fn probe(&self) -> Result<(), EngineError> {
+        let client = self.session().await?;
+        let unavailable = |message: String| {
+            EngineError::Unavailable(format!(
+                "Spark Connect server {}: {message}",
+                self.settings.endpoint.shown()
+            ))
+        };
+        let probe = async {
+            tokio::time::timeout(
+                self.settings.connect_timeout,
+                get_option(&client, "spark.app.name"),
+            )
+            .await
+            .map_err(|_| Failure::Transport("no answer".to_string()))??;
+            execute_sql(&client, "SELECT 1 AS icepack_probe", "icepack-probe").await
+        };
+        let result = tokio::time::timeout(PROBE_TIMEOUT, probe).await;
+        self.release(client);
+        match result {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(Failure::Transport(message))) => Err(unavailable(message)),
+            Ok(Err(Failure::Statement(error))) => Err(unavailable(error.describe(300))),
+            Err(_) => Err(unavailable(format!(
+                "`SELECT 1` took longer than {} s",
+                PROBE_TIMEOUT.as_secs()
+            ))),
+        }
     }
 
     fn describe(&self, job: &SparkJob) -> String {

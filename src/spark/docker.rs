@@ -24,8 +24,8 @@ use tracing::{debug, info, warn};
 use super::command::secret_properties;
 use super::result::StdoutResults;
 use super::runner::{
-    keep_tail, EngineError, EngineOutput, SparkJob, SparkRunner, LABEL_INSTANCE, LABEL_MANAGED,
-    LABEL_RUN_ID, LABEL_TABLE,
+    instance_id, keep_tail, EngineError, EngineOutput, SparkJob, SparkRunner, LABEL_INSTANCE,
+    LABEL_MANAGED, LABEL_RUN_ID, LABEL_TABLE,
 };
 
 /// Where a run's secret settings are put inside its container (never in its configuration,
@@ -40,17 +40,27 @@ pub struct DockerSettings {
     /// Network mode; the engine's default when empty.
     pub network: String,
     pub binds: Vec<String>,
-    /// Value of the instance label of this deployment's containers.
-    pub instance: String,
+    /// The deployment's state directory: it keeps the id its containers are labelled with.
+    pub state_dir: std::path::PathBuf,
 }
 
 pub struct DockerRunner {
     settings: DockerSettings,
+    instance: std::sync::OnceLock<String>,
 }
 
 impl DockerRunner {
     pub fn new(settings: DockerSettings) -> Self {
-        DockerRunner { settings }
+        DockerRunner {
+            settings,
+            instance: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The value of this deployment's instance label (read or made on first use).
+    fn instance(&self) -> &str {
+        self.instance
+            .get_or_init(|| instance_id(&self.settings.state_dir))
     }
 
     /// Connects per call: a daemon that comes back after an outage is found again.
@@ -266,7 +276,7 @@ impl SparkRunner for DockerRunner {
             (LABEL_MANAGED.to_string(), "true".to_string()),
             (LABEL_TABLE.to_string(), job.table.clone()),
             (LABEL_RUN_ID.to_string(), job.run_id.clone()),
-            (LABEL_INSTANCE.to_string(), self.settings.instance.clone()),
+            (LABEL_INSTANCE.to_string(), self.instance().to_string()),
         ]);
         let config = Config {
             image: Some(self.settings.image.clone()),
@@ -352,13 +362,26 @@ impl SparkRunner for DockerRunner {
         output.map(Some)
     }
 
+    fn engine(&self) -> String {
+        format!("docker {}", self.settings.image)
+    }
+
+    async fn probe(&self) -> Result<(), EngineError> {
+        let docker = self.connect()?;
+        docker
+            .ping()
+            .await
+            .map_err(|error| unavailable("the container engine does not answer", error))?;
+        Ok(())
+    }
+
     async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
         let docker = self.connect()?;
         let found = list_labelled(
             &docker,
             vec![
                 format!("{LABEL_MANAGED}=true"),
-                format!("{LABEL_INSTANCE}={}", self.settings.instance),
+                format!("{LABEL_INSTANCE}={}", self.instance()),
             ],
         )
         .await?;
@@ -430,7 +453,7 @@ mod tests {
             spark_sql: "/opt/spark/bin/spark-sql".to_string(),
             network: String::new(),
             binds: Vec::new(),
-            instance: "test".to_string(),
+            state_dir: tempfile::tempdir().unwrap().path().join("state"),
         });
         let job = SparkJob {
             run_id: "r".to_string(),

@@ -178,6 +178,29 @@ impl SparkRunner for ProcessRunner {
     async fn discard(&self, _run_id: &str) -> Result<(), EngineError> {
         Ok(())
     }
+
+    fn engine(&self) -> String {
+        format!("process {}", self.spark_sql)
+    }
+
+    async fn probe(&self) -> Result<(), EngineError> {
+        use std::os::unix::fs::PermissionsExt;
+        let found = std::path::Path::new(&self.spark_sql)
+            .metadata()
+            .map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0);
+        match found {
+            Ok(true) => Ok(()),
+            _ if !self.spark_sql.contains('/') => Ok(()), // found on PATH at run time
+            Ok(false) => Err(EngineError::Unavailable(format!(
+                "{} is not executable",
+                self.spark_sql
+            ))),
+            Err(error) => Err(EngineError::Unavailable(format!(
+                "{}: {error}",
+                self.spark_sql
+            ))),
+        }
+    }
 }
 
 #[cfg(test)]

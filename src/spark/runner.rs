@@ -23,6 +23,46 @@ pub const LABEL_RUN_ID: &str = "io.icepack.run-id";
 /// each other's runs alone.
 pub const LABEL_INSTANCE: &str = "io.icepack.instance";
 
+/// The file in the state directory that holds the deployment's id.
+pub const INSTANCE_ID_FILE: &str = "instance-id";
+
+/// A deployment's id (the label that tells its containers from other deployments' on a shared
+/// engine), kept in its state directory: random when the directory is new; for a directory of an
+/// earlier release, the id that release derived from the path (so its containers are still
+/// found), then kept. `DefaultHasher` is not stable across Rust releases; the file is.
+pub fn instance_id(state_dir: &std::path::Path) -> String {
+    let path = state_dir.join(INSTANCE_ID_FILE);
+    let valid = |id: &str| id.len() == 16 && id.chars().all(|c| c.is_ascii_hexdigit());
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        if valid(text.trim()) {
+            return text.trim().to_string();
+        }
+    }
+    let id = if state_dir.join("CURRENT").exists() {
+        legacy_instance_id(state_dir)
+    } else {
+        format!("{:016x}", fastrand::u64(..))
+    };
+    let written = std::fs::create_dir_all(state_dir).and_then(|()| {
+        let temporary = state_dir.join(format!("{INSTANCE_ID_FILE}.{}", std::process::id()));
+        std::fs::write(&temporary, format!("{id}\n"))?;
+        std::fs::rename(&temporary, &path)
+    });
+    if let Err(error) = written {
+        tracing::warn!(%error, path = %path.display(), "cannot keep the instance id; using one for this process only");
+    }
+    id
+}
+
+/// What releases before the id file derived from the state directory's absolute path.
+fn legacy_instance_id(state_dir: &std::path::Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let absolute = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    absolute.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
 /// The most of each engine output stream kept (its end): Spark's stderr can run to megabytes.
 pub(crate) const MAX_STREAM_BYTES: usize = 4 * 1024 * 1024;
 
@@ -139,6 +179,15 @@ pub trait SparkRunner: Send + Sync + 'static {
     /// What a log line may say about how the job runs (never a secret).
     fn describe(&self, job: &SparkJob) -> String {
         job.describe()
+    }
+
+    /// The engine as status shows it: `docker IMAGE`, `process PATH`, `connect sc://HOST:PORT`.
+    fn engine(&self) -> String;
+
+    /// Whether the engine answers now (a warm-up for a long-lived one): `Ok` with nothing to
+    /// report for engines that start per run and have nothing to ask.
+    async fn probe(&self) -> Result<(), EngineError> {
+        Ok(())
     }
 }
 
@@ -315,6 +364,9 @@ mod tests {
         async fn discard(&self, _: &str) -> Result<(), EngineError> {
             Ok(())
         }
+        fn engine(&self) -> String {
+            "scripted".to_string()
+        }
     }
 
     fn job() -> SparkJob {
@@ -416,6 +468,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_instance_id_is_kept_in_the_state_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = dir.path().join("state");
+        let first = instance_id(&fresh);
+        assert_eq!(first.len(), 16);
+        assert_eq!(instance_id(&fresh), first, "kept");
+        let other = dir.path().join("other");
+        assert_ne!(instance_id(&other), first, "random per deployment");
+        // A directory of an earlier release keeps the id its containers carry.
+        let earlier = dir.path().join("earlier");
+        std::fs::create_dir_all(&earlier).unwrap();
+        std::fs::write(earlier.join("CURRENT"), "MANIFEST-000001\n").unwrap();
+        assert_eq!(instance_id(&earlier), legacy_instance_id(&earlier));
+        assert_eq!(
+            std::fs::read_to_string(earlier.join(INSTANCE_ID_FILE))
+                .unwrap()
+                .trim(),
+            legacy_instance_id(&earlier)
+        );
     }
 
     #[test]
