@@ -18,6 +18,8 @@ if [[ "${1:-}" == "--smoke" ]]; then
   cargo run --quiet --bin icepack -- simulate --days 1 --tables 2
   step "compaction run: Docker runner vs bare spark-sql (one run each)"
   cargo test --test compaction_e2e -- --ignored --nocapture measure_docker_runner_against_bare_spark_sql
+  step "runners: connect vs docker vs process, threshold crossed → run settled (one round)"
+  ICEPACK_BENCH_ROUNDS=1 cargo test --test connect_e2e -- --ignored --nocapture measure_runners_threshold_to_settled
   step "--packages vs baked jars (one run each)"
   bench/packages-vs-jars.sh 1
   exit 0
@@ -33,7 +35,9 @@ step "4. trigger latency"
 cargo bench --bench trigger
 step "5a. compaction run: Docker runner vs bare spark-sql"
 cargo test --release --test compaction_e2e -- --ignored --nocapture measure_docker_runner_against_bare_spark_sql
-step "5b. --packages vs baked jars"
+step "5b. runners: connect (warm Spark Connect) vs docker vs process, threshold crossed → run settled"
+cargo test --release --test connect_e2e -- --ignored --nocapture measure_runners_threshold_to_settled
+step "5c. --packages vs baked jars"
 bench/packages-vs-jars.sh 3
 step "6. tenants: start-up, memory and reload at scale"
 cargo bench --bench tenants

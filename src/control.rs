@@ -359,6 +359,22 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
         ("spark.spark_sql", spark.0.spark_sql != spark.1.spark_sql),
         ("spark.network", spark.0.network != spark.1.network),
         ("spark.binds", spark.0.binds != spark.1.binds),
+        (
+            "spark.connect_url",
+            spark.0.connect_url != spark.1.connect_url,
+        ),
+        (
+            "spark.connect_token_env",
+            spark.0.connect_token_env != spark.1.connect_token_env,
+        ),
+        (
+            "spark.connect_tls",
+            spark.0.connect_tls != spark.1.connect_tls,
+        ),
+        (
+            "spark.connect_timeout_seconds",
+            spark.0.connect_timeout_seconds != spark.1.connect_timeout_seconds,
+        ),
     ] {
         if differs {
             changed.push(key.to_string());

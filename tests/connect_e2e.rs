@@ -115,6 +115,20 @@ fn config(
     http_listen: &str,
     tables: &[&Table],
 ) -> String {
+    let spark = format!(
+        "[spark]\nrunner = \"connect\"\nconnect_url = \"{connect_url}\"\nconnect_timeout_seconds = 5\n"
+    );
+    config_with(moto, queue_url, bucket, &spark, http_listen, tables)
+}
+
+fn config_with(
+    moto: &Moto,
+    queue_url: &str,
+    bucket: &str,
+    spark: &str,
+    http_listen: &str,
+    tables: &[&Table],
+) -> String {
     let catalogs: Vec<String> = tables
         .iter()
         .map(|table| table.lakehouse.catalog_toml_named(table.catalog))
@@ -146,10 +160,7 @@ max_wait_minutes = 0
 min_files = 10
 
 {catalogs}
-[spark]
-runner = "connect"
-connect_url = "{connect_url}"
-connect_timeout_seconds = 5
+{spark}
 max_concurrent = 2
 timeout_minutes = 10
 retry_attempts = 1
@@ -521,4 +532,184 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     let report = judge(&output, &[]).expect("the compaction succeeds");
     assert_eq!(report.result.rewritten_data_files_count, 4, "{report:?}");
     assert_eq!(report.truth.map(|truth| truth.len()), Some(1));
+}
+
+/// Figures for BENCHMARKS.md §5, not a pass/fail check: threshold crossed → run settled for each
+/// runner on identical tables (12 small files each), alternating, `ICEPACK_BENCH_ROUNDS` rounds
+/// (3 by default; the median is printed), and the first run through a server that just started.
+/// `deploy/local/with-stack.sh cargo test --release --test connect_e2e -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_runners_threshold_to_settled() {
+    if !connect_available("measure_runners_threshold_to_settled") {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let rounds: usize = std::env::var("ICEPACK_BENCH_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(3);
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = ConnectServer::start(None);
+    let writer = runner(&server.url);
+    const NAMES: [&str; 5] = [
+        "analytics.t0",
+        "analytics.t1",
+        "analytics.t2",
+        "analytics.t3",
+        "analytics.t4",
+    ];
+    let process_spark = || {
+        let jars: Vec<String> = support::spark::env("ICEPACK_TEST_SPARK_JARS")
+            .split(',')
+            .map(|jar| format!("\"{jar}\""))
+            .collect();
+        format!(
+            "[spark]\nrunner = \"process\"\nspark_sql = \"{}/bin/spark-sql\"\npackages = []\njars = [{}]\nconf = {{ \"spark.master\" = \"local[2]\", \"spark.driver.memory\" = \"1g\" }}\nenv = [\"AWS_ACCESS_KEY_ID\", \"AWS_SECRET_ACCESS_KEY\", \"AWS_REGION\", \"SPARK_LOCAL_IP\"]\n",
+            support::spark::env("ICEPACK_TEST_SPARK_HOME"),
+            jars.join(", ")
+        )
+    };
+    struct Kind {
+        name: &'static str,
+        tables: Vec<Table>,
+        icepack: Icepack,
+        run: usize,
+        seconds: Vec<f64>,
+    }
+    let mut kinds = Vec::new();
+    for (name, catalog) in [
+        ("connect", "cat_connect"),
+        ("docker", "cat_docker"),
+        ("process", "cat_process"),
+    ] {
+        let queue = unique("landing");
+        let bucket = unique("lake");
+        let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+        moto.create_bucket_notifying(&bucket, &queue).await;
+        let tables: Vec<Table> = NAMES[..rounds.min(NAMES.len())]
+            .iter()
+            .map(|table| Table::new(&dir.path().join(name), &moto, &bucket, catalog, table))
+            .collect();
+        let spark = match name {
+            "connect" => format!(
+                "[spark]\nrunner = \"connect\"\nconnect_url = \"{}\"\n",
+                server.url
+            ),
+            "docker" => tables[0].lakehouse.docker_spark_toml(),
+            _ => process_spark(),
+        };
+        let mut toml = config_with(
+            &moto,
+            &queue_url,
+            &bucket,
+            &spark,
+            "",
+            &tables.iter().collect::<Vec<_>>(),
+        );
+        toml = toml.replace("min_files = 10", "min_files = 12");
+        let mut icepack = Icepack::with_config(&toml);
+        let run = icepack.spawn_run("");
+        kinds.push(Kind {
+            name,
+            tables,
+            icepack,
+            run,
+            seconds: Vec::new(),
+        });
+    }
+    let due_at = |log: &str, table: &str| {
+        log.lines()
+            .find(|line| {
+                line.contains("table is due for compaction")
+                    && line.contains(&format!("table={table} "))
+            })
+            .and_then(|line| line.split_whitespace().next())
+            .and_then(|stamp| chrono::DateTime::parse_from_rfc3339(stamp).ok())
+    };
+    for round in 0..rounds.min(NAMES.len()) {
+        for kind in &mut kinds {
+            let table = &kind.tables[round];
+            let mut setup = create(table);
+            setup.extend(inserts(&table.qualified(), 0, 12));
+            table.sql(&writer, &setup).await;
+            let status = run_after(&kind.icepack, table.name, "").await;
+            assert_eq!(
+                status["last_run"]["outcome"],
+                "success",
+                "{}: {status}\n{}",
+                kind.name,
+                kind.icepack.log(kind.run)
+            );
+            let finished = chrono::DateTime::parse_from_rfc3339(
+                status["last_run"]["finished_at"].as_str().unwrap(),
+            )
+            .unwrap();
+            let due = due_at(&kind.icepack.log(kind.run), table.name).expect("the due line");
+            let seconds = (finished - due).num_milliseconds() as f64 / 1000.0;
+            eprintln!("FIGURES round {round} {}: threshold crossed → run settled {seconds:.2} s (run {} ms)", kind.name, status["last_run"]["duration_ms"]);
+            kind.seconds.push(seconds);
+        }
+    }
+    let median = |values: &[f64]| {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    };
+    let connect = median(&kinds[0].seconds);
+    let docker = median(&kinds[1].seconds);
+    let process = median(&kinds[2].seconds);
+    eprintln!(
+        "FIGURES threshold crossed → run settled, median of {}: connect {connect:.2} s, docker {docker:.2} s, process {process:.2} s; connect/docker {:.3}, connect/process {:.3}",
+        kinds[0].seconds.len(),
+        connect / docker,
+        connect / process
+    );
+    for kind in &mut kinds {
+        assert!(kind.icepack.terminate(kind.run).await.success());
+    }
+
+    // The first run through a server that just started (icepack's warm-up probe runs first).
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+    let started = std::time::Instant::now();
+    let fresh = ConnectServer::start(None);
+    let server_start = started.elapsed().as_secs_f64();
+    let table = Table::new(
+        &dir.path().join("fresh"),
+        &moto,
+        &bucket,
+        "cat_fresh",
+        "analytics.first",
+    );
+    let http = format!("127.0.0.1:{}", support::free_port());
+    let toml = config(&moto, &queue_url, &bucket, &fresh.url, &http, &[&table])
+        .replace("min_files = 10", "min_files = 12");
+    let mut icepack = Icepack::with_config(&toml);
+    let run = icepack.spawn_run("");
+    let mut setup = create(&table);
+    setup.extend(inserts(&table.qualified(), 0, 12));
+    table.sql(&writer, &setup).await;
+    let status = run_after(&icepack, table.name, "").await;
+    assert_eq!(status["last_run"]["outcome"], "success", "{status}");
+    let finished =
+        chrono::DateTime::parse_from_rfc3339(status["last_run"]["finished_at"].as_str().unwrap())
+            .unwrap();
+    let due = due_at(&icepack.log(run), table.name).expect("the due line");
+    let engine: serde_json::Value = reqwest::get(format!("http://{http}/v1/tables"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    eprintln!(
+        "FIGURES fresh Spark Connect server: started in {server_start:.1} s; warm-up probe {} ms; first run threshold crossed → settled {:.2} s (run {} ms)",
+        engine["engine"]["probe_millis"],
+        (finished - due).num_milliseconds() as f64 / 1000.0,
+        status["last_run"]["duration_ms"]
+    );
+    assert!(icepack.terminate(run).await.success());
 }
