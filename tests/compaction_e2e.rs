@@ -519,7 +519,7 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
         &unique("run"),
         &[
             "-c",
-            "echo icepack_output_file; cat /tmp/icepack-secrets.properties; exec sleep 600",
+            "echo icepack_output_file; cat /tmp/icepack-secrets.properties; echo \"env=$AWS_SECRET_ACCESS_KEY\"; exec sleep 600",
         ],
         Duration::from_secs(8),
     );
@@ -531,6 +531,10 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
         "spark.sql.catalog.lakehouse.uri".to_string(),
         "http://rest:8181".to_string(),
     );
+    hanging_job.env.push((
+        "AWS_SECRET_ACCESS_KEY".to_string(),
+        "planted-env-secret-0815".to_string(),
+    ));
     let started = std::time::Instant::now();
     let run = tokio::spawn({
         let hanging = hanging.clone();
@@ -554,15 +558,22 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
     let inspected = serde_json::to_string(&inspected).unwrap();
     assert!(inspected.contains("spark.sql.catalog.lakehouse.uri=http://rest:8181"));
     assert!(!inspected.contains("planted-secret-4711"), "{inspected}");
+    assert!(
+        !inspected.contains("planted-env-secret-0815"),
+        "{inspected}"
+    );
     let output = run.await.unwrap().expect("the engine answers");
     assert!(output.timed_out, "{output:?}");
     assert!(started.elapsed() < Duration::from_secs(60));
     assert_eq!(
         output.results[0].rows,
-        vec![vec![
-            "spark.sql.catalog.lakehouse.s3.secret-access-key=planted-secret-4711".to_string()
-        ]],
-        "the run reads its secret from the uploaded file"
+        vec![
+            vec![
+                "spark.sql.catalog.lakehouse.s3.secret-access-key=planted-secret-4711".to_string()
+            ],
+            vec!["env=planted-env-secret-0815".to_string()],
+        ],
+        "the run reads its secrets from the uploaded files"
     );
     assert!(
         icepack_containers(state.path()).await.is_empty(),

@@ -28,10 +28,18 @@ use super::runner::{
     LABEL_MANAGED, LABEL_RUN_ID, LABEL_TABLE,
 };
 
-/// Where a run's secret settings are put inside its container (never in its configuration,
-/// which `docker inspect` shows): uploaded before the container starts.
+/// Where a run's secret settings and passed-through variables are put inside its container
+/// (never in its configuration, which `docker inspect` shows): uploaded before it starts.
 const SECRETS_DIR: &str = "/tmp";
 const SECRETS_FILE: &str = "icepack-secrets.properties";
+const ENV_FILE: &str = "icepack-run.env";
+
+/// The variables as a file `sh` sources: `export NAME='value'`, values single-quoted.
+fn env_file(env: &[(String, String)]) -> String {
+    env.iter()
+        .map(|(name, value)| format!("export {name}='{}'\n", value.replace('\'', "'\\''")))
+        .collect()
+}
 
 #[derive(Debug, Clone)]
 pub struct DockerSettings {
@@ -89,8 +97,18 @@ pub fn container_name(table: &str, run_id: &str) -> String {
     format!("icepack-{}-{}", clean(table), clean(run_id))
 }
 
-/// A tar archive (ustar) holding one regular file, mode 0644, for the archive upload API.
-fn tar_of_one_file(name: &str, contents: &[u8]) -> Vec<u8> {
+/// A tar archive (ustar) of regular files, mode 0644, for the archive upload API.
+fn tar_of_files(files: &[(&str, String)]) -> Vec<u8> {
+    let mut archive = Vec::new();
+    for (name, contents) in files {
+        archive.extend(tar_entry(name, contents.as_bytes()));
+    }
+    archive.resize(archive.len() + 1024, 0);
+    archive
+}
+
+/// One file's ustar header and its contents, padded to 512 bytes.
+fn tar_entry(name: &str, contents: &[u8]) -> Vec<u8> {
     fn octal(field: &mut [u8], value: u64) {
         let width = field.len() - 1;
         let text = format!("{value:0width$o}");
@@ -109,10 +127,10 @@ fn tar_of_one_file(name: &str, contents: &[u8]) -> Vec<u8> {
     header[148..156].copy_from_slice(b"        ");
     let checksum: u64 = header.iter().map(|byte| *byte as u64).sum();
     header[148..155].copy_from_slice(format!("{checksum:06o}\0").as_bytes());
-    let mut archive = header.to_vec();
-    archive.extend_from_slice(contents);
-    archive.resize(archive.len().div_ceil(512) * 512 + 1024, 0);
-    archive
+    let mut entry = header.to_vec();
+    entry.extend_from_slice(contents);
+    entry.resize(entry.len().div_ceil(512) * 512, 0);
+    entry
 }
 
 fn unavailable(what: &str, error: DockerError) -> EngineError {
@@ -270,7 +288,18 @@ impl SparkRunner for DockerRunner {
         // Inside the image spark-sql reads its own spark-defaults.conf unless given a file.
         let secrets = secret_properties(&job.conf, "");
         let secrets_path = format!("{SECRETS_DIR}/{SECRETS_FILE}");
-        let mut cmd = vec![self.settings.spark_sql.clone()];
+        // The passed-through variables (AWS keys ...) come from a file sourced by `sh` before
+        // spark-sql starts, not from the container's Env.
+        let mut cmd = Vec::new();
+        if !job.env.is_empty() {
+            cmd.extend([
+                "/bin/sh".to_string(),
+                "-c".to_string(),
+                format!(". {SECRETS_DIR}/{ENV_FILE} && exec \"$@\""),
+                "icepack-run".to_string(),
+            ]);
+        }
+        cmd.push(self.settings.spark_sql.clone());
         cmd.extend(job.command_line(secrets.as_ref().map(|_| secrets_path.as_str())));
         let labels = HashMap::from([
             (LABEL_MANAGED.to_string(), "true".to_string()),
@@ -281,12 +310,7 @@ impl SparkRunner for DockerRunner {
         let config = Config {
             image: Some(self.settings.image.clone()),
             cmd: Some(cmd),
-            env: Some(
-                job.env
-                    .iter()
-                    .map(|(name, value)| format!("{name}={value}"))
-                    .collect(),
-            ),
+            env: None,
             labels: Some(labels),
             tty: Some(false),
             host_config: Some(HostConfig {
@@ -312,7 +336,14 @@ impl SparkRunner for DockerRunner {
             });
         }
         debug!(container = %name, image = %self.settings.image, "container created");
+        let mut files = Vec::new();
         if let Some(contents) = secrets {
+            files.push((SECRETS_FILE, contents));
+        }
+        if !job.env.is_empty() {
+            files.push((ENV_FILE, env_file(&job.env)));
+        }
+        if !files.is_empty() {
             let upload = docker
                 .upload_to_container(
                     &name,
@@ -320,7 +351,7 @@ impl SparkRunner for DockerRunner {
                         path: SECRETS_DIR.to_string(),
                         no_overwrite_dir_non_dir: String::new(),
                     }),
-                    tar_of_one_file(SECRETS_FILE, contents.as_bytes()).into(),
+                    tar_of_files(&files).into(),
                 )
                 .await;
             if let Err(error) = upload {
@@ -422,7 +453,7 @@ mod tests {
 
     #[test]
     fn the_settings_archive_is_a_valid_tar() {
-        let archive = tar_of_one_file("icepack-secrets.properties", b"a=b\n");
+        let archive = tar_of_files(&[("icepack-secrets.properties", "a=b\n".to_string())]);
         assert_eq!(archive.len(), 512 * 4);
         let checksum: u64 = archive[..512]
             .iter()
@@ -441,6 +472,31 @@ mod tests {
         assert_eq!(
             std::str::from_utf8(&archive[124..135]).unwrap(),
             "00000000004"
+        );
+        let two = tar_of_files(&[("a", "x".to_string()), ("b", "y".repeat(600))]);
+        assert_eq!(two.len(), 512 * (2 + 1 + 2) + 1024);
+        assert_eq!(&two[1024..1025], b"b");
+    }
+
+    #[test]
+    fn variables_are_sourced_from_a_file_whatever_their_value() {
+        let file = env_file(&[
+            (
+                "AWS_SECRET_ACCESS_KEY".to_string(),
+                "it's $HOME `x`".to_string(),
+            ),
+            ("AWS_REGION".to_string(), "us-east-1".to_string()),
+        ]);
+        let output = std::process::Command::new("/bin/sh")
+            .args([
+                "-c",
+                &format!("{file}printf '%s|%s' \"$AWS_SECRET_ACCESS_KEY\" \"$AWS_REGION\""),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "it's $HOME `x`|us-east-1"
         );
     }
 
