@@ -227,16 +227,6 @@ pub fn hide_url_password(text: &str) -> String {
     out
 }
 
-/// Values of `--conf` settings that are secrets, for redacting engine output.
-pub fn secret_conf_values(args: &[String]) -> Vec<String> {
-    args.windows(2)
-        .filter(|pair| pair[0] == "--conf")
-        .filter_map(|pair| pair[1].split_once('='))
-        .filter(|(key, _)| is_secret_key(key))
-        .map(|(_, value)| value.to_string())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,7 +266,53 @@ mod tests {
         let described = describe_args(&args);
         assert!(!described.contains("hunter22"), "{described}");
         assert!(described.contains("s3.secret-access-key=***"));
-        assert_eq!(secret_conf_values(&args), vec!["hunter22".to_string()]);
+        assert!(is_secret_key(
+            "spark.sql.catalog.lakehouse.s3.secret-access-key"
+        ));
+    }
+
+    #[test]
+    fn secret_settings_go_to_the_properties_file_only() {
+        for key in [
+            "spark.sql.catalog.c.token",
+            "spark.sql.catalog.c.credential",
+            "spark.sql.catalog.c.jdbc.password",
+            "spark.sql.catalog.c.header.Authorization",
+            "spark.sql.catalog.c.rest.auth.oauth2.token",
+            "spark.sql.catalog.c.s3.session-key",
+            "spark.hadoop.fs.s3a.secret.key",
+        ] {
+            assert!(is_secret_key(key), "{key}");
+        }
+        assert!(!is_secret_key("spark.sql.catalog.c.uri"));
+        let conf = BTreeMap::from([
+            (
+                "spark.sql.catalog.c.uri".to_string(),
+                "http://rest:8181".to_string(),
+            ),
+            (
+                "spark.sql.catalog.c.token".to_string(),
+                "t=k:n\\é".to_string(),
+            ),
+        ]);
+        let args = command_line(&[], &conf, &["SELECT 1".to_string()], Some("/run/p"));
+        assert_eq!(
+            args,
+            [
+                "--properties-file",
+                "/run/p",
+                "--conf",
+                "spark.sql.catalog.c.uri=http://rest:8181",
+                "-e",
+                "SELECT 1;"
+            ]
+        );
+        let file = secret_properties(&conf, "spark.master local[2]").unwrap();
+        assert_eq!(
+            file,
+            "spark.master local[2]\nspark.sql.catalog.c.token=t=k:n\\\\\\u00e9\n"
+        );
+        assert_eq!(secret_properties(&BTreeMap::new(), ""), None);
     }
 
     #[test]
