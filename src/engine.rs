@@ -97,15 +97,6 @@ mod tests {
         async fn run(&self, _: &SparkJob) -> Result<EngineOutput, EngineError> {
             unreachable!()
         }
-        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
-            Ok(None)
-        }
-        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-            Ok(Vec::new())
-        }
-        async fn discard(&self, _: &str) -> Result<(), EngineError> {
-            Ok(())
-        }
         fn engine(&self) -> String {
             "connect sc://h:1".to_string()
         }

@@ -150,15 +150,6 @@ pub mod stand_in_runner {
             }
             Ok(self.output.clone())
         }
-        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
-            Ok(None)
-        }
-        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-            Ok(Vec::new())
-        }
-        async fn discard(&self, _: &str) -> Result<(), EngineError> {
-            Ok(())
-        }
         fn engine(&self) -> String {
             "stand-in".to_string()
         }

@@ -634,17 +634,8 @@ mod tests {
             self.started.fetch_add(1, Ordering::SeqCst);
             Ok(receiver.await.unwrap_or_default())
         }
-        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
-            Ok(None)
-        }
-        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-            Ok(Vec::new())
-        }
         fn engine(&self) -> String {
             "test".to_string()
-        }
-        async fn discard(&self, _: &str) -> Result<(), EngineError> {
-            Ok(())
         }
     }
 

@@ -580,24 +580,6 @@ impl SparkRunner for ConnectRunner {
         }
     }
 
-    async fn recover(
-        &self,
-        _run_id: &str,
-        _timeout: Duration,
-    ) -> Result<Option<EngineOutput>, EngineError> {
-        // A run's operations belong to its session, which ends with the process that opened it;
-        // what it committed is read from the table's metadata by the next run.
-        Ok(None)
-    }
-
-    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-        Ok(Vec::new())
-    }
-
-    async fn discard(&self, _run_id: &str) -> Result<(), EngineError> {
-        Ok(())
-    }
-
     fn engine(&self) -> String {
         format!("connect {}", self.settings.endpoint.shown())
     }

@@ -2,7 +2,6 @@
 //! also how runs reach an existing cluster through `spark.master`.
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -162,23 +161,6 @@ impl SparkRunner for ProcessRunner {
         })
     }
 
-    async fn recover(
-        &self,
-        _run_id: &str,
-        _timeout: Duration,
-    ) -> Result<Option<EngineOutput>, EngineError> {
-        // A child dies with its parent (PR_SET_PDEATHSIG): nothing survives a restart.
-        Ok(None)
-    }
-
-    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-        Ok(Vec::new())
-    }
-
-    async fn discard(&self, _run_id: &str) -> Result<(), EngineError> {
-        Ok(())
-    }
-
     fn engine(&self) -> String {
         format!("process {}", self.spark_sql)
     }
@@ -207,6 +189,7 @@ impl SparkRunner for ProcessRunner {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+    use std::time::Duration;
 
     /// A job whose "spark-sql" is `/bin/sh` running `script` (`-c script` as the options).
     fn job(script: &str, timeout: Duration) -> SparkJob {

@@ -163,18 +163,25 @@ pub trait SparkRunner: Send + Sync + 'static {
     async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError>;
 
     /// Finds a run a previous icepack process started and waits for it (up to `timeout`) and
-    /// collects it. `None` when no trace of it is left.
+    /// collects it. `None` when no trace of it is left — always, for engines whose runs end with
+    /// the icepack that started them (a child process, a Spark Connect session).
     async fn recover(
         &self,
-        run_id: &str,
-        timeout: Duration,
-    ) -> Result<Option<EngineOutput>, EngineError>;
+        _run_id: &str,
+        _timeout: Duration,
+    ) -> Result<Option<EngineOutput>, EngineError> {
+        Ok(None)
+    }
 
     /// Run ids of this deployment's runs that still exist; removes nothing.
-    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError>;
+    async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
+        Ok(Vec::new())
+    }
 
     /// Removes a left-over run's traces.
-    async fn discard(&self, run_id: &str) -> Result<(), EngineError>;
+    async fn discard(&self, _run_id: &str) -> Result<(), EngineError> {
+        Ok(())
+    }
 
     /// What a log line may say about how the job runs (never a secret).
     fn describe(&self, job: &SparkJob) -> String {
@@ -354,15 +361,6 @@ mod tests {
     impl SparkRunner for Scripted {
         async fn run(&self, _job: &SparkJob) -> Result<EngineOutput, EngineError> {
             self.0.lock().unwrap().remove(0)
-        }
-        async fn recover(&self, _: &str, _: Duration) -> Result<Option<EngineOutput>, EngineError> {
-            Ok(None)
-        }
-        async fn leftover_runs(&self) -> Result<Vec<String>, EngineError> {
-            Ok(Vec::new())
-        }
-        async fn discard(&self, _: &str) -> Result<(), EngineError> {
-            Ok(())
         }
         fn engine(&self) -> String {
             "scripted".to_string()
