@@ -151,10 +151,19 @@ prefix = "warehouse/orders/"
         }
     };
     assert_eq!(get("/healthz").await.0, 200);
-    assert_eq!(
-        get("/readyz").await.0,
-        200,
-        "the queue was reached and the store is writable"
+    // The queue was reached and the store is writable: the one problem is the engine, whose
+    // probe found no container engine behind DOCKER_HOST.
+    let (status, readyz) = get("/readyz").await;
+    assert_eq!(status, 503, "{readyz}");
+    let readyz: serde_json::Value = serde_json::from_str(&readyz).unwrap();
+    let problems = readyz["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{readyz}");
+    assert!(
+        problems[0]
+            .as_str()
+            .unwrap()
+            .starts_with("the Spark engine (docker "),
+        "{readyz}"
     );
     let (status, metrics) = get("/metrics").await;
     assert_eq!(status, 200);
