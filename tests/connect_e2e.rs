@@ -129,10 +129,17 @@ fn config_with(
     http_listen: &str,
     tables: &[&Table],
 ) -> String {
-    let catalogs: Vec<String> = tables
+    // One section per catalog, however many of the tables share it.
+    let catalogs: std::collections::BTreeMap<&str, String> = tables
         .iter()
-        .map(|table| table.lakehouse.catalog_toml_named(table.catalog))
+        .map(|table| {
+            (
+                table.catalog,
+                table.lakehouse.catalog_toml_named(table.catalog),
+            )
+        })
         .collect();
+    let catalogs: Vec<String> = catalogs.into_values().collect();
     let tables: Vec<String> = tables
         .iter()
         .map(|table| {
@@ -657,6 +664,15 @@ async fn measure_runners_threshold_to_settled() {
         sorted.sort_by(f64::total_cmp);
         sorted[sorted.len() / 2]
     };
+    // Where a warm run's time goes, statement by statement (the connect runner's debug lines).
+    for line in kinds[0].icepack.log(kinds[0].run).lines() {
+        if line.contains("statement answered") {
+            eprintln!(
+                "FIGURES connect {}",
+                line.split("statement answered").nth(1).unwrap_or("").trim()
+            );
+        }
+    }
     let connect = median(&kinds[0].seconds);
     let docker = median(&kinds[1].seconds);
     let process = median(&kinds[2].seconds);

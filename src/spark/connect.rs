@@ -281,11 +281,50 @@ impl ConnectRunner {
             }
         }
         let mut results = Vec::with_capacity(job.statements.len());
-        for statement in &job.statements {
-            results.push(execute_sql(client, statement, tag).await?);
+        for group in read_only_groups(&job.statements) {
+            // Reads between two writes are independent: they run at the same time.
+            let started = std::time::Instant::now();
+            let answers = futures::future::try_join_all(
+                group
+                    .clone()
+                    .map(|index| execute_sql(client, &job.statements[index], tag)),
+            )
+            .await?;
+            debug!(
+                run_id = %job.run_id,
+                statements = ?group,
+                verbs = ?group.clone().map(|index| job.statements[index].split_whitespace().next().unwrap_or("")).collect::<Vec<_>>(),
+                millis = started.elapsed().as_millis() as u64,
+                "statement answered"
+            );
+            results.extend(answers);
         }
         Ok(results)
     }
+}
+
+/// The statements in order, in groups to run at once: consecutive queries (`SELECT`, `WITH`,
+/// `DESCRIBE`) share a group; anything else (`CALL`, `REFRESH`, DDL) is a group of its own, so
+/// a read never overlaps a write and the writes keep their order.
+pub fn read_only_groups(statements: &[String]) -> Vec<std::ops::Range<usize>> {
+    let is_read = |statement: &str| {
+        let verb = statement
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_ascii_uppercase();
+        matches!(verb.as_str(), "SELECT" | "WITH" | "DESCRIBE")
+    };
+    let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+    for (index, statement) in statements.iter().enumerate() {
+        match groups.last_mut() {
+            Some(group) if is_read(statement) && is_read(&statements[group.start]) => {
+                group.end = index + 1
+            }
+            _ => groups.push(index..index + 1),
+        }
+    }
+    groups
 }
 
 fn user_context(client: &SparkConnectClient) -> Option<proto::UserContext> {
@@ -697,6 +736,27 @@ mod tests {
                 ("spark.sql.shuffle.partitions".to_string(), "8".to_string()),
             ]
         );
+    }
+
+    #[test]
+    fn reads_between_writes_run_together_and_writes_alone() {
+        let statements: Vec<String> = [
+            "REFRESH TABLE c.a.b",
+            "DESCRIBE TABLE c.a.b",
+            "CALL c.system.rewrite_data_files(table => 'a.b')",
+            "SELECT 1",
+            "select 2",
+            "SELECT 3",
+            "CALL c.system.expire_snapshots(table => 'a.b')",
+            "SELECT 4",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        assert_eq!(
+            read_only_groups(&statements),
+            vec![0..1, 1..2, 2..3, 3..6, 6..7, 7..8]
+        );
+        assert!(read_only_groups(&[]).is_empty());
     }
 
     #[test]

@@ -74,19 +74,20 @@ impl CompactionSql {
             .unwrap_or_default();
         // A long-lived engine (Spark Connect) caches table metadata: compact what is committed
         // now. On a fresh spark-sql it costs nothing.
-        let mut statements = vec![
-            format!("REFRESH TABLE {table_ref}"),
-            format!("DESCRIBE TABLE {table_ref}"),
-        ];
+        let mut statements = vec![format!("REFRESH TABLE {table_ref}")];
+        if self.rewrite {
+            statements.push(format!(
+                "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => 'binpack', options => map({options}){where_argument})",
+                catalog = self.catalog,
+                table = quote_string(&self.table),
+            ));
+        }
+        // The reads (spec, output, truth) follow the rewrite: an engine may run them at once.
+        statements.push(format!("DESCRIBE TABLE {table_ref}"));
         if !self.rewrite {
             statements.extend(self.truth_statements(&table_ref));
             return statements;
         }
-        statements.push(format!(
-            "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => 'binpack', options => map({options}){where_argument})",
-            catalog = self.catalog,
-            table = quote_string(&self.table),
-        ));
         let since = format_rfc3339(self.run_started_millis - SNAPSHOT_MARGIN_MILLIS);
         statements.push(format!(
             "SELECT data_file.file_path AS {OUTPUT_FILE_COLUMN} FROM {table_ref}.entries \
@@ -191,7 +192,13 @@ mod tests {
     #[test]
     fn the_call_is_the_reference_workflows() {
         let statements = sql().statements();
-        assert!(statements.starts_with("REFRESH TABLE lakehouse.analytics.customer_orders;\nDESCRIBE TABLE lakehouse.analytics.customer_orders;\nCALL lakehouse.system.rewrite_data_files("), "{statements}");
+        assert!(statements.starts_with("REFRESH TABLE lakehouse.analytics.customer_orders;\nCALL lakehouse.system.rewrite_data_files("), "{statements}");
+        assert!(
+            statements.contains(
+                "'536870912'));\nDESCRIBE TABLE lakehouse.analytics.customer_orders;\nSELECT"
+            ),
+            "{statements}"
+        );
         assert!(statements.contains(
             "CALL lakehouse.system.rewrite_data_files(table => 'analytics.customer_orders', strategy => 'binpack', options => map('min-input-files', '10', 'target-file-size-bytes', '536870912'));"
         ), "{statements}");
