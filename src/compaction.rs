@@ -42,7 +42,7 @@ impl CompactionSettings {
 
     /// The job that compacts a claimed table.
     pub fn job(&self, spec: &TableSpec, ticket: &ClaimTicket) -> SparkJob {
-        let statements = CompactionSql {
+        let sql = CompactionSql {
             catalog: spec.catalog.clone(),
             table: spec.table.clone(),
             target_file_bytes: spec.target_file_bytes,
@@ -65,16 +65,16 @@ impl CompactionSettings {
             } else {
                 ticket.started_millis - crate::accumulator::RECONCILE_GRACE_MILLIS
             },
-        }
-        .statement_list();
+        };
         let catalog = &self.config.catalogs[&spec.catalog];
         SparkJob {
             run_id: ticket.run_id.clone(),
             table: spec.table.clone(),
             catalog: spec.catalog.clone(),
-            statements,
+            statements: sql.statement_list(),
             conf: spark_conf(&self.config.spark, &spec.catalog, catalog),
             options: spark_sql_options(&self.config.spark),
+            recovery: sql.recovery_statement_list(),
             env: passed_through_env(&self.config.spark),
             timeout: self.timeout,
         }

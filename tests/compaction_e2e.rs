@@ -485,6 +485,7 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
         statements: Vec::new(),
         conf: Default::default(),
         options: args.iter().map(|arg| arg.to_string()).collect(),
+        recovery: Vec::new(),
         env: Vec::new(),
         timeout,
     };

@@ -729,3 +729,124 @@ async fn measure_runners_threshold_to_settled() {
     );
     assert!(icepack.terminate(run).await.success());
 }
+
+/// The connection breaks while the rewrite runs (a gate between icepack and the server cuts it):
+/// the run's outcome is read from the table's metadata once the server answers again — success
+/// with the counts of the committed `replace` snapshot, or a failure when none committed — never
+/// assumed; either way the table ends compacted with its data intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
+    if !connect_available("a_connection_lost_during_the_rewrite_is_decided_from_the_metadata") {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+    let dir = tempfile::tempdir().unwrap();
+    let table = Table::new(dir.path(), &moto, &bucket, "lakehouse", "analytics.orders");
+    let server = ConnectServer::start(None);
+    let writer = runner(&server.url);
+    // 60 partitions of 2 small files: a rewrite of 60 file groups takes seconds.
+    let insert = |offset: i64| {
+        format!(
+            "INSERT INTO {} SELECT id + {offset}, concat('d', lpad(CAST(id % 60 AS STRING), 3, '0')), id * 1.5 FROM range(0, 60)",
+            table.qualified()
+        )
+    };
+    table
+        .sql(
+            &writer,
+            &[
+                "CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics".to_string(),
+                format!("CREATE TABLE {} (id BIGINT, order_date STRING, amount DOUBLE) USING iceberg PARTITIONED BY (order_date)", table.qualified()),
+                insert(0),
+                insert(1000),
+            ],
+        )
+        .await;
+    let before = table.sql(&writer, &facts(&table.qualified())).await;
+    assert_eq!(value(&before, "data_files"), "120");
+
+    let mut gate = Gate::closed(server.port);
+    gate.open().await;
+    let gate_url = format!("sc://127.0.0.1:{}", gate.port);
+    let toml = config(&moto, &queue_url, &bucket, &gate_url, "", &[&table])
+        .replace("min_files = 10", "min_files = 120")
+        .replace("\nbucket = ", "\nmin_input_files = 2\nbucket = ")
+        .replace("max_concurrent = 2", "max_concurrent = 1");
+    let mut icepack = Icepack::with_config(&toml);
+    let run = icepack.spawn_run("");
+    wait_until("the run to start", Duration::from_secs(120), || {
+        let status = table_status(&icepack, table.name);
+        async move { (!status["in_flight_run"].is_null()).then_some(()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    gate.close();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    gate.open().await;
+    let decided = run_after(&icepack, table.name, "").await;
+    let log = icepack.log(run);
+    assert!(
+        log.contains("reading its outcome from the table's metadata"),
+        "the cut fell after the CALL was sent: {decided}\n{log}"
+    );
+    let replaced: u64 = value(
+        &table.sql(&writer, &facts(&table.qualified())).await,
+        "replace_snapshots",
+    )
+    .parse()
+    .unwrap();
+    let last = &decided["last_run"];
+    eprintln!(
+        "FIGURES connection cut mid-rewrite: outcome {} ({} replace snapshot(s) committed)",
+        last["outcome"], replaced
+    );
+    if last["outcome"] == "success" {
+        assert!(
+            replaced >= 1,
+            "success only with a committed rewrite: {decided}"
+        );
+        assert!(
+            last["rewritten_data_files"].as_u64().unwrap() > 0,
+            "{decided}"
+        );
+        assert!(
+            log.contains("the rewrite committed (read from the table's metadata)"),
+            "{log}"
+        );
+    } else {
+        assert_eq!(last["failure_class"], "engine_unavailable", "{decided}");
+        assert!(
+            last["error"]
+                .as_str()
+                .unwrap()
+                .contains("shows no rewrite committed"),
+            "{decided}"
+        );
+        assert_eq!(
+            replaced, 0,
+            "a failure only without a committed rewrite: {decided}"
+        );
+    }
+    // Either way the table ends compacted, its data intact.
+    let after = wait_until(
+        "the table to be compacted",
+        Duration::from_secs(600),
+        || {
+            let writer = &writer;
+            let table = &table;
+            async move {
+                let after = table.sql(writer, &facts(&table.qualified())).await;
+                (value(&after, "data_files") == "60").then_some(after)
+            }
+        },
+    )
+    .await;
+    assert_eq!(value(&after, "row_count"), value(&before, "row_count"));
+    assert_eq!(value(&after, "checksum"), value(&before, "checksum"));
+    assert!(icepack.terminate(run).await.success());
+}

@@ -13,7 +13,7 @@
 //! deadline, after which the run's operations are interrupted by their tag.
 
 use std::io::Cursor;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
@@ -28,6 +28,7 @@ use tracing::{debug, info, warn};
 
 use super::result::{ResultSet, ServerError};
 use super::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
+use super::sql::REPLACE_SNAPSHOTS_COLUMN;
 
 /// Settings a session cannot take (static, or not Spark SQL settings): the server has its own.
 const SERVER_ONLY_SETTINGS: [&str; 3] = [
@@ -38,6 +39,13 @@ const SERVER_ONLY_SETTINGS: [&str; 3] = [
 
 /// Longest the health probe's `SELECT 1` may take (a fresh server's first statement: 7-12 s).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Between two tries to reach the server again after a connection broke mid-run.
+const RECOVERY_POLL: Duration = Duration::from_secs(2);
+
+/// After interrupting a run's operations, before reading the metadata: a commit in progress
+/// when the interrupt arrived completes (Iceberg's commit is one atomic swap at the end).
+const RECOVERY_SETTLE: Duration = Duration::from_secs(2);
 
 /// Longest a run's interrupt may take after its deadline before the run gives up on it.
 const INTERRUPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -146,8 +154,11 @@ pub struct ConnectRunner {
 
 /// How a statement failed.
 enum Failure {
-    /// The server did not answer or the connection broke.
+    /// The server did not answer or the connection broke, before any write was sent.
     Transport(String),
+    /// The connection broke after a write (the rewrite's `CALL`) was sent: whether it committed
+    /// is for the table's metadata to say.
+    LostAfterWrite(String),
     /// The server ran the statement and it failed.
     Statement(ServerError),
 }
@@ -259,10 +270,100 @@ impl ConnectRunner {
         Ok(())
     }
 
+    /// After the connection broke with the rewrite sent: once the server answers again (within
+    /// the run's deadline), stop what may still run of the run's operations (their tag), then
+    /// read from the table's metadata whether a `replace` snapshot committed since the run began.
+    /// Committed: the run succeeded, its counts from the snapshots' summaries. Not committed:
+    /// the run failed as `engine_unavailable`. Never assumed either way.
+    async fn recover_outcome(
+        &self,
+        lost_session: &SparkConnectClient,
+        job: &SparkJob,
+        tag: &str,
+        deadline: Instant,
+        lost: &str,
+    ) -> Result<EngineOutput, EngineError> {
+        let endpoint = self.settings.endpoint.shown();
+        let mut last = lost.to_string();
+        while Instant::now() < deadline {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            // The server may still be running the CALL (only the connection broke): interrupt
+            // it, so that the metadata read next is final. A restarted server has nothing left.
+            match tokio::time::timeout(
+                remaining.min(self.settings.connect_timeout),
+                lost_session.interrupt_tag(tag),
+            )
+            .await
+            {
+                Ok(Ok(interrupted)) if !interrupted.is_empty() => {
+                    info!(run_id = %job.run_id, operations = interrupted.len(), "interrupted what was left of the run");
+                    tokio::time::sleep(RECOVERY_SETTLE).await;
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) if server_error(&error).transport => {
+                    last = server_error(&error).describe(300);
+                    tokio::time::sleep(RECOVERY_POLL).await;
+                    continue;
+                }
+                // The session is gone (a restarted server): nothing of the run is left.
+                Ok(Err(_)) => {}
+                Err(_) => continue,
+            }
+            let client = self.session().await?;
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let read = tokio::time::timeout(
+                remaining,
+                self.run_statements(&client, job, &job.recovery, tag),
+            )
+            .await;
+            self.release(client);
+            match read {
+                Ok(Ok(results)) => {
+                    let committed: u64 = results
+                        .iter()
+                        .find(|set| {
+                            set.columns.first().map(String::as_str)
+                                == Some(REPLACE_SNAPSHOTS_COLUMN)
+                        })
+                        .and_then(|set| set.rows.first())
+                        .and_then(|row| row.first())
+                        .and_then(|count| count.trim().parse().ok())
+                        .unwrap_or(0);
+                    if committed == 0 {
+                        return Err(EngineError::Unavailable(format!(
+                            "Spark Connect server {endpoint}: the connection broke during the rewrite ({lost}); the table's metadata shows no rewrite committed"
+                        )));
+                    }
+                    info!(table = %job.table, run_id = %job.run_id, "the rewrite committed (read from the table's metadata)");
+                    return Ok(EngineOutput {
+                        results,
+                        ..EngineOutput::default()
+                    });
+                }
+                Ok(Err(Failure::Statement(error))) => {
+                    return Ok(EngineOutput {
+                        exit_code: 1,
+                        error: Some(error),
+                        ..EngineOutput::default()
+                    })
+                }
+                Ok(Err(Failure::Transport(message) | Failure::LostAfterWrite(message))) => {
+                    last = message;
+                    tokio::time::sleep(RECOVERY_POLL).await;
+                }
+                Err(_) => break,
+            }
+        }
+        Err(EngineError::Unavailable(format!(
+            "Spark Connect server {endpoint}: the connection broke during the rewrite ({lost}) and the server did not answer again before the run's deadline ({last}); the next run reads what was committed"
+        )))
+    }
+
     async fn run_statements(
         &self,
         client: &SparkConnectClient,
         job: &SparkJob,
+        statements: &[String],
         tag: &str,
     ) -> Result<Vec<ResultSet>, Failure> {
         let settings = session_settings(job);
@@ -280,20 +381,26 @@ impl ConnectRunner {
                 )))
             }
         }
-        let mut results = Vec::with_capacity(job.statements.len());
-        for group in read_only_groups(&job.statements) {
+        let mut results = Vec::with_capacity(statements.len());
+        let mut wrote = false;
+        for group in read_only_groups(statements) {
             // Reads between two writes are independent: they run at the same time.
             let started = std::time::Instant::now();
+            wrote |= group.clone().any(|index| is_write(&statements[index]));
             let answers = futures::future::try_join_all(
                 group
                     .clone()
-                    .map(|index| execute_sql(client, &job.statements[index], tag)),
+                    .map(|index| execute_sql(client, &statements[index], tag)),
             )
-            .await?;
+            .await
+            .map_err(|failure| match failure {
+                Failure::Transport(message) if wrote => Failure::LostAfterWrite(message),
+                other => other,
+            })?;
             debug!(
                 run_id = %job.run_id,
                 statements = ?group,
-                verbs = ?group.clone().map(|index| job.statements[index].split_whitespace().next().unwrap_or("")).collect::<Vec<_>>(),
+                verbs = ?group.clone().map(|index| statements[index].split_whitespace().next().unwrap_or("")).collect::<Vec<_>>(),
                 millis = started.elapsed().as_millis() as u64,
                 "statement answered"
             );
@@ -303,18 +410,29 @@ impl ConnectRunner {
     }
 }
 
+/// The first word of a statement, upper case.
+fn verb(statement: &str) -> String {
+    statement
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_ascii_uppercase()
+}
+
+/// Whether a statement may change a table (a `CALL`, DDL, DML): not a query, not a refresh.
+fn is_write(statement: &str) -> bool {
+    !matches!(
+        verb(statement).as_str(),
+        "SELECT" | "WITH" | "DESCRIBE" | "REFRESH"
+    )
+}
+
 /// The statements in order, in groups to run at once: consecutive queries (`SELECT`, `WITH`,
 /// `DESCRIBE`) share a group; anything else (`CALL`, `REFRESH`, DDL) is a group of its own, so
 /// a read never overlaps a write and the writes keep their order.
 pub fn read_only_groups(statements: &[String]) -> Vec<std::ops::Range<usize>> {
-    let is_read = |statement: &str| {
-        let verb = statement
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .to_ascii_uppercase();
-        matches!(verb.as_str(), "SELECT" | "WITH" | "DESCRIBE")
-    };
+    let is_read =
+        |statement: &str| matches!(verb(statement).as_str(), "SELECT" | "WITH" | "DESCRIBE");
     let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
     for (index, statement) in statements.iter().enumerate() {
         match groups.last_mut() {
@@ -559,7 +677,13 @@ impl SparkRunner for ConnectRunner {
         let client = self.session().await?;
         let tag = format!("icepack-{}", job.run_id.replace(',', "-"));
         let endpoint = self.settings.endpoint.shown();
-        match tokio::time::timeout(job.timeout, self.run_statements(&client, job, &tag)).await {
+        let deadline = Instant::now() + job.timeout;
+        match tokio::time::timeout(
+            job.timeout,
+            self.run_statements(&client, job, &job.statements, &tag),
+        )
+        .await
+        {
             Ok(Ok(results)) => {
                 self.release(client);
                 Ok(EngineOutput {
@@ -575,7 +699,12 @@ impl SparkRunner for ConnectRunner {
                     ..EngineOutput::default()
                 })
             }
-            Ok(Err(Failure::Transport(message))) => {
+            Ok(Err(Failure::LostAfterWrite(message))) if !job.recovery.is_empty() => {
+                warn!(table = %job.table, run_id = %job.run_id, %message, "connection lost after the rewrite was sent: reading its outcome from the table's metadata");
+                self.recover_outcome(&client, job, &tag, deadline, &message)
+                    .await
+            }
+            Ok(Err(Failure::Transport(message) | Failure::LostAfterWrite(message))) => {
                 // The session may be gone with the server: the next run opens a new one.
                 Err(EngineError::Unavailable(format!(
                     "Spark Connect server {endpoint}: {message}"
@@ -646,7 +775,9 @@ impl SparkRunner for ConnectRunner {
         self.release(client);
         match result {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(Failure::Transport(message))) => Err(unavailable(message)),
+            Ok(Err(Failure::Transport(message) | Failure::LostAfterWrite(message))) => {
+                Err(unavailable(message))
+            }
             Ok(Err(Failure::Statement(error))) => Err(unavailable(error.describe(300))),
             Err(_) => Err(unavailable(format!(
                 "`SELECT 1` took longer than {} s",
@@ -694,6 +825,7 @@ mod tests {
                 .map(|(key, value)| (key.to_string(), value.to_string()))
                 .collect(),
             options: Vec::new(),
+            recovery: Vec::new(),
             env: Vec::new(),
             timeout: Duration::from_secs(60),
         }

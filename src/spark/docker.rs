@@ -518,6 +518,7 @@ mod tests {
             statements: vec!["SELECT 1".to_string()],
             conf: Default::default(),
             options: Vec::new(),
+            recovery: Vec::new(),
             env: Vec::new(),
             timeout: Duration::from_secs(5),
         };

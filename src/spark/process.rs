@@ -200,6 +200,7 @@ mod tests {
             statements: vec!["SELECT 1".to_string()],
             conf: BTreeMap::new(),
             options: vec!["-c".to_string(), script.to_string()],
+            recovery: Vec::new(),
             env: vec![("ICEPACK_TEST_VALUE".to_string(), "42".to_string())],
             timeout,
         }

@@ -91,6 +91,10 @@ pub struct SparkJob {
     pub conf: BTreeMap<String, String>,
     /// spark-sql options before the settings (`--master`, `--packages`, `--jars`).
     pub options: Vec<String>,
+    /// For an engine that can lose its connection after a rewrite was sent (Spark Connect): the
+    /// statements that read the run's outcome from the table's metadata instead — whether its
+    /// `replace` snapshot committed (`icepack_replace_snapshots`), its counts, and the reads.
+    pub recovery: Vec<String>,
     /// Passed to the engine, never logged.
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
@@ -375,6 +379,7 @@ mod tests {
             statements: vec!["x".to_string()],
             conf: BTreeMap::new(),
             options: Vec::new(),
+            recovery: Vec::new(),
             env: vec![(
                 "AWS_SECRET_ACCESS_KEY".to_string(),
                 "s3cr3tvalue".to_string(),

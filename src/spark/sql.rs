@@ -12,6 +12,8 @@ pub const OUTPUT_FILE_COLUMN: &str = "icepack_output_file";
 pub const TRUTH_FILE_COLUMN: &str = "icepack_truth_file";
 /// Data files added by any snapshot committed since the run (or reconcile window) began.
 pub const COMMITTED_FILE_COLUMN: &str = "icepack_committed_file";
+/// How many `replace` snapshots committed since the run began (a recovered run's outcome).
+pub const REPLACE_SNAPSHOTS_COLUMN: &str = "icepack_replace_snapshots";
 
 /// Everything that decides one compaction's SQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,13 +90,7 @@ impl CompactionSql {
             statements.extend(self.truth_statements(&table_ref));
             return statements;
         }
-        let since = format_rfc3339(self.run_started_millis - SNAPSHOT_MARGIN_MILLIS);
-        statements.push(format!(
-            "SELECT data_file.file_path AS {OUTPUT_FILE_COLUMN} FROM {table_ref}.entries \
-             WHERE status = 1 AND snapshot_id IN (SELECT snapshot_id FROM {table_ref}.snapshots \
-             WHERE operation = 'replace' AND committed_at >= TIMESTAMP {since})",
-            since = quote_string(&since.replace('T', " ").replace('Z', "")),
-        ));
+        statements.push(self.own_output_statement(&table_ref));
         statements.extend(self.truth_statements(&table_ref));
         if let Some(hours) = self.expire_snapshots_older_than_hours {
             let older_than = self.run_started_millis - hours as i64 * 3_600_000;
@@ -109,6 +105,52 @@ impl CompactionSql {
             ));
         }
         statements
+    }
+
+    /// What a run reads when its engine lost the connection after the rewrite was sent: the
+    /// outcome from the metadata — the `replace` snapshots committed since the run began (their
+    /// count, and the rewrite's result columns from their summaries) — then the usual reads.
+    /// Empty for a reconcile, which writes nothing.
+    pub fn recovery_statement_list(&self) -> Vec<String> {
+        if !self.rewrite {
+            return Vec::new();
+        }
+        let table_ref = format!("{}.{}", self.catalog, self.table);
+        let since = format_rfc3339(self.run_started_millis)
+            .replace('T', " ")
+            .replace('Z', "");
+        let summed = |key: &str, column: &str| {
+            format!(
+                "coalesce(sum(CAST(summary[{}] AS BIGINT)), 0) AS {column}",
+                quote_string(key)
+            )
+        };
+        let mut statements = vec![
+            format!("REFRESH TABLE {table_ref}"),
+            format!(
+                "SELECT count(*) AS {REPLACE_SNAPSHOTS_COLUMN}, {}, {}, {} FROM {table_ref}.snapshots \
+                 WHERE operation = 'replace' AND committed_at >= TIMESTAMP {since}",
+                summed("deleted-data-files", "rewritten_data_files_count"),
+                summed("added-data-files", "added_data_files_count"),
+                summed("removed-files-size", "rewritten_bytes_count"),
+                since = quote_string(&since),
+            ),
+            format!("DESCRIBE TABLE {table_ref}"),
+            self.own_output_statement(&table_ref),
+        ];
+        statements.extend(self.truth_statements(&table_ref));
+        statements
+    }
+
+    /// The data files the run's `replace` snapshots added (its output).
+    fn own_output_statement(&self, table_ref: &str) -> String {
+        let since = format_rfc3339(self.run_started_millis - SNAPSHOT_MARGIN_MILLIS);
+        format!(
+            "SELECT data_file.file_path AS {OUTPUT_FILE_COLUMN} FROM {table_ref}.entries \
+             WHERE status = 1 AND snapshot_id IN (SELECT snapshot_id FROM {table_ref}.snapshots \
+             WHERE operation = 'replace' AND committed_at >= TIMESTAMP {since})",
+            since = quote_string(&since.replace('T', " ").replace('Z', "")),
+        )
     }
 
     /// The table's small data files now, and what was committed since the window began.
@@ -215,6 +257,31 @@ mod tests {
             ),
             "{statements}"
         );
+    }
+
+    #[test]
+    fn a_lost_connection_reads_the_outcome_from_the_metadata() {
+        let recovery = sql().recovery_statement_list();
+        assert!(recovery[0].starts_with("REFRESH TABLE"));
+        assert_eq!(
+            recovery[1],
+            "SELECT count(*) AS icepack_replace_snapshots, coalesce(sum(CAST(summary['deleted-data-files'] AS BIGINT)), 0) AS rewritten_data_files_count, coalesce(sum(CAST(summary['added-data-files'] AS BIGINT)), 0) AS added_data_files_count, coalesce(sum(CAST(summary['removed-files-size'] AS BIGINT)), 0) AS rewritten_bytes_count FROM lakehouse.analytics.customer_orders.snapshots WHERE operation = 'replace' AND committed_at >= TIMESTAMP '2024-05-01 12:00:00.000'"
+        );
+        assert!(
+            !recovery
+                .iter()
+                .any(|statement| statement.starts_with("CALL")),
+            "reads only"
+        );
+        assert!(recovery
+            .iter()
+            .any(|statement| statement.contains("icepack_truth_file")));
+        assert!(CompactionSql {
+            rewrite: false,
+            ..sql()
+        }
+        .recovery_statement_list()
+        .is_empty());
     }
 
     #[test]

@@ -208,6 +208,7 @@ pub fn job(
         statements: statements.to_vec(),
         conf: spark_conf(&Default::default(), catalog, &lakehouse.catalog),
         options: Vec::new(),
+        recovery: Vec::new(),
         env: Vec::new(),
         timeout,
     }
