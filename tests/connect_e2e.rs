@@ -749,10 +749,11 @@ async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
     let table = Table::new(dir.path(), &moto, &bucket, "lakehouse", "analytics.orders");
     let server = ConnectServer::start(None);
     let writer = runner(&server.url);
-    // 60 partitions of 2 small files: a rewrite of 60 file groups takes seconds.
+    // 150 partitions of 2 small files: a rewrite of 150 file groups takes seconds, the cut
+    // falls 1.5 s after the run started (its CALL is sent within a few hundred ms).
     let insert = |offset: i64| {
         format!(
-            "INSERT INTO {} SELECT id + {offset}, concat('d', lpad(CAST(id % 60 AS STRING), 3, '0')), id * 1.5 FROM range(0, 60)",
+            "INSERT INTO {} SELECT id + {offset}, concat('d', lpad(CAST(id % 150 AS STRING), 3, '0')), id * 1.5 FROM range(0, 150)",
             table.qualified()
         )
     };
@@ -768,13 +769,13 @@ async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
         )
         .await;
     let before = table.sql(&writer, &facts(&table.qualified())).await;
-    assert_eq!(value(&before, "data_files"), "120");
+    assert_eq!(value(&before, "data_files"), "300");
 
     let mut gate = Gate::closed(server.port);
     gate.open().await;
     let gate_url = format!("sc://127.0.0.1:{}", gate.port);
     let toml = config(&moto, &queue_url, &bucket, &gate_url, "", &[&table])
-        .replace("min_files = 10", "min_files = 120")
+        .replace("min_files = 10", "min_files = 300")
         .replace("\nbucket = ", "\nmin_input_files = 2\nbucket = ")
         .replace("max_concurrent = 2", "max_concurrent = 1");
     let mut icepack = Icepack::with_config(&toml);
@@ -841,7 +842,7 @@ async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
             let table = &table;
             async move {
                 let after = table.sql(writer, &facts(&table.qualified())).await;
-                (value(&after, "data_files") == "60").then_some(after)
+                (value(&after, "data_files") == "150").then_some(after)
             }
         },
     )
