@@ -324,6 +324,21 @@ fn notifying_pipeline(
     Ok((pipeline, notifier))
 }
 
+/// The pipeline of a one-shot command (`compact`, `reconcile`): its own metrics, no engine probe.
+fn one_shot_pipeline(
+    config: &Arc<Config>,
+    store: Arc<dyn StateStore>,
+    clock: Arc<dyn Clock>,
+) -> Result<(icepack::service::Pipeline, actix::Addr<Notifier>)> {
+    notifying_pipeline(
+        config,
+        store,
+        clock,
+        Arc::new(Metrics::default()),
+        compaction(config, true),
+    )
+}
+
 /// Runs `trigger` (`manual` or `reconcile`) on one table now and waits until its settlement is
 /// committed; returns how it went and the table's status after it.
 async fn run_now(
@@ -447,13 +462,7 @@ fn compact(path: &Path, table: &str) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     let result = system.block_on(async move {
-        let (pipeline, notifier) = notifying_pipeline(
-            &config,
-            store,
-            clock,
-            Arc::new(Metrics::default()),
-            compaction(&config, true),
-        )?;
+        let (pipeline, notifier) = one_shot_pipeline(&config, store, clock)?;
         let Some(index) = pipeline.table_index(table) else {
             bail!("table {table} is not configured in {}", path.display());
         };
@@ -572,14 +581,7 @@ fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     let failed = system.block_on(async move {
-        let (pipeline, _) =
-            notifying_pipeline(
-                &config,
-                store,
-                clock,
-                Arc::new(Metrics::default()),
-                compaction(&config, true),
-            )?;
+        let (pipeline, _) = one_shot_pipeline(&config, store, clock)?;
         let indices: Vec<usize> = match only {
             Some(table) => vec![pipeline
                 .table_index(table)

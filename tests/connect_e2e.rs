@@ -7,6 +7,7 @@ mod support;
 
 use std::time::Duration;
 
+use icepack::spark::connect::ConnectRunner;
 use icepack::spark::result::FailureClass;
 use icepack::spark::runner::{judge, SparkRunner};
 use support::connect::{job, runner, sql, value, Cluster, ConnectServer, Gate};
@@ -55,6 +56,58 @@ impl Table {
         statements: &[String],
     ) -> Vec<icepack::spark::result::ResultSet> {
         sql(writer, self.catalog, &self.lakehouse, statements).await
+    }
+}
+
+/// A queue (with its dead-letter queue) and a bucket notifying it: (queue URL, bucket).
+async fn notifying_bucket(moto: &Moto) -> (String, String) {
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
+    moto.create_bucket_notifying(&bucket, &queue).await;
+    (queue_url, bucket)
+}
+
+/// What every test here starts with: moto with a notifying bucket, a Spark Connect server (on
+/// `master`, `local[2]` by default), and a writer session on it.
+struct Stack {
+    moto: Moto,
+    queue_url: String,
+    bucket: String,
+    dir: tempfile::TempDir,
+    server: ConnectServer,
+    writer: ConnectRunner,
+}
+
+impl Stack {
+    async fn start(master: Option<&str>) -> Stack {
+        let moto = Moto::start().await;
+        let (queue_url, bucket) = notifying_bucket(&moto).await;
+        let server = ConnectServer::start(master);
+        let writer = runner(&server.url);
+        Stack {
+            moto,
+            queue_url,
+            bucket,
+            dir: tempfile::tempdir().unwrap(),
+            server,
+            writer,
+        }
+    }
+
+    fn parts(&self) -> (&Moto, &str, &str, &ConnectServer, &ConnectRunner) {
+        (
+            &self.moto,
+            &self.queue_url,
+            &self.bucket,
+            &self.server,
+            &self.writer,
+        )
+    }
+
+    /// A table in the stack's bucket, in a catalog of its own name.
+    fn table(&self, catalog: &'static str, name: &'static str) -> Table {
+        Table::new(self.dir.path(), &self.moto, &self.bucket, catalog, name)
     }
 }
 
@@ -204,33 +257,27 @@ async fn run_after(icepack: &Icepack, table: &str, after: &str) -> serde_json::V
 /// each rewrite exactly once, the data unchanged, the state settled; then a writer commits more
 /// files to the first table and its next run (on the same long-lived server) compacts them too.
 async fn compaction_through_a_warm_server(master: Option<&str>) {
-    let moto = Moto::start().await;
-    let queue = unique("landing");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
-    let dir = tempfile::tempdir().unwrap();
+    let stack = Stack::start(master).await;
+    let (moto, queue_url, bucket, server, writer) = stack.parts();
     let tables = [
-        Table::new(dir.path(), &moto, &bucket, "lakehouse", "analytics.orders"),
-        Table::new(dir.path(), &moto, &bucket, "lakehouse2", "analytics.events"),
+        stack.table("lakehouse", "analytics.orders"),
+        stack.table("lakehouse2", "analytics.events"),
     ];
-    let server = ConnectServer::start(master);
-    let writer = runner(&server.url);
 
     let mut before = Vec::new();
     for table in &tables {
         let mut setup = create(table);
         setup.extend(inserts(&table.qualified(), 0, 12));
-        table.sql(&writer, &setup).await;
-        let facts = table.sql(&writer, &facts(&table.qualified())).await;
+        table.sql(writer, &setup).await;
+        let facts = table.sql(writer, &facts(&table.qualified())).await;
         assert_eq!(value(&facts, "data_files"), "12");
         before.push(facts);
     }
 
     let mut icepack = Icepack::with_config(&config(
-        &moto,
-        &queue_url,
-        &bucket,
+        moto,
+        queue_url,
+        bucket,
         &server.url,
         "",
         &tables.iter().collect::<Vec<_>>(),
@@ -256,7 +303,7 @@ async fn compaction_through_a_warm_server(master: Option<&str>) {
         && second["started_at"].as_str() < first["finished_at"].as_str();
     assert!(overlap, "runs at the same time: {first} {second}");
     for (index, table) in tables.iter().enumerate() {
-        let after = table.sql(&writer, &facts(&table.qualified())).await;
+        let after = table.sql(writer, &facts(&table.qualified())).await;
         assert_eq!(value(&after, "data_files"), "1", "{}", table.name);
         assert_eq!(
             value(&after, "row_count"),
@@ -271,7 +318,7 @@ async fn compaction_through_a_warm_server(master: Option<&str>) {
         );
     }
     wait_until("the queue to drain", Duration::from_secs(60), || async {
-        (moto.queue_depth(&queue_url).await == 0).then_some(())
+        (moto.queue_depth(queue_url).await == 0).then_some(())
     })
     .await;
     for table in &tables {
@@ -287,7 +334,7 @@ async fn compaction_through_a_warm_server(master: Option<&str>) {
     // threshold falls among those commits, the table ends compacted: runs read what is committed.
     let orders = &tables[0];
     orders
-        .sql(&writer, &inserts(&orders.qualified(), 100, 12))
+        .sql(writer, &inserts(&orders.qualified(), 100, 12))
         .await;
     let after = wait_until(
         "the new commits to be compacted",
@@ -348,18 +395,12 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         return;
     }
     let _serial = SERIAL.lock().await;
-    let moto = Moto::start().await;
-    let queue = unique("landing");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = Table::new(dir.path(), &moto, &bucket, "lakehouse", "analytics.orders");
-    let server = ConnectServer::start(None);
-    let writer = runner(&server.url);
+    let stack = Stack::start(None).await;
+    let (moto, queue_url, bucket, server, writer) = stack.parts();
+    let table = stack.table("lakehouse", "analytics.orders");
     let mut setup = create(&table);
     setup.extend(inserts(&table.qualified(), 0, 12));
-    table.sql(&writer, &setup).await;
+    table.sql(writer, &setup).await;
 
     // A deadline: the statement is interrupted on the server and the run says so.
     let slow = job(
@@ -394,9 +435,9 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     let gate_url = format!("sc://127.0.0.1:{}", gate.port);
     let http = format!("127.0.0.1:{}", support::free_port());
     let mut icepack = Icepack::with_config(&config(
-        &moto,
-        &queue_url,
-        &bucket,
+        moto,
+        queue_url,
+        bucket,
         &gate_url,
         &http,
         &[&table],
@@ -457,7 +498,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     )
     .await;
     table
-        .sql(&writer, &inserts(&table.qualified(), 100, 3))
+        .sql(writer, &inserts(&table.qualified(), 100, 3))
         .await;
     wait_until(
         "the new files to be counted",
@@ -494,7 +535,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         recovered["last_run"]["rewritten_data_files"], 15,
         "{recovered}"
     );
-    let after = table.sql(&writer, &facts(&table.qualified())).await;
+    let after = table.sql(writer, &facts(&table.qualified())).await;
     assert_eq!(value(&after, "data_files"), "1");
     assert_eq!(value(&after, "replace_snapshots"), "1");
     assert!(icepack.terminate(run).await.success());
@@ -509,7 +550,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     let warm = table.sql(&compactor, std::slice::from_ref(&count)).await;
     assert_eq!(value(&warm, "data_files"), "1");
     table
-        .sql(&writer, &inserts(&table.qualified(), 200, 3))
+        .sql(writer, &inserts(&table.qualified(), 200, 3))
         .await;
     let now = chrono::Utc::now().timestamp_millis();
     let statements = icepack::spark::sql::CompactionSql {
@@ -591,10 +632,7 @@ async fn measure_runners_threshold_to_settled() {
         ("docker", "cat_docker"),
         ("process", "cat_process"),
     ] {
-        let queue = unique("landing");
-        let bucket = unique("lake");
-        let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-        moto.create_bucket_notifying(&bucket, &queue).await;
+        let (queue_url, bucket) = notifying_bucket(&moto).await;
         let tables: Vec<Table> = NAMES[..rounds.min(NAMES.len())]
             .iter()
             .map(|table| Table::new(&dir.path().join(name), &moto, &bucket, catalog, table))
@@ -687,10 +725,7 @@ async fn measure_runners_threshold_to_settled() {
     }
 
     // The first run through a server that just started (icepack's warm-up probe runs first).
-    let queue = unique("landing");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
+    let (queue_url, bucket) = notifying_bucket(&moto).await;
     let started = std::time::Instant::now();
     let fresh = ConnectServer::start(None);
     let server_start = started.elapsed().as_secs_f64();
@@ -740,15 +775,9 @@ async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
         return;
     }
     let _serial = SERIAL.lock().await;
-    let moto = Moto::start().await;
-    let queue = unique("landing");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = Table::new(dir.path(), &moto, &bucket, "lakehouse", "analytics.orders");
-    let server = ConnectServer::start(None);
-    let writer = runner(&server.url);
+    let stack = Stack::start(None).await;
+    let (moto, queue_url, bucket, server, writer) = stack.parts();
+    let table = stack.table("lakehouse", "analytics.orders");
     // 150 partitions of 2 small files: a rewrite of 150 file groups takes seconds, the cut
     // falls 1.5 s after the run started (its CALL is sent within a few hundred ms).
     let insert = |offset: i64| {
@@ -759,7 +788,7 @@ async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
     };
     table
         .sql(
-            &writer,
+            writer,
             &[
                 "CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics".to_string(),
                 format!("CREATE TABLE {} (id BIGINT, order_date STRING, amount DOUBLE) USING iceberg PARTITIONED BY (order_date)", table.qualified()),
@@ -768,13 +797,13 @@ async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
             ],
         )
         .await;
-    let before = table.sql(&writer, &facts(&table.qualified())).await;
+    let before = table.sql(writer, &facts(&table.qualified())).await;
     assert_eq!(value(&before, "data_files"), "300");
 
     let mut gate = Gate::closed(server.port);
     gate.open().await;
     let gate_url = format!("sc://127.0.0.1:{}", gate.port);
-    let toml = config(&moto, &queue_url, &bucket, &gate_url, "", &[&table])
+    let toml = config(moto, queue_url, bucket, &gate_url, "", &[&table])
         .replace("min_files = 10", "min_files = 300")
         .replace("\nbucket = ", "\nmin_input_files = 2\nbucket = ")
         .replace("max_concurrent = 2", "max_concurrent = 1");
@@ -796,7 +825,7 @@ async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
         "the cut fell after the CALL was sent: {decided}\n{log}"
     );
     let replaced: u64 = value(
-        &table.sql(&writer, &facts(&table.qualified())).await,
+        &table.sql(writer, &facts(&table.qualified())).await,
         "replace_snapshots",
     )
     .parse()
