@@ -26,7 +26,7 @@ use spark_connect_proto as proto;
 use tokio::sync::OnceCell;
 use tracing::{debug, info, warn};
 
-use super::result::{ResultSet, ServerError};
+use super::result::{first_value, ResultSet, ServerError};
 use super::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
 use super::sql::REPLACE_SNAPSHOTS_COLUMN;
 
@@ -300,13 +300,15 @@ impl ConnectRunner {
                     tokio::time::sleep(RECOVERY_SETTLE).await;
                 }
                 Ok(Ok(_)) => {}
-                Ok(Err(error)) if server_error(&error).transport => {
-                    last = server_error(&error).describe(300);
-                    tokio::time::sleep(RECOVERY_POLL).await;
-                    continue;
+                Ok(Err(error)) => {
+                    let error = server_error(&error);
+                    if error.transport {
+                        last = error.describe(300);
+                        tokio::time::sleep(RECOVERY_POLL).await;
+                        continue;
+                    }
+                    // The session is gone (a restarted server): nothing of the run is left.
                 }
-                // The session is gone (a restarted server): nothing of the run is left.
-                Ok(Err(_)) => {}
                 Err(_) => continue,
             }
             let client = self.session().await?;
@@ -319,14 +321,7 @@ impl ConnectRunner {
             self.release(client);
             match read {
                 Ok(Ok(results)) => {
-                    let committed: u64 = results
-                        .iter()
-                        .find(|set| {
-                            set.columns.first().map(String::as_str)
-                                == Some(REPLACE_SNAPSHOTS_COLUMN)
-                        })
-                        .and_then(|set| set.rows.first())
-                        .and_then(|row| row.first())
+                    let committed: u64 = first_value(&results, REPLACE_SNAPSHOTS_COLUMN)
                         .and_then(|count| count.trim().parse().ok())
                         .unwrap_or(0);
                     if committed == 0 {

@@ -25,16 +25,21 @@ impl ProcessRunner {
     }
 }
 
-/// Reads a stream to its end, keeping only its last `MAX_STREAM_BYTES`.
-async fn read_tail(mut stream: impl AsyncRead + Unpin) -> String {
-    let mut kept: Vec<u8> = Vec::new();
+/// Reads a stream to its end, handing each chunk to `sink`.
+async fn drain(mut stream: impl AsyncRead + Unpin, mut sink: impl FnMut(&[u8])) {
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
         match stream.read(&mut buffer).await {
             Ok(0) | Err(_) => break,
-            Ok(read) => keep_tail(&mut kept, &buffer[..read]),
+            Ok(read) => sink(&buffer[..read]),
         }
     }
+}
+
+/// Reads a stream to its end, keeping only its last `MAX_STREAM_BYTES`.
+async fn read_tail(stream: impl AsyncRead + Unpin) -> String {
+    let mut kept: Vec<u8> = Vec::new();
+    drain(stream, |bytes| keep_tail(&mut kept, bytes)).await;
     if kept.len() > MAX_STREAM_BYTES {
         kept.drain(..kept.len() - MAX_STREAM_BYTES);
     }
@@ -42,15 +47,9 @@ async fn read_tail(mut stream: impl AsyncRead + Unpin) -> String {
 }
 
 /// Reads spark-sql's stdout to its end into result sets, whatever its length.
-async fn read_results(mut stream: impl AsyncRead + Unpin) -> Vec<ResultSet> {
+async fn read_results(stream: impl AsyncRead + Unpin) -> Vec<ResultSet> {
     let mut results = StdoutResults::default();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        match stream.read(&mut buffer).await {
-            Ok(0) | Err(_) => break,
-            Ok(read) => results.push(&buffer[..read]),
-        }
-    }
+    drain(stream, |bytes| results.push(bytes)).await;
     results.finish()
 }
 

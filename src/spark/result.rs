@@ -138,10 +138,8 @@ pub fn report_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> 
         Err(ParseError::NoResult) if truth.is_some() => RunReport::default(),
         other => other?,
     };
-    report.spec = sets
-        .iter()
-        .find(|set| set.first_column() == "col_name")
-        .map(|set| crate::partitions::describe_from_rows(&set.rows));
+    report.spec =
+        set_named(sets, "col_name").map(|set| crate::partitions::describe_from_rows(&set.rows));
     report.truth = truth;
     report.committed = committed;
     Ok(report)
@@ -149,6 +147,14 @@ pub fn report_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> 
 
 fn set_named<'a>(sets: &'a [ResultSet], first_column: &str) -> Option<&'a ResultSet> {
     sets.iter().find(|set| set.first_column() == first_column)
+}
+
+/// The value of `column` in the first row of the first result set that has that column.
+pub fn first_value<'a>(sets: &'a [ResultSet], column: &str) -> Option<&'a str> {
+    sets.iter().find_map(|set| {
+        let index = set.columns.iter().position(|name| name == column)?;
+        set.rows.first()?.get(index).map(String::as_str)
+    })
 }
 
 /// Paths in the first column of a set's rows (rows that hold no path are not files).
@@ -601,6 +607,21 @@ mod tests {
             "{line}"
         );
         assert_eq!(line.chars().count(), 100);
+    }
+
+    #[test]
+    fn a_value_is_found_by_its_column() {
+        let set = |columns: &[&str], row: &[&str]| ResultSet {
+            columns: columns.iter().map(|name| name.to_string()).collect(),
+            rows: vec![row.iter().map(|cell| cell.to_string()).collect()],
+        };
+        let sets = [
+            set(&["icepack_output_file"], &["s3://b/k"]),
+            set(&["icepack_replace_snapshots", "x"], &["2", "3"]),
+        ];
+        assert_eq!(first_value(&sets, "icepack_replace_snapshots"), Some("2"));
+        assert_eq!(first_value(&sets, "x"), Some("3"));
+        assert_eq!(first_value(&sets, "missing"), None);
     }
 
     #[test]

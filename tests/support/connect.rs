@@ -248,11 +248,7 @@ fn judge_statements(
 
 /// The value of `column` in the first row of the result set that has it.
 pub fn value(results: &[ResultSet], column: &str) -> String {
-    results
-        .iter()
-        .find_map(|set| {
-            let index = set.columns.iter().position(|name| name == column)?;
-            set.rows.first().map(|row| row[index].clone())
-        })
+    icepack::spark::result::first_value(results, column)
         .unwrap_or_else(|| panic!("no {column} in {results:?}"))
+        .to_string()
 }
