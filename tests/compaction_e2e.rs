@@ -580,4 +580,50 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
         icepack_containers(state.path()).await.is_empty(),
         "the container is removed"
     );
+
+    // icepack stopped between creating a run's container and starting it: recovering that run
+    // starts it afresh (the planted container would print something else) and removes the stale one.
+    use icepack::spark::runner::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_RUN_ID};
+    let instance = icepack::compaction::instance_id(state.path());
+    let stale_run = unique("run");
+    let stale = format!("icepack-stale-{stale_run}");
+    docker
+        .create_container(
+            Some(bollard::container::CreateContainerOptions {
+                name: stale.clone(),
+                platform: None,
+            }),
+            bollard::container::Config {
+                image: std::env::var("ICEPACK_TEST_SPARK_IMAGE").ok(),
+                cmd: Some(vec![
+                    "/bin/sh".to_string(),
+                    "-c".to_string(),
+                    "echo icepack_output_file; echo stale".to_string(),
+                ]),
+                labels: Some(std::collections::HashMap::from([
+                    (LABEL_MANAGED.to_string(), "true".to_string()),
+                    (LABEL_RUN_ID.to_string(), stale_run.clone()),
+                    (LABEL_INSTANCE.to_string(), instance),
+                ])),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let fresh = job(
+        &stale_run,
+        &["-c", "echo icepack_output_file; echo fresh"],
+        Duration::from_secs(30),
+    );
+    let recovered = hanging
+        .recover(&fresh)
+        .await
+        .expect("the engine answers")
+        .expect("the run is found");
+    assert_eq!(recovered.exit_code, 0, "{recovered:?}");
+    assert_eq!(recovered.results[0].rows, vec![vec!["fresh".to_string()]]);
+    assert!(
+        icepack_containers(state.path()).await.is_empty(),
+        "the stale container and the run's own are removed"
+    );
 }

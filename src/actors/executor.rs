@@ -488,7 +488,8 @@ impl Handler<RecoverRun> for CompactionPool {
             },
         );
         let runner = self.runner.clone();
-        let secrets = self.settings.job(&spec, &ticket).secrets();
+        let mut job = self.settings.job(&spec, &ticket);
+        let secrets = job.secrets();
         let elapsed =
             Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
         let remaining = self
@@ -496,6 +497,7 @@ impl Handler<RecoverRun> for CompactionPool {
             .timeout
             .saturating_sub(elapsed)
             .max(Duration::from_secs(1));
+        job.timeout = remaining;
         let recovery = async move {
             let started = std::time::Instant::now();
             let failure = |class: FailureClass, excerpt: String| RunOutcome::Failure {
@@ -504,7 +506,7 @@ impl Handler<RecoverRun> for CompactionPool {
                 duration_millis: started.elapsed().as_millis() as u64,
                 attempts: 1,
             };
-            match runner.recover(&run_id, remaining).await {
+            match runner.recover(&job).await {
                 Ok(Some(output)) => match judge(&output, &secrets) {
                     Ok(report) => RunOutcome::Success {
                         report: report.into(),

@@ -374,21 +374,24 @@ impl SparkRunner for DockerRunner {
         output
     }
 
-    async fn recover(
-        &self,
-        run_id: &str,
-        timeout: Duration,
-    ) -> Result<Option<EngineOutput>, EngineError> {
+    async fn recover(&self, job: &SparkJob) -> Result<Option<EngineOutput>, EngineError> {
         let docker = self.connect()?;
-        let found = list_labelled(&docker, vec![format!("{LABEL_RUN_ID}={run_id}")]).await?;
-        let Some(name) = found
-            .into_iter()
-            .find_map(|summary| summary.names.and_then(|names| names.into_iter().next()))
-        else {
+        let found = list_labelled(&docker, vec![format!("{LABEL_RUN_ID}={}", job.run_id)]).await?;
+        let Some(summary) = found.into_iter().next() else {
+            return Ok(None);
+        };
+        let Some(name) = summary.names.and_then(|names| names.into_iter().next()) else {
             return Ok(None);
         };
         let name = name.trim_start_matches('/').to_string();
-        let output = follow_to_end(&docker, &name, timeout).await;
+        // Stopped between create and start: nothing ran, and the settings may not all be in the
+        // container yet. The run starts afresh, in a container of its own.
+        if summary.state.as_deref() == Some("created") {
+            info!(container = %name, "the run's container never started; starting the run now");
+            remove(&docker, &name).await;
+            return self.run(job).await.map(Some);
+        }
+        let output = follow_to_end(&docker, &name, job.timeout).await;
         remove(&docker, &name).await;
         output.map(Some)
     }

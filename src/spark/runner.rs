@@ -166,14 +166,12 @@ pub trait SparkRunner: Send + Sync + 'static {
     /// Runs the job to its end (or its deadline) and cleans up after it on every path.
     async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError>;
 
-    /// Finds a run a previous icepack process started and waits for it (up to `timeout`) and
-    /// collects it. `None` when no trace of it is left — always, for engines whose runs end with
-    /// the icepack that started them (a child process, a Spark Connect session).
-    async fn recover(
-        &self,
-        _run_id: &str,
-        _timeout: Duration,
-    ) -> Result<Option<EngineOutput>, EngineError> {
+    /// Finds the run a previous icepack process started for `job` (its run id) and waits for it
+    /// (up to the job's timeout, what is left of the run's deadline) and collects it. A run whose
+    /// container was created but never started has not begun: it starts now, the same run.
+    /// `None` when no trace of it is left — always, for engines whose runs end with the icepack
+    /// that started them (a child process, a Spark Connect session).
+    async fn recover(&self, _job: &SparkJob) -> Result<Option<EngineOutput>, EngineError> {
         Ok(None)
     }
 
