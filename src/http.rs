@@ -109,18 +109,14 @@ async fn metrics(State(state): State<ApiState>) -> Response {
 async fn readyz(State(state): State<ApiState>) -> Response {
     let now = state.clock.now_millis();
     let mut problems = Vec::new();
-    let failure = state
-        .metrics
-        .last_commit_failure_millis
-        .load(Ordering::Relaxed);
-    let success = state
-        .metrics
-        .last_commit_success_millis
-        .load(Ordering::Relaxed);
-    if failure > 0 && failure >= success {
-        problems.push(
-            "the last state commit failed: the state directory may be unwritable".to_string(),
-        );
+    let store = state.metrics.store.get();
+    if !store.writable {
+        problems.push(format!(
+            "the state store refuses writes since {} ({}); receiving is paused, {} probe(s) so far",
+            crate::clock::format_rfc3339(store.since_millis),
+            store.error.as_deref().unwrap_or("a commit failed"),
+            store.probes
+        ));
     }
     if let Some(window) = state.queue_window {
         let last = state.metrics.last_receive_millis.load(Ordering::Relaxed) as i64;

@@ -142,6 +142,10 @@ pub struct Metrics {
     pub last_commit_success_millis: AtomicU64,
     /// What the engine probe found last ([`crate::engine`]).
     pub engine: Arc<crate::engine::EngineHealthCell>,
+    /// Whether the state store takes writes; pollers wait on it ([`crate::store::StoreGate`]).
+    pub store: crate::store::StoreGate,
+    /// Times the store was made writable again after failed commits.
+    pub store_recoveries: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -169,6 +173,8 @@ impl Default for Metrics {
             last_commit_failure_millis: AtomicU64::new(0),
             last_commit_success_millis: AtomicU64::new(0),
             engine: Arc::default(),
+            store: crate::store::StoreGate::default(),
+            store_recoveries: AtomicU64::new(0),
         }
     }
 }
@@ -274,6 +280,20 @@ impl Metrics {
             "Failed synced state commits.",
             "counter",
             self.commit_failures.load(Ordering::Relaxed),
+        );
+        plain(
+            &mut out,
+            "icepack_state_writable",
+            "1 while the state store takes writes; 0 from a failed commit until a probe succeeds (receiving is paused).",
+            "gauge",
+            u64::from(self.store.is_writable()),
+        );
+        plain(
+            &mut out,
+            "icepack_state_recoveries_total",
+            "Times the state store was made writable again after failed commits.",
+            "counter",
+            self.store_recoveries.load(Ordering::Relaxed),
         );
         self.runs_started.render(
             &mut out,

@@ -398,9 +398,9 @@ async fn an_unwritable_state_directory_deletes_nothing_and_fails_readiness() {
     let (status, body) = wait_until("/readyz to fail", Duration::from_secs(30), || {
         let http = http.clone();
         async move {
-            readyz(http)
-                .await
-                .filter(|(status, body)| *status == 503 && body.contains("state commit failed"))
+            readyz(http).await.filter(|(status, body)| {
+                *status == 503 && body.contains("state store refuses writes")
+            })
         }
     })
     .await;
@@ -427,4 +427,221 @@ async fn an_unwritable_state_directory_deletes_nothing_and_fails_readiness() {
     })
     .await;
     assert!(icepack.terminate(run).await.success());
+}
+
+/// A size-limited tmpfs mounted for one test (as root) and unmounted when dropped.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size_mib: u32) -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size_mib}m"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount(8) runs");
+        assert!(
+            mounted.success(),
+            "this test needs root to mount a {size_mib} MiB tmpfs (a real full disk); run it as root"
+        );
+        Tmpfs { dir }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Keeps the filesystem full, as another writer to the same volume would: a thread appends
+    /// to one file whenever space appears (RocksDB frees some when it reopens) until the
+    /// returned guard is dropped, which deletes the file.
+    fn keep_full(&self) -> Filler {
+        use std::io::Write;
+        let path = self.path().join("filler");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut file = std::fs::File::create(&path).unwrap();
+        let fill = move |file: &mut std::fs::File| {
+            let block = vec![0u8; 64 << 10];
+            while file.write_all(&block).is_ok() {}
+            while file.write_all(&[0u8]).is_ok() {}
+        };
+        fill(&mut file);
+        let thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    fill(&mut file);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        });
+        Filler {
+            path,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+struct Filler {
+    path: std::path::PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Filler {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A real full disk: the state directory on a 24 MiB tmpfs, filled while messages arrive, for
+/// longer than `maxReceiveCount × visibility timeout`. The process does not abort (RocksDB's own
+/// LOG is what aborted it, in Debian's build with assertions), pollers stop receiving and the
+/// store is probed; once space is freed every object is counted exactly once, and the
+/// dead-letter queue stays empty.
+#[tokio::test]
+async fn a_full_disk_pauses_intake_without_aborting_and_nothing_reaches_the_dead_letter_queue() {
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    // Two receives and a message is dead-lettered; the outage lasts far longer than 2 × 2 s.
+    let (queue_url, dlq_url) = moto.create_queue_with_dlq(&queue, 2).await;
+    let disk = Tmpfs::mount(24);
+    let port = free_port();
+    let state_dir = disk.path().join("state");
+    let toml = config(&moto, &queue_url, &bucket, 2)
+        .replace("min_files = 10", "min_files = 1000")
+        .replace("@STATE_DIR@", &state_dir.display().to_string())
+        .replace(
+            "http_listen = \"\"",
+            &format!("http_listen = \"127.0.0.1:{port}\""),
+        );
+    let mut icepack = Icepack::with_config(&toml);
+    let run = icepack.spawn_run("");
+    let http = reqwest::Client::new();
+    let readyz = |http: reqwest::Client| async move {
+        let response = http
+            .get(format!("http://127.0.0.1:{port}/readyz"))
+            .send()
+            .await
+            .ok()?;
+        Some((
+            response.status().as_u16(),
+            response.text().await.unwrap_or_default(),
+        ))
+    };
+    let send = |from: usize, to: usize| {
+        let moto = &moto;
+        let queue_url = &queue_url;
+        let bucket = &bucket;
+        async move {
+            for n in from..to {
+                let records: Vec<String> = (0..5)
+                    .map(|r| record(bucket, &format!("{PREFIX}data/{n}-{r}.parquet"), 10))
+                    .collect();
+                moto.send(
+                    queue_url,
+                    &format!(r#"{{"Records":[{}]}}"#, records.join(",")),
+                )
+                .await;
+            }
+        }
+    };
+    send(0, 10).await;
+    wait_until(
+        "the first messages to be counted",
+        Duration::from_secs(60),
+        || async { (moto.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
+
+    let filler = disk.keep_full();
+    let outage = std::time::Instant::now();
+    send(10, 20).await;
+    let (_, body) = wait_until(
+        "/readyz to report the store",
+        Duration::from_secs(30),
+        || {
+            let http = http.clone();
+            async move {
+                readyz(http)
+                    .await
+                    .filter(|(status, body)| *status == 503 && body.contains("refuses writes"))
+            }
+        },
+    )
+    .await;
+    assert!(body.contains("receiving is paused"), "{body}");
+    // What RocksDB's log file had preallocated may have taken a commit after the fill.
+    let closed_with = moto.queue_depth(&queue_url).await;
+    assert!(closed_with > 0, "the first wave was refused");
+    // More messages while the disk stays full, well past two visibility timeouts.
+    for wave in 0..3 {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        send(20 + wave * 5, 25 + wave * 5).await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(outage.elapsed() > Duration::from_secs(12));
+    assert_eq!(moto.queue_depth(&dlq_url).await, 0, "nothing dead-lettered");
+    assert_eq!(
+        moto.queue_depth(&queue_url).await,
+        closed_with + 15,
+        "nothing deleted while the store refuses writes"
+    );
+    assert!(
+        icepack.children_alive(run),
+        "icepack survives the full disk:\n{}",
+        icepack.log(run)
+    );
+
+    drop(filler);
+    wait_until(
+        "every message to be counted and deleted",
+        Duration::from_secs(120),
+        || async { (moto.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
+    // The store's problem leaves /readyz (the engine's may stay where no container engine runs).
+    let (_, body) = wait_until("/readyz to drop the store", Duration::from_secs(30), || {
+        let http = http.clone();
+        async move {
+            readyz(http)
+                .await
+                .filter(|(_, body)| !body.contains("refuses writes"))
+        }
+    })
+    .await;
+    assert!(!body.contains("state store"), "{body}");
+    assert_eq!(moto.queue_depth(&dlq_url).await, 0, "nothing dead-lettered");
+    assert!(
+        icepack.terminate(run).await.success(),
+        "{}",
+        icepack.log(run)
+    );
+    let status = icepack.status();
+    let pending: u64 = status["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|table| table["pending_files"].as_u64().unwrap())
+        .sum();
+    assert_eq!(pending, 35 * 5, "every object counted exactly once");
+    let log = icepack.log(run);
+    assert!(log.contains("receiving is paused"), "{log}");
+    assert!(log.contains("takes writes again"), "{log}");
 }

@@ -162,6 +162,12 @@ impl StateStore for WeighingStore {
     fn forget_table(&self, table: &str) -> Result<icepack::store::ForgetSummary, StoreError> {
         self.inner.forget_table(table)
     }
+    fn needs_recovery(&self) -> bool {
+        self.inner.needs_recovery()
+    }
+    fn recover(&self) -> Result<(), StoreError> {
+        self.inner.recover()
+    }
 }
 
 /// Writes batches of the given (entries, bytes) to a fresh RocksDB with the store's column

@@ -11,8 +11,8 @@ use tracing::{error, info, warn};
 
 use super::executor::CompactionPool;
 use super::messages::{
-    Claimed, Forget, GetStatus, NotClaimed, RecoverRun, RequestCompaction, RunFinished, Settle,
-    Stage, StartRun, Tick, UpdateSpec,
+    Claimed, Forget, GetStatus, NotClaimed, RecoverRun, Reload, RequestCompaction, RunFinished,
+    Settle, Stage, StartRun, Tick, UpdateSpec,
 };
 use crate::accumulator::{settle_run, Accumulator, FailureBackoff, Staged};
 use crate::clock::Clock;
@@ -395,6 +395,48 @@ impl Handler<Forget> for TableAccumulatorActor {
                     Err(error) => Err(error.to_string()),
                 }),
         )
+    }
+}
+
+impl Handler<Reload> for TableAccumulatorActor {
+    type Result = actix::ResponseActFuture<Self, Result<(), StoreError>>;
+
+    /// The durable state replaces the one in memory. A claim found there that this actor never
+    /// adopted (its commit reported failed, yet it reached the disk) is recovered like one found
+    /// at start-up: the pool learns of it and settles it.
+    fn handle(&mut self, _message: Reload, _ctx: &mut Context<Self>) -> Self::Result {
+        let store = self.store.clone();
+        let spec = self.accumulator.spec_arc();
+        let load = async move {
+            tokio::task::spawn_blocking(move || Accumulator::load(spec, store.as_ref()))
+                .await
+                .map_err(|error| StoreError::Read(error.to_string()))?
+        };
+        Box::pin(load.into_actor(self).map(|loaded, actor, ctx| {
+            let fresh = loaded?;
+            if actor.accumulator.has_staged_change() {
+                return Err(StoreError::Unavailable(
+                    "a change is being committed; reload again".to_string(),
+                ));
+            }
+            let unknown_claim = actor.accumulator.claim().is_none() && fresh.claim().is_some();
+            if fresh.snapshot() != actor.accumulator.snapshot() {
+                warn!(table = %actor.table(), "the stored state differs from the one in memory after a failed commit; the stored one is used");
+            }
+            actor.accumulator = fresh;
+            actor.reported_due = None;
+            if unknown_claim {
+                if let (Some(ticket), Some(pool)) = (actor.accumulator.claim_ticket(), &actor.pool) {
+                    info!(table = %actor.table(), run_id = %ticket.run_id, "a claim reported failed reached the store; recovering its run");
+                    pool.do_send(RecoverRun {
+                        table: actor.index,
+                        ticket,
+                    });
+                }
+            }
+            actor.evaluate(ctx);
+            Ok(())
+        }))
     }
 }
 

@@ -27,6 +27,12 @@ pub struct Settle {
     pub committed: bool,
 }
 
+/// Router → accumulator, after the store was reopened: read the table's state from the store
+/// again (a commit reported failed may have reached the disk after all).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), StoreError>")]
+pub struct Reload;
+
 /// Re-evaluate thresholds now (sent by the accumulator's own timer, or by tests).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]

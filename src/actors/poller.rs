@@ -1,6 +1,7 @@
 //! The SQS poller actor: receives batches, hands them to the intake router, and deletes a message
 //! only once the router reports its effects durable. Errors back off exponentially; nothing here
-//! crashes the process.
+//! crashes the process. While the state store refuses writes the poller does not receive at all:
+//! a message received then could only come back, one receive closer to the dead-letter queue.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -69,7 +70,7 @@ impl SqsPoller {
             return;
         }
         match outcome {
-            CycleOutcome::Processed => {
+            CycleOutcome::Processed | CycleOutcome::StoreRefused => {
                 self.backoff.reset();
                 ctx.notify(PollOnce);
             }
@@ -99,6 +100,8 @@ impl SqsPoller {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CycleOutcome {
     Processed,
+    /// The batch was not counted because the store refuses writes: the next cycle waits for it.
+    StoreRefused,
     Empty,
     Failed,
     ShuttingDown,
@@ -160,6 +163,13 @@ async fn poll_cycle(
     if *shutdown.borrow() {
         return CycleOutcome::ShuttingDown;
     }
+    if !counters.store.is_writable() {
+        info!("the state store refuses writes: receiving is paused");
+        tokio::select! {
+            _ = counters.store.writable() => info!("the state store takes writes again: receiving resumes"),
+            _ = shutdown.wait_for(|stop| *stop) => return CycleOutcome::ShuttingDown,
+        }
+    }
     let received = tokio::select! {
         received = queue.receive(settings.max_messages, settings.wait_time_seconds, settings.visibility_timeout_seconds) => received,
         // Nothing received yet is lost by abandoning the call: messages stay in the queue.
@@ -214,6 +224,9 @@ async fn poll_cycle(
         Ok(Ok(report)) => report,
         Ok(Err(error)) => {
             error!(%error, num_messages = receipts.len(), "cannot count the batch durably; no message of it is deleted");
+            if !counters.store.is_writable() {
+                return CycleOutcome::StoreRefused;
+            }
             return CycleOutcome::Failed;
         }
         Err(error) => {

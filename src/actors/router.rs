@@ -4,6 +4,11 @@
 //! Batches that arrive while a commit is in flight wait and then go together in the next one
 //! (group commit): several pollers share each fsync. One group is in flight at a time, so an
 //! accumulator never holds more than one staged change.
+//!
+//! A failed commit closes the store gate ([`crate::store::StoreGate`]): pollers stop receiving,
+//! batches already received are answered with the error (their messages come back later), and
+//! the router probes the store with back-off. When a probe commit succeeds every accumulator
+//! reloads its table from the store, then the gate opens and receiving resumes.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,17 +21,22 @@ use futures::future::join_all;
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
-use super::messages::{Ingest, IngestReport, IntakeError, SetTableMap, Settle, Stage};
+use super::messages::{Ingest, IngestReport, IntakeError, Reload, SetTableMap, Settle, Stage};
 use crate::accumulator::Candidate;
 use crate::clock::Clock;
 use crate::failpoint;
 use crate::intake::{plan_batch, IntakePlan, IntakeSummary, Verdict};
 use crate::metrics::Metrics;
+use crate::policy::Backoff;
 use crate::routing::{IgnoreReason, Router, TableIndex};
-use crate::store::StateStore;
+use crate::store::{StateStore, StoreError};
 use crate::table_map::TableMap;
 
 const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
+/// A store writable this long after a recovery probes from the shortest back-off when it fails.
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+/// How often the router looks whether a write elsewhere (a claim, a settlement) failed.
+const STORE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// A group stops taking waiting batches at this many messages (bounds one write batch's size).
 const MAX_GROUP_MESSAGES: usize = 2_000;
 
@@ -39,6 +49,12 @@ pub struct IntakeRouter {
     metrics: Arc<Metrics>,
     waiting: VecDeque<Waiting>,
     committing: bool,
+    /// Between probes of a store that failed a commit.
+    probe_backoff: Backoff,
+    probing: bool,
+    /// When the store last became writable again: a failure soon after goes on with the
+    /// back-off reached instead of starting over.
+    recovered_millis: Option<i64>,
 }
 
 impl IntakeRouter {
@@ -58,7 +74,74 @@ impl IntakeRouter {
             metrics,
             waiting: VecDeque::new(),
             committing: false,
+            probe_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
+            probing: false,
+            recovered_millis: None,
         }
+    }
+
+    /// A commit failed: receiving pauses and the store is probed until it takes writes again.
+    fn store_failed(&mut self, error: &str, ctx: &mut Context<Self>) {
+        if self.metrics.store.close(error, self.clock.now_millis()) {
+            warn!(%error, "a state commit failed: receiving is paused while the store is probed");
+        }
+        if !self.probing {
+            self.probing = true;
+            let now = self.clock.now_millis();
+            if self
+                .recovered_millis
+                .is_none_or(|at| now - at > STABLE_AFTER.as_millis() as i64)
+            {
+                self.probe_backoff.reset();
+            }
+            self.schedule_probe(ctx);
+        }
+    }
+
+    fn schedule_probe(&mut self, ctx: &mut Context<Self>) {
+        let delay = self.probe_backoff.next_delay();
+        ctx.run_later(delay, |router, ctx| router.probe(ctx));
+    }
+
+    /// Reopens the store and commits a probe; on success every accumulator reloads its table
+    /// from the store before receiving resumes.
+    fn probe(&mut self, ctx: &mut Context<Self>) {
+        let store = self.store.clone();
+        let map = self.map.clone();
+        let probe = async move {
+            tokio::task::spawn_blocking(move || store.recover())
+                .await
+                .map_err(|error| StoreError::Write(error.to_string()))??;
+            let reloads = join_all((0..map.len()).map(|table| map.accumulator(table).send(Reload)));
+            for (table, reloaded) in reloads.await.into_iter().enumerate() {
+                match reloaded {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => return Err(error),
+                    // A stopped accumulator has nothing in memory to correct.
+                    Err(_) => debug!(table = %map.spec(table).table, "no accumulator to reload"),
+                }
+            }
+            Ok::<(), StoreError>(())
+        };
+        ctx.spawn(probe.into_actor(self).map(|probed, router, ctx| match probed {
+            Ok(()) => {
+                router.probing = false;
+                router.recovered_millis = Some(router.clock.now_millis());
+                router.metrics.store.open(router.clock.now_millis());
+                router
+                    .metrics
+                    .store_recoveries
+                    .fetch_add(1, Ordering::Relaxed);
+                info!("the state store takes writes again: receiving resumes");
+                router.start_group(ctx);
+            }
+            Err(error) => {
+                let error = error.to_string();
+                router.metrics.store.probe_failed(&error);
+                warn!(%error, attempts = router.metrics.store.get().probes, "the state store still refuses writes");
+                router.schedule_probe(ctx);
+            }
+        }));
     }
 
     /// Forgets object keys older than the retention, off the actor thread.
@@ -79,6 +162,11 @@ impl Actor for IntakeRouter {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.purge_seen();
         ctx.run_interval(PURGE_INTERVAL, |router, _ctx| router.purge_seen());
+        ctx.run_interval(STORE_CHECK_INTERVAL, |router, ctx| {
+            if router.store.needs_recovery() && !router.probing {
+                router.store_failed("a write to the state store failed", ctx);
+            }
+        });
     }
 }
 
@@ -140,6 +228,16 @@ impl IntakeRouter {
         if self.committing || self.waiting.is_empty() {
             return;
         }
+        if !self.metrics.store.is_writable() {
+            // Nothing is staged while the store refuses writes: the messages come back later.
+            let error = IntakeError::Store(StoreError::Unavailable(
+                "receiving is paused until the state store takes writes again".to_string(),
+            ));
+            for waiting in self.waiting.drain(..) {
+                let _ = waiting.reply.send(Err(error.clone()));
+            }
+            return;
+        }
         self.committing = true;
         let mut members = Vec::new();
         // Per table: the candidates of every batch of the group, and which batch each came from.
@@ -171,15 +269,19 @@ impl IntakeRouter {
             self.clock.clone(),
             self.metrics.clone(),
         );
-        ctx.spawn(work.into_actor(self).map(|(), router, ctx| {
+        ctx.spawn(work.into_actor(self).map(|failed_commit, router, ctx| {
             router.committing = false;
+            if let Some(error) = failed_commit {
+                router.store_failed(&error.to_string(), ctx);
+            }
             router.start_group(ctx);
         }));
     }
 }
 
 /// Stages a group's candidates in their accumulators, commits all their ops in one synced write,
-/// settles the accumulators and answers every batch of the group.
+/// settles the accumulators and answers every batch of the group. Returns the commit's error when
+/// the write itself failed.
 async fn commit_group(
     mut members: Vec<Member>,
     per_table: BTreeMap<TableIndex, (Vec<Candidate>, Vec<usize>)>,
@@ -187,7 +289,7 @@ async fn commit_group(
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
-) {
+) -> Option<StoreError> {
     let mut involved = Vec::with_capacity(per_table.len());
     let mut staging = Vec::with_capacity(per_table.len());
     for (table, (candidates, origins)) in per_table {
@@ -219,6 +321,7 @@ async fn commit_group(
         }
     }
 
+    let wrote = failure.is_none() && !ops.is_empty();
     let outcome = match failure {
         Some(error) => Err(error),
         None if ops.is_empty() => Ok(()),
@@ -238,6 +341,10 @@ async fn commit_group(
         }
     };
     let committed = outcome.is_ok();
+    let failed_commit = match &outcome {
+        Err(IntakeError::Store(error)) if wrote => Some(error.clone()),
+        _ => None,
+    };
     for (table, _) in &involved {
         map.accumulator(*table).do_send(Settle { committed });
     }
@@ -285,6 +392,7 @@ async fn commit_group(
         // A batch whose poller is gone is simply redelivered later.
         let _ = member.reply.send(answer);
     }
+    failed_commit
 }
 
 #[cfg(test)]

@@ -40,6 +40,13 @@ impl MemoryStore {
 }
 
 impl StateStore for MemoryStore {
+    fn recover(&self) -> Result<(), StoreError> {
+        if self.fail_commits.load(Ordering::SeqCst) {
+            return Err(StoreError::Write("injected failure".to_string()));
+        }
+        Ok(())
+    }
+
     fn load_table(&self, table: &str) -> Result<TableSnapshot, StoreError> {
         let contents = self.contents.lock().unwrap();
         let state = contents.tables.get(table).cloned().unwrap_or_default();

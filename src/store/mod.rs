@@ -3,9 +3,11 @@
 //! Every logical change is one list of [`Op`]s committed atomically and synced to disk before
 //! anything depending on it (an SQS delete) happens.
 
+mod gate;
 mod memory;
 mod rocks;
 
+pub use gate::{StoreGate, StoreHealth};
 pub use memory::MemoryStore;
 pub use rocks::RocksStore;
 
@@ -26,6 +28,8 @@ pub enum StoreError {
     Corrupt { key: String, message: String },
     #[error("state store is open read-only")]
     ReadOnly,
+    #[error("state store unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// What [`StateStore::forget_table`] removed.
@@ -108,6 +112,16 @@ pub trait StateStore: Send + Sync + 'static {
     /// every remembered key. Later commits may write the table again: one still fed events is
     /// counted afresh.
     fn forget_table(&self, table: &str) -> Result<ForgetSummary, StoreError>;
+
+    /// Whether a failed write left the store refusing every operation until [`Self::recover`].
+    fn needs_recovery(&self) -> bool {
+        false
+    }
+
+    /// Makes the store usable again after failed writes (RocksDB: reopened, so nothing of a
+    /// failed write is read back from memory) and proves it with a synced probe write. Fails
+    /// while the disk still refuses writes; call again later.
+    fn recover(&self) -> Result<(), StoreError>;
 }
 
 #[cfg(test)]

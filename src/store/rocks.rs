@@ -2,7 +2,10 @@
 //! commit (atomic across column families, one WAL).
 
 use std::borrow::Cow;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use rocksdb::{
     BlockBasedOptions, ColumnFamily, ColumnFamilyDescriptor, Direction, IteratorMode, Options,
@@ -31,10 +34,31 @@ pub mod cf {
 const SEPARATOR: u8 = 0;
 
 pub struct RocksStore {
-    db: DB,
+    /// `None` while a reopen after a failed write has not succeeded.
+    db: RwLock<Option<DB>>,
     path: PathBuf,
     read_only: bool,
+    /// Set by a failed write: from then on nothing reaches RocksDB until [`StateStore::recover`]
+    /// has reopened the database (RocksDB may keep a failed write in its memtable, and a write
+    /// to a file that failed before is what its assertions abort on).
+    failed: AtomicBool,
 }
+
+/// The open database, held for reading (a reopen waits for every holder).
+struct OpenDb<'a>(RwLockReadGuard<'a, Option<DB>>);
+
+impl Deref for OpenDb<'_> {
+    type Target = DB;
+
+    fn deref(&self) -> &DB {
+        self.0.as_ref().expect("checked when taken")
+    }
+}
+
+/// The key, in RocksDB's default family, that [`StateStore::recover`] writes to prove the store
+/// takes synced writes again.
+const PROBE_KEY: &[u8] = b"icepack.probe";
+const PROBE_BYTES: usize = 1 << 20;
 
 impl RocksStore {
     /// Opens (or creates) the store for writing; fails fast when another process holds it.
@@ -43,6 +67,15 @@ impl RocksStore {
             path: path.display().to_string(),
             message: format!("cannot create the directory: {error}"),
         })?;
+        Ok(RocksStore {
+            db: RwLock::new(Some(Self::open_db(path)?)),
+            path: path.to_path_buf(),
+            read_only: false,
+            failed: AtomicBool::new(false),
+        })
+    }
+
+    fn open_db(path: &Path) -> Result<DB, StoreError> {
         let mut options = Options::default();
         options.create_if_missing(true);
         options.create_missing_column_families(true);
@@ -53,17 +86,18 @@ impl RocksStore {
         // Table files kept open (RocksDB's default is all of them): bounds the descriptors a
         // growing state can take from the process's limit.
         options.set_max_open_files(256);
+        // RocksDB's own LOG file: only fatal lines. On a full disk the LOG's first failed append
+        // marks its writer failed, and the error handler's next line to it aborts the process
+        // in builds with assertions (Debian's librocksdb 7.8.3, the image's):
+        // `WritableFileWriter::AssertFalseAndGetStatusForPrevError`. icepack logs every store
+        // error itself.
+        options.set_log_level(rocksdb::LogLevel::Fatal);
         let descriptors = Self::family_names(&options, path).into_iter().map(|name| {
             let options = Self::family_options(&name);
             ColumnFamilyDescriptor::new(name, options)
         });
-        let db = DB::open_cf_descriptors(&options, path, descriptors)
-            .map_err(|error| open_error(path, error))?;
-        Ok(RocksStore {
-            db,
-            path: path.to_path_buf(),
-            read_only: false,
-        })
+        DB::open_cf_descriptors(&options, path, descriptors)
+            .map_err(|error| open_error(path, error))
     }
 
     /// Opens a point-in-time, read-only view; works while a service holds the store. Families the
@@ -74,9 +108,10 @@ impl RocksStore {
         let db = DB::open_cf_for_read_only(&options, path, names, false)
             .map_err(|error| open_error(path, error))?;
         Ok(RocksStore {
-            db,
+            db: RwLock::new(Some(db)),
             path: path.to_path_buf(),
             read_only: true,
+            failed: AtomicBool::new(false),
         })
     }
 
@@ -89,41 +124,42 @@ impl RocksStore {
         if self.read_only {
             return Err(StoreError::ReadOnly);
         }
+        let db = self.db()?;
         let mut batch = WriteBatch::default();
         for op in ops {
             match op {
                 Op::PutTable { table, state } => {
-                    batch.put_cf(self.family(cf::TABLES)?, table.as_bytes(), encode(&state));
+                    batch.put_cf(family(&db, cf::TABLES)?, table.as_bytes(), encode(&state));
                 }
                 Op::PutPartition {
                     table,
                     partition,
                     counts,
                 } => batch.put_cf(
-                    self.family(cf::PARTITIONS)?,
+                    family(&db, cf::PARTITIONS)?,
                     joined(table.as_bytes(), partition.as_bytes()),
                     encode(&counts),
                 ),
                 Op::DeletePartition { table, partition } => batch.delete_cf(
-                    self.family(cf::PARTITIONS)?,
+                    family(&db, cf::PARTITIONS)?,
                     joined(table.as_bytes(), partition.as_bytes()),
                 ),
                 Op::PutSeen { bucket, key, entry } => batch.put_cf(
-                    self.family(cf::SEEN)?,
+                    family(&db, cf::SEEN)?,
                     joined(bucket.as_bytes(), key.as_bytes()),
                     encode(&entry),
                 ),
                 Op::PutFile { table, seq, entry } => batch.put_cf(
-                    self.family(cf::FILES)?,
+                    family(&db, cf::FILES)?,
                     joined(table.as_bytes(), &seq.to_be_bytes()),
                     encode(&entry),
                 ),
                 Op::DeleteFile { table, seq } => batch.delete_cf(
-                    self.family(cf::FILES)?,
+                    family(&db, cf::FILES)?,
                     joined(table.as_bytes(), &seq.to_be_bytes()),
                 ),
                 Op::DeleteFilesBelow { table, seq } => batch.delete_range_cf(
-                    self.family(cf::FILES)?,
+                    family(&db, cf::FILES)?,
                     joined(table.as_bytes(), &0u64.to_be_bytes()),
                     joined(table.as_bytes(), &seq.to_be_bytes()),
                 ),
@@ -132,18 +168,41 @@ impl RocksStore {
         Ok(batch)
     }
 
-    /// Writes a batch atomically and syncs the WAL before returning.
+    /// Writes a batch atomically and syncs the WAL before returning. A failure marks the store
+    /// failed: nothing reaches RocksDB again until [`StateStore::recover`] reopens it.
     pub fn write_synced(&self, batch: WriteBatch) -> Result<(), StoreError> {
-        if crate::failpoint::active("store.write_error") {
-            return Err(StoreError::Write(
-                "IO error: No space left on device (failpoint store.write_error)".to_string(),
-            ));
-        }
+        let db = self.db()?;
         let mut options = WriteOptions::default();
         options.set_sync(true);
-        self.db
-            .write_opt(batch, &options)
-            .map_err(|error| StoreError::Write(error.to_string()))
+        let written = if crate::failpoint::active("store.write_error") {
+            Err("IO error: No space left on device (failpoint store.write_error)".to_string())
+        } else {
+            db.write_opt(batch, &options)
+                .map_err(|error| error.to_string())
+        };
+        written.map_err(|message| self.write_failed(message))
+    }
+
+    /// Marks the store failed after a write error and returns the error.
+    fn write_failed(&self, message: String) -> StoreError {
+        self.failed.store(true, Ordering::SeqCst);
+        StoreError::Write(message)
+    }
+
+    /// The open database; refused while a failed write has not been recovered from.
+    fn db(&self) -> Result<OpenDb<'_>, StoreError> {
+        if self.failed.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable(
+                "a write failed; the store is reopened before it is used again".to_string(),
+            ));
+        }
+        let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_none() {
+            return Err(StoreError::Unavailable(
+                "the store could not be reopened after a failed write".to_string(),
+            ));
+        }
+        Ok(OpenDb(guard))
     }
 
     /// Options per family. Almost every `seen` lookup is of a key that is not there (a new object):
@@ -171,8 +230,12 @@ impl RocksStore {
     }
 
     /// A family to read; `None` in a read-only view of a store that does not have it yet.
-    fn readable_family(&self, name: &str) -> Result<Option<&ColumnFamily>, StoreError> {
-        match self.db.cf_handle(name) {
+    fn readable_family<'a>(
+        &self,
+        db: &'a DB,
+        name: &str,
+    ) -> Result<Option<&'a ColumnFamily>, StoreError> {
+        match db.cf_handle(name) {
             Some(handle) => Ok(Some(handle)),
             None if self.read_only => Ok(None),
             None => Err(StoreError::Read(format!("column family {name} is missing"))),
@@ -189,11 +252,11 @@ impl RocksStore {
             .iter()
             .map(|(bucket, key)| joined(bucket.as_bytes(), key.as_bytes()))
             .collect();
-        let Some(handle) = self.readable_family(cf::SEEN)? else {
+        let db = self.db()?;
+        let Some(handle) = self.readable_family(&db, cf::SEEN)? else {
             return Ok(keys.into_iter().map(|key| (key, None)).collect());
         };
-        let values = self
-            .db
+        let values = db
             .multi_get_cf(keys.iter().map(|key| (handle, key.as_slice())))
             .into_iter()
             .map(|result| result.map_err(|error| StoreError::Read(error.to_string())))
@@ -201,25 +264,17 @@ impl RocksStore {
         Ok(keys.into_iter().zip(values).collect())
     }
 
-    fn family(&self, name: &str) -> Result<&ColumnFamily, StoreError> {
-        self.db
-            .cf_handle(name)
-            .ok_or_else(|| StoreError::Read(format!("column family {name} is missing")))
-    }
-
     fn scan_prefix<T: DeserializeOwned>(
         &self,
         family: &str,
         prefix: &[u8],
     ) -> Result<Vec<(Vec<u8>, T)>, StoreError> {
-        let Some(handle) = self.readable_family(family)? else {
+        let db = self.db()?;
+        let Some(handle) = self.readable_family(&db, family)? else {
             return Ok(Vec::new());
         };
         let mut found = Vec::new();
-        for item in self
-            .db
-            .iterator_cf(handle, IteratorMode::From(prefix, Direction::Forward))
-        {
+        for item in db.iterator_cf(handle, IteratorMode::From(prefix, Direction::Forward)) {
             let (key, value) = item.map_err(|error| StoreError::Read(error.to_string()))?;
             if !key.starts_with(prefix) {
                 break;
@@ -273,17 +328,18 @@ struct SeenOwner<'a> {
 
 impl StateStore for RocksStore {
     fn load_table(&self, table: &str) -> Result<TableSnapshot, StoreError> {
-        let Some(tables) = self.readable_family(cf::TABLES)? else {
+        let db = self.db()?;
+        let Some(tables) = self.readable_family(&db, cf::TABLES)? else {
             return Ok(TableSnapshot::default());
         };
-        let state = match self
-            .db
+        let state = match db
             .get_cf(tables, table.as_bytes())
             .map_err(|error| StoreError::Read(error.to_string()))?
         {
             Some(bytes) => decode::<TableState>(table.as_bytes(), &bytes)?,
             None => TableState::default(),
         };
+        drop(db);
         let partitions = self
             .scan_prefix::<PartitionCounts>(cf::PARTITIONS, &joined(table.as_bytes(), b""))?
             .into_iter()
@@ -316,10 +372,11 @@ impl StateStore for RocksStore {
         if self.read_only {
             return Err(StoreError::ReadOnly);
         }
-        let handle = self.family(cf::SEEN)?;
+        let db = self.db()?;
+        let handle = family(&db, cf::SEEN)?;
         let mut purged = 0;
         let mut batch = WriteBatch::default();
-        for item in self.db.iterator_cf(handle, IteratorMode::Start) {
+        for item in db.iterator_cf(handle, IteratorMode::Start) {
             let (key, value) = item.map_err(|error| StoreError::Read(error.to_string()))?;
             let entry: SeenEntry = decode(&key, &value)?;
             if entry.first_seen_millis < cutoff {
@@ -327,14 +384,12 @@ impl StateStore for RocksStore {
                 purged += 1;
             }
             if batch.len() >= 10_000 {
-                self.db
-                    .write(std::mem::take(&mut batch))
-                    .map_err(|error| StoreError::Write(error.to_string()))?;
+                db.write(std::mem::take(&mut batch))
+                    .map_err(|error| self.write_failed(error.to_string()))?;
             }
         }
-        self.db
-            .write(batch)
-            .map_err(|error| StoreError::Write(error.to_string()))?;
+        db.write(batch)
+            .map_err(|error| self.write_failed(error.to_string()))?;
         Ok(purged)
     }
 
@@ -351,17 +406,48 @@ impl StateStore for RocksStore {
             .collect()
     }
 
+    fn needs_recovery(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Reopens the database when a write failed (what RocksDB kept of the failed write in memory
+    /// is gone; what reached the log is replayed, as after a crash), then commits a synced probe.
+    fn recover(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        {
+            let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
+            if self.failed.load(Ordering::SeqCst) || db.is_none() {
+                // Closed before it is opened again: the directory's LOCK is the old handle's.
+                drop(db.take());
+                *db = Some(Self::open_db(&self.path)?);
+                self.failed.store(false, Ordering::SeqCst);
+            }
+        }
+        // A probe the size of a large intake group: a disk with a few bytes left takes a tiny
+        // write, then refuses the next real commit, and each such false start costs every
+        // message received meanwhile one receive on the way to the dead-letter queue.
+        let mut batch = WriteBatch::default();
+        batch.put(PROBE_KEY, vec![0x5a; PROBE_BYTES]);
+        self.write_synced(batch)?;
+        let mut batch = WriteBatch::default();
+        batch.delete(PROBE_KEY);
+        self.write_synced(batch)
+    }
+
     fn forget_table(&self, table: &str) -> Result<ForgetSummary, StoreError> {
         if self.read_only {
             return Err(StoreError::ReadOnly);
         }
-        let tables = self.family(cf::TABLES)?;
-        let partitions = self.family(cf::PARTITIONS)?;
-        let files = self.family(cf::FILES)?;
-        let seen = self.family(cf::SEEN)?;
+        let db = self.db()?;
+        let tables = family(&db, cf::TABLES)?;
+        let partitions = family(&db, cf::PARTITIONS)?;
+        let files = family(&db, cf::FILES)?;
+        let seen = family(&db, cf::SEEN)?;
         // Counts from one point in time; the range deletes below also take whatever the table
         // got since.
-        let snapshot = self.db.snapshot();
+        let snapshot = db.snapshot();
         let (start, end) = table_range(table);
         let range = (start.as_slice(), end.as_slice());
         let mut summary = ForgetSummary {
@@ -389,9 +475,15 @@ impl StateStore for RocksStore {
             }
         }
         drop(snapshot);
+        drop(db);
         self.write_synced(batch)?;
         Ok(summary)
     }
+}
+
+fn family<'a>(db: &'a DB, name: &str) -> Result<&'a ColumnFamily, StoreError> {
+    db.cf_handle(name)
+        .ok_or_else(|| StoreError::Read(format!("column family {name} is missing")))
 }
 
 fn joined(first: &[u8], second: &[u8]) -> Vec<u8> {

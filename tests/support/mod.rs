@@ -379,6 +379,11 @@ impl Icepack {
         }
     }
 
+    /// Whether run `index` is still running.
+    pub fn children_alive(&mut self, index: usize) -> bool {
+        self.children[index].try_wait().unwrap().is_none()
+    }
+
     /// SIGKILL, as a crash or the OOM killer would.
     pub async fn kill(&mut self, index: usize) -> ExitStatus {
         self.signal(index, libc::SIGKILL);
