@@ -14,11 +14,15 @@
 //! - A tenant that starts waiting is placed level with the most owed waiting tenant (the highest
 //!   `current`), and one ahead of it when that tenant has had a pick since it started waiting. A
 //!   newcomer so goes right after the tenants that have not had their turn yet, and before a
-//!   tenant that has been taking the slots alone.
+//!   tenant of at most its weight that has been taking the slots alone (a heavier one may take
+//!   one more pick first: its larger share).
 //! - A tenant that stops waiting right after a pick keeps its debt (how far it was behind that
-//!   level), so draining and refilling its line does not earn it more than its weight. The debt
-//!   is paid back at its weight per pick while it is away and never exceeds one round (the sum of
-//!   the weights of the tenants waiting when it comes back), so an old debt never starves it.
+//!   level; with nobody else waiting, behind the level a newcomer would have got) and, back
+//!   before any other pick, counts as picked since it started waiting. So draining and refilling
+//!   its line (its only table taking a free slot, the next one due at once) earns it neither more
+//!   than its weight nor the tie against a newcomer. The debt is paid back at its weight per pick
+//!   while it is away and never exceeds one round (the sum of the weights of the tenants waiting
+//!   when it comes back), so an old debt never starves it.
 //!
 //! Only differences between `current` values matter; they are re-centred around zero whenever a
 //! tenant starts or stops waiting, which keeps them bounded. No clocks, no I/O: the executor pool
@@ -68,9 +72,11 @@ struct Tenant<J> {
     running: usize,
     /// The round-robin credit; meaningful while the tenant waits.
     current: i64,
-    /// Picked since it started waiting.
+    /// Picked since it started waiting. Kept while it is not waiting: back before any other pick
+    /// (its line drained by its own pick and refilled), it is still the tenant just served.
     served: bool,
-    /// While not waiting: how far (<= 0) behind the join level it stopped waiting.
+    /// While not waiting: how far (<= 0) behind the join level it stopped waiting (with nobody
+    /// else waiting, the level a newcomer would have got beside it).
     debt: i64,
     /// `Scheduler::picks` when it stopped waiting.
     left_at: u64,
@@ -367,9 +373,10 @@ impl<J> Scheduler<J> {
                 level + debt
             }
         };
+        let back_before_any_pick = self.picks == self.tenants[i].left_at;
         let tenant = &mut self.tenants[i];
         tenant.current = current;
-        tenant.served = false;
+        tenant.served &= back_before_any_pick;
         tenant.debt = 0;
         tenant.active_at = Some(self.active.len());
         self.active.push(i);
@@ -385,14 +392,15 @@ impl<J> Scheduler<J> {
         if let Some(&moved) = self.active.get(at) {
             self.tenants[moved].active_at = Some(at);
         }
-        let debt = self
+        let tenant = &self.tenants[i];
+        let level = self
             .join_level()
-            .map_or(0, |level| (self.tenants[i].current - level).min(0));
+            .unwrap_or(tenant.current + i64::from(tenant.served));
+        let debt = (tenant.current - level).min(0);
         let tenant = &mut self.tenants[i];
         tenant.debt = debt;
         tenant.left_at = self.picks;
         tenant.current = 0;
-        tenant.served = false;
         self.recenter();
     }
 
@@ -436,6 +444,52 @@ mod tests {
 
     fn tenant_of(s: &mut Scheduler<()>) -> Option<String> {
         s.next().map(|(tenant, _, _)| tenant.to_string())
+    }
+
+    /// Plays the executor pool with `slots` run slots: the tables become due in `arrivals` order,
+    /// each queued and then the free slots filled (as the pool does on every request); then the
+    /// runs end one at a time, oldest first, each freed slot filled again. The tables in the order
+    /// their runs started.
+    fn pool_starts(slots: usize, arrivals: &[(&str, TableIndex)]) -> Vec<TableIndex> {
+        let mut s = Scheduler::new();
+        let mut running = VecDeque::new();
+        let mut started = Vec::new();
+        let mut fill = |s: &mut Scheduler<()>, running: &mut VecDeque<Arc<str>>| {
+            while running.len() < slots {
+                let Some((tenant, table, ())) = s.next() else {
+                    break;
+                };
+                running.push_back(tenant);
+                started.push(table);
+            }
+        };
+        for &(tenant, table) in arrivals {
+            assert!(s.push(tenant, table, ()));
+            fill(&mut s, &mut running);
+        }
+        while let Some(tenant) = running.pop_front() {
+            s.finished(&tenant);
+            fill(&mut s, &mut running);
+        }
+        assert!(s.is_empty());
+        started
+    }
+
+    /// Issue 15: `a`'s first table takes the only slot as it arrives, which empties `a`'s line;
+    /// `a`'s next table must not bring `a` back as a tenant still owed its turn (it did: `b` lost
+    /// the tie and waited behind two of `a`'s runs).
+    #[test]
+    fn with_one_slot_a_tenant_due_at_start_up_runs_second_behind_a_busier_one() {
+        let arrivals = [("a", 1), ("a", 2), ("a", 3), ("a", 4), ("a", 5), ("b", 100)];
+        assert_eq!(pool_starts(1, &arrivals), [1, 100, 2, 3, 4, 5]);
+    }
+
+    /// `a`'s first table took the slot alone; `b` started waiting while `a`'s line was empty, so
+    /// `a` came back behind `b`, not level with it: `c`, later, does not overtake `b`.
+    #[test]
+    fn a_tenant_back_after_its_lone_pick_is_behind_those_waiting_for_their_first() {
+        let arrivals = [("a", 1), ("b", 100), ("a", 2), ("c", 200)];
+        assert_eq!(pool_starts(1, &arrivals), [1, 100, 200, 2]);
     }
 
     #[test]
@@ -760,6 +814,29 @@ mod tests {
     }
 
     proptest! {
+        /// All due at start-up, one slot: each tenant gets its first run before any gets a second,
+        /// in the order they became due, however their tables' requests interleave.
+        #[test]
+        fn with_one_slot_everyone_due_at_start_up_runs_once_before_anyone_runs_twice(
+            arrivals in proptest::collection::vec(0u8..4, 1..40),
+        ) {
+            let names: Vec<String> = arrivals.iter().map(|t| format!("t{t}")).collect();
+            let arrivals: Vec<(&str, TableIndex)> =
+                names.iter().enumerate().map(|(table, name)| (name.as_str(), table)).collect();
+            let mut tenants: Vec<&str> = Vec::new();
+            for &(name, _) in &arrivals {
+                if !tenants.contains(&name) {
+                    tenants.push(name);
+                }
+            }
+            let first_round: Vec<&str> = pool_starts(1, &arrivals)
+                .into_iter()
+                .take(tenants.len())
+                .map(|table| arrivals[table].0)
+                .collect();
+            prop_assert_eq!(first_round, tenants);
+        }
+
         #[test]
         fn agrees_with_a_model_and_predicts_its_own_order(ops in proptest::collection::vec(op(), 0..200)) {
             let name = |t: u8| format!("t{t}");

@@ -764,6 +764,71 @@ mod tests {
         );
     }
 
+    /// Issue 15 as a new user tried it: tenants `a` (5 tables) and `b` (1), one slot, all due at
+    /// once. `a`'s first run takes the slot; `b`'s table runs next, not after `a`'s second.
+    #[actix::test]
+    async fn with_one_slot_the_other_tenants_table_runs_second() {
+        let mut text = "[defaults]\nmax_wait_minutes = 0\nmin_files = 1\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\n[tenants.a]\n[tenants.b]\n"
+            .to_string();
+        let tables = [
+            ("a1", "a"),
+            ("a2", "a"),
+            ("a3", "a"),
+            ("a4", "a"),
+            ("a5", "a"),
+            ("b", "b"),
+        ];
+        for (prefix, tenant) in tables {
+            text.push_str(&format!(
+                "[[tables]]\ntable = \"n.{prefix}\"\nbucket = \"lake\"\nprefix = \"{prefix}/\"\ntenant = \"{tenant}\"\n"
+            ));
+        }
+        let config = Arc::new(Config::from_toml_str(&text).unwrap());
+        let runner = Arc::new(Gated::default());
+        let pipeline = start_pipeline(
+            Arc::new(MemoryStore::new()),
+            Arc::new(FakeClock::new(1_714_564_800_000)),
+            Compaction {
+                settings: CompactionSettings::from_config(config),
+                runner: runner.clone(),
+                enabled: true,
+            },
+            Arc::new(Metrics::default()),
+            None,
+        )
+        .unwrap();
+        let records: Vec<String> = tables
+            .iter()
+            .map(|(prefix, _)| format!(r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{prefix}/data/f.parquet","size":10}}}}}}"#))
+            .collect();
+        pipeline
+            .router
+            .send(Ingest {
+                messages: vec![InboundMessage {
+                    id: "m".to_string(),
+                    body: format!(r#"{{"Records":[{}]}}"#, records.join(",")),
+                }],
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let done = || {
+            EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n1\t1\n")
+        };
+        for started in 1..=tables.len() {
+            wait_for("the next run", || {
+                runner.tables.lock().unwrap().len() == started
+            })
+            .await;
+            let pool = pipeline.pool.send(GetPoolStatus).await.unwrap();
+            assert_eq!(pool.running.len(), 1, "one slot");
+            let _ = runner.release.lock().unwrap().remove(0).send(done());
+        }
+        pipeline.pool.send(WaitIdle).await.unwrap();
+        let order = runner.tables.lock().unwrap().clone();
+        assert_eq!(order, ["n.a1", "n.b", "n.a2", "n.a3", "n.a4", "n.a5"]);
+    }
+
     fn pipeline(runner: Arc<dyn SparkRunner>) -> Pipeline {
         let config = Config::from_toml_str(
             "[defaults]\nmax_wait_minutes = 0\nmin_files = 3\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
