@@ -1487,4 +1487,277 @@ mod tests {
             }
         }
     }
+
+    mod truth_reads {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::{BTreeMap, BTreeSet};
+
+        const MINUTE: i64 = 60_000;
+        const CLAIMED_AT: i64 = 24 * 60 * MINUTE;
+
+        /// A data file of the simulated table, with absolute times: when its event came (`None`:
+        /// it never sent one), when its writer committed it (after the upload; `None`: not yet,
+        /// or never) and when it was removed after that (rewritten by the run, deleted).
+        #[derive(Debug, Clone)]
+        struct WorldFile {
+            key: String,
+            partition: String,
+            size: u64,
+            announced: Option<i64>,
+            committed: Option<i64>,
+            removed: Option<i64>,
+        }
+
+        impl WorldFile {
+            /// In the table's committed metadata at `time`.
+            fn live_at(&self, time: i64) -> bool {
+                self.committed.is_some_and(|committed| committed <= time)
+                    && self.removed.is_none_or(|removed| removed > time)
+            }
+        }
+
+        #[derive(Debug, Clone)]
+        struct World {
+            files: Vec<WorldFile>,
+            /// A reconcile this long before the claim, if any (it knows some files from metadata).
+            earlier_reconcile_minutes: Option<i64>,
+            run_minutes: i64,
+            rewrite: bool,
+            output_size: u64,
+        }
+
+        fn world() -> impl Strategy<Value = World> {
+            // Minutes: times meet the grace's edge exactly. Half of the files announced within
+            // 20 minutes before the claim, committing and removed soon: where the grace decides.
+            let announced = (
+                prop_oneof![-20i64..0, -50i64..=30],
+                prop::option::of(prop_oneof![0i64..=5, 0i64..=30]),
+                prop::option::of(prop_oneof![0i64..=5, 0i64..=30]),
+                1u64..100,
+                0u8..3,
+            );
+            let metadata_only = (-180i64..=30, prop::option::of(0i64..=60), 1u64..100, 0u8..3);
+            (
+                prop::collection::vec(announced, 0..16),
+                prop::collection::vec(metadata_only, 0..6),
+                prop::option::of(1i64..=40),
+                0i64..=30,
+                any::<bool>(),
+                1u64..200,
+            )
+                .prop_map(
+                    |(
+                        announced,
+                        metadata_only,
+                        earlier_reconcile_minutes,
+                        run_minutes,
+                        rewrite,
+                        output_size,
+                    )| {
+                        let mut files = Vec::new();
+                        for (index, (offset, commit_delay, remove_delay, size, partition)) in
+                            announced.into_iter().enumerate()
+                        {
+                            // Announced at the latest when the run reads the metadata.
+                            let offset = if offset > run_minutes {
+                                offset % (run_minutes + 1)
+                            } else {
+                                offset
+                            };
+                            let announced = CLAIMED_AT + offset * MINUTE;
+                            let committed = commit_delay.map(|delay| announced + delay * MINUTE);
+                            files.push(WorldFile {
+                                key: format!("t/data/d={partition}/e{index}.parquet"),
+                                partition: format!("d={partition}"),
+                                size,
+                                announced: Some(announced),
+                                committed,
+                                removed: committed
+                                    .zip(remove_delay)
+                                    .map(|(committed, delay)| committed + delay * MINUTE),
+                            });
+                        }
+                        for (index, (offset, remove_delay, size, partition)) in
+                            metadata_only.into_iter().enumerate()
+                        {
+                            let committed = CLAIMED_AT + offset * MINUTE;
+                            files.push(WorldFile {
+                                key: format!("t/data/d={partition}/m{index}.parquet"),
+                                partition: format!("d={partition}"),
+                                size,
+                                announced: None,
+                                committed: Some(committed),
+                                removed: remove_delay.map(|delay| committed + delay * MINUTE),
+                            });
+                        }
+                        World {
+                            files,
+                            earlier_reconcile_minutes,
+                            run_minutes,
+                            rewrite,
+                            output_size,
+                        }
+                    },
+                )
+        }
+
+        /// The report of a truth read at `time` for a claim made at `started`: the small files
+        /// live then, and the files committed since the report's window began.
+        fn report_at(files: &[WorldFile], started: i64, time: i64) -> RunOutcome {
+            let since = committed_since_millis(started);
+            let truth: Vec<(&str, u64)> = files
+                .iter()
+                .filter(|file| file.live_at(time) && file.size < 100)
+                .map(|file| (file.key.as_str(), file.size))
+                .collect();
+            let committed: Vec<&str> = files
+                .iter()
+                .filter(|file| {
+                    file.committed
+                        .is_some_and(|committed| since <= committed && committed <= time)
+                })
+                .map(|file| file.key.as_str())
+                .collect();
+            truthful_success(&truth, &committed)
+        }
+
+        fn announce(accumulator: &mut Accumulator, store: &MemoryStore, files: &[&WorldFile]) {
+            for file in files {
+                let at = file.announced.expect("announced");
+                stage_and_commit(
+                    accumulator,
+                    store,
+                    vec![candidate(&file.key, file.size, at, &file.partition)],
+                    at,
+                );
+            }
+        }
+
+        fn logged(store: &MemoryStore) -> BTreeSet<String> {
+            store
+                .files("n.t")
+                .unwrap()
+                .into_iter()
+                .map(|(_, file)| file.key)
+                .collect()
+        }
+
+        proptest! {
+            /// After a truth read: every file the metadata has is pending; every file announced
+            /// within the grace (or after the claim) whose writer has not committed yet is pending;
+            /// nothing else is — not a removed file, not an orphan past the grace, not a file known
+            /// from the metadata and gone from it. A claimed file counts as compacted only when it
+            /// left the pending files, and the pending counts are the sums over the pending files.
+            #[test]
+            fn a_truth_read_keeps_the_live_files_and_the_writers_still_committing(mut world in world()) {
+                let store = MemoryStore::new();
+                let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+                let read_at = CLAIMED_AT + world.run_minutes * MINUTE;
+                // The run's own output, committed when it finished (a reconcile writes none).
+                if world.rewrite {
+                    world.files.push(WorldFile {
+                        key: "t/data/d=0/out.parquet".to_string(),
+                        partition: "d=0".to_string(),
+                        size: world.output_size,
+                        announced: None,
+                        committed: Some(read_at),
+                        removed: None,
+                    });
+                }
+                let mut by_announcement: Vec<&WorldFile> = world.files.iter().filter(|file| file.announced.is_some()).collect();
+                by_announcement.sort_by_key(|file| file.announced);
+                let between = |from: i64, to: i64| -> Vec<&WorldFile> {
+                    by_announcement.iter().copied().filter(|file| file.announced >= Some(from) && file.announced < Some(to)).collect()
+                };
+
+                let mut announced_from = i64::MIN;
+                if let Some(minutes) = world.earlier_reconcile_minutes {
+                    let at = CLAIMED_AT - minutes * MINUTE;
+                    announce(&mut accumulator, &store, &between(announced_from, at));
+                    claim_and_reconcile(&mut accumulator, &store, at, &report_at(&world.files, at, at));
+                    announced_from = at;
+                }
+                announce(&mut accumulator, &store, &between(announced_from, CLAIMED_AT));
+                let trigger = if world.rewrite { "files" } else { "reconcile" };
+                let (ops, _) = accumulator.begin_claim("run-1", trigger, CLAIMED_AT, true).expect("no run in flight");
+                store.commit(ops).unwrap();
+                accumulator.settle(true);
+                let claimed = logged(&store);
+                let compacted_before = accumulator.snapshot().state.compacted_files;
+                announce(&mut accumulator, &store, &between(CLAIMED_AT, i64::MAX));
+                finish(&mut accumulator, &store, "run-1", &report_at(&world.files, CLAIMED_AT, read_at), read_at);
+
+                let pending = logged(&store);
+                for file in &world.files {
+                    let in_truth = file.live_at(read_at) && file.size < 100;
+                    let writer_still_committing = file.announced.is_some_and(|announced| {
+                        announced >= read_at - RECONCILE_GRACE_MILLIS || announced >= CLAIMED_AT
+                    }) && file.committed.is_none_or(|committed| committed > read_at);
+                    let is_pending = pending.contains(&file.key);
+                    if in_truth {
+                        prop_assert!(is_pending, "a live small file is lost: {:?}", file);
+                    } else if writer_still_committing {
+                        prop_assert!(is_pending, "a file within the grace, not committed yet, is dropped: {:?}", file);
+                    } else {
+                        prop_assert!(!is_pending, "removed, orphaned past the grace, or not small, yet pending: {:?}", file);
+                    }
+                }
+                let known: BTreeSet<String> = world.files.iter().map(|file| file.key.clone()).collect();
+                prop_assert!(pending.is_subset(&known), "nothing is invented");
+
+                let compacted = accumulator.snapshot().state.compacted_files - compacted_before;
+                let left = claimed.difference(&pending).count() as u64;
+                prop_assert_eq!(compacted, if world.rewrite { left } else { 0 }, "compacted: the claimed files that left the pending files, and only those");
+
+                // The pending counts are the sums over the pending files, as the world has them.
+                let entries: Vec<FileEntry> = store.files("n.t").unwrap().into_iter().map(|(_, entry)| entry).collect();
+                let by_key: BTreeMap<&str, &WorldFile> = world.files.iter().map(|file| (file.key.as_str(), file)).collect();
+                let mut partitions: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+                for entry in &entries {
+                    let file = by_key[entry.key.as_str()];
+                    prop_assert_eq!((entry.size, &entry.partition), (file.size, &file.partition));
+                    let counts = partitions.entry(entry.partition.clone()).or_default();
+                    counts.0 += 1;
+                    counts.1 += entry.size;
+                    counts.2 += u64::from(entry.source == FileSource::Metadata);
+                }
+                let snapshot = accumulator.snapshot();
+                prop_assert_eq!(snapshot.state.pending.files, entries.len() as u64);
+                prop_assert_eq!(snapshot.state.pending.bytes, entries.iter().map(|entry| entry.size).sum::<u64>());
+                let recorded: BTreeMap<String, (u64, u64, u64)> = snapshot
+                    .partitions
+                    .iter()
+                    .map(|(partition, counts)| (partition.clone(), (counts.files, counts.bytes, counts.metadata_files)))
+                    .collect();
+                prop_assert_eq!(recorded, partitions);
+                let reloaded = Accumulator::load(spec(), &store).unwrap();
+                prop_assert_eq!(reloaded.snapshot(), snapshot, "durable");
+
+                // Late events of everything announced or in the metadata count nothing again.
+                let late: Vec<Candidate> = world
+                    .files
+                    .iter()
+                    .filter(|file| file.announced.is_some() || (file.live_at(read_at) && file.size < 100))
+                    .map(|file| candidate(&file.key, file.size, read_at, &file.partition))
+                    .collect();
+                let staged = stage_and_commit(&mut accumulator, &store, late, read_at);
+                prop_assert_eq!(staged.num_counted, 0);
+            }
+        }
+
+        fn claim_and_reconcile(
+            accumulator: &mut Accumulator,
+            store: &MemoryStore,
+            at: i64,
+            outcome: &RunOutcome,
+        ) {
+            let (ops, _) = accumulator
+                .begin_claim("reconcile-0", "reconcile", at, true)
+                .expect("no run in flight");
+            store.commit(ops).unwrap();
+            accumulator.settle(true);
+            finish(accumulator, store, "reconcile-0", outcome, at);
+        }
+    }
 }
