@@ -13,8 +13,8 @@ use crate::policy::{next_max_wait_deadline, table_decision, Decision, DueReason}
 use crate::spark::result::split_object_path;
 use crate::spark::runner::RunOutcome;
 use crate::state::{
-    Claim, FileEntry, PartitionCounts, PendingCounts, RunRecord, SeenEntry, TableSnapshot,
-    TableState,
+    Claim, FileEntry, FileSource, PartitionCounts, PendingCounts, RunRecord, SeenEntry,
+    TableSnapshot, TableState,
 };
 use crate::store::{Op, StateStore, StoreError};
 
@@ -96,9 +96,17 @@ pub struct RunPlan {
     pub rewrite: bool,
 }
 
-/// Files a reconcile keeps although the metadata does not have them yet: their writer may still be
-/// committing.
+/// How long every truth read — a run's and a reconcile's alike — keeps a file announced by an event
+/// although the metadata does not have it yet: its writer uploads the object first and commits the
+/// snapshot later, so it may still be committing. Older such files are orphans and are dropped.
 pub const RECONCILE_GRACE_MILLIS: i64 = 15 * 60 * 1000;
+
+/// Where a run's report of committed files begins (`icepack_committed_file`): a grace window before
+/// the claim, so that a file the grace keeps and that was committed and then removed (rewritten by
+/// the run, deleted) shows up in it and is not kept.
+pub fn committed_since_millis(started_millis: UnixMillis) -> UnixMillis {
+    started_millis - RECONCILE_GRACE_MILLIS
+}
 
 /// How a failed table waits before its next run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,7 +216,7 @@ impl Accumulator {
                     size: candidate.size,
                     event_millis,
                     partition: candidate.partition.clone(),
-                    source: crate::state::FileSource::Events,
+                    source: FileSource::Events,
                 },
             });
             state.next_file_seq += 1;
@@ -399,10 +407,12 @@ impl Accumulator {
 
 /// The pending files after a run read the table's committed metadata (the truth): every small
 /// data file the metadata has, plus the logged files it does not have yet and that are still
-/// expected (logged after the claim, or within a reconcile's grace window) and were not committed
-/// and removed since. Returns the new log (fresh sequence numbers from `next_seq`) and the `seen`
-/// entries that make late events of these files — and of everything committed meanwhile, such as
-/// the run's own output — duplicates.
+/// expected — logged after the claim, or announced by an event at `keep_unconfirmed_after` or
+/// later (the grace: a writer still committing, whether or not the run claimed the file) — and
+/// were not committed and removed since. A file known from the metadata and gone from it is gone.
+/// Returns the new log (fresh sequence numbers from `next_seq`) and the `seen` entries that make
+/// late events of these files — and of everything committed meanwhile, such as the run's own
+/// output — duplicates.
 #[allow(clippy::too_many_arguments)]
 fn rebuild_from_truth(
     spec: &TableSpec,
@@ -434,7 +444,8 @@ fn rebuild_from_truth(
                 size: *size,
                 ..file.clone()
             })
-        } else if (*seq >= upto_seq || file.event_millis >= keep_unconfirmed_after)
+        } else if (*seq >= upto_seq
+            || (file.source == FileSource::Events && file.event_millis >= keep_unconfirmed_after))
             && !committed.contains(&id)
         {
             Some(file.clone())
@@ -458,7 +469,7 @@ fn rebuild_from_truth(
             size: *size,
             event_millis: now,
             partition: crate::routing::partition_of(&spec.prefix, key),
-            source: crate::state::FileSource::Metadata,
+            source: FileSource::Metadata,
         });
     }
     let rebuilt: BTreeMap<u64, FileEntry> = kept
@@ -558,11 +569,10 @@ pub fn settle_run(
             attempts,
         } if report.truth.is_some() => {
             let truth = report.truth.as_deref().unwrap_or_default();
-            let keep_unconfirmed_after = if claim.rewrite {
-                claim.started_millis
-            } else {
-                now - RECONCILE_GRACE_MILLIS
-            };
+            // The same grace for a run as for a reconcile: a file announced shortly before the
+            // claim whose writer commits after the truth read stays pending, and is not counted
+            // as compacted below.
+            let keep_unconfirmed_after = (now - RECONCILE_GRACE_MILLIS).min(claim.started_millis);
             let (rebuilt, seen_ops) = rebuild_from_truth(
                 spec,
                 &files,
@@ -1120,7 +1130,8 @@ mod tests {
     fn after_a_run_the_pending_files_are_the_truth_plus_what_is_still_on_its_way() {
         let store = MemoryStore::new();
         let mut accumulator = Accumulator::load(spec(), &store).unwrap();
-        // Claimed: a (rewritten), b (left in a partition not worth rewriting), orphan (never committed).
+        // Claimed, announced more than the grace before the run reads the metadata: a (committed
+        // then, rewritten), b (left in a partition not worth rewriting), orphan (never committed).
         stage_and_commit(
             &mut accumulator,
             &store,
@@ -1131,18 +1142,19 @@ mod tests {
             ],
             1_000,
         );
-        claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+        let claimed_at = RECONCILE_GRACE_MILLIS + 2_000;
+        claim_and_commit(&mut accumulator, &store, "run-1", claimed_at);
         // During the run: c (committed, then rewritten by the run), d (its writer still committing),
         // and the run's own output.
         stage_and_commit(
             &mut accumulator,
             &store,
             vec![
-                candidate("t/data/d=1/c.parquet", 10, 2_100, "d=1"),
-                candidate("t/data/d=3/d.parquet", 10, 2_200, "d=3"),
-                candidate("t/data/d=1/out.parquet", 40, 2_300, "d=1"),
+                candidate("t/data/d=1/c.parquet", 10, claimed_at + 100, "d=1"),
+                candidate("t/data/d=3/d.parquet", 10, claimed_at + 200, "d=3"),
+                candidate("t/data/d=1/out.parquet", 40, claimed_at + 300, "d=1"),
             ],
-            2_300,
+            claimed_at + 300,
         );
         let outcome = truthful_success(
             &[
@@ -1152,7 +1164,13 @@ mod tests {
             ],
             &["t/data/d=1/c.parquet", "t/data/d=1/out.parquet"],
         );
-        finish(&mut accumulator, &store, "run-1", &outcome, 3_000);
+        finish(
+            &mut accumulator,
+            &store,
+            "run-1",
+            &outcome,
+            claimed_at + 1_000,
+        );
         let mut pending: Vec<(String, crate::state::FileSource)> = store
             .files("n.t")
             .unwrap()
@@ -1175,7 +1193,7 @@ mod tests {
         assert_eq!(snapshot.state.pending.files, 4);
         assert_eq!(snapshot.partitions["d=4"].metadata_files, 1);
         assert!(snapshot.state.partition_spec.is_some());
-        assert_eq!(snapshot.state.last_truth_millis, Some(3_000));
+        assert_eq!(snapshot.state.last_truth_millis, Some(claimed_at + 1_000));
         assert_eq!(
             Accumulator::load(spec(), &store).unwrap().snapshot(),
             snapshot,
@@ -1186,12 +1204,176 @@ mod tests {
             &mut accumulator,
             &store,
             vec![
-                candidate("t/data/d=4/old.parquet", 7, 3_100, "d=4"),
-                candidate("t/data/d=1/c.parquet", 10, 3_100, "d=1"),
+                candidate("t/data/d=4/old.parquet", 7, claimed_at + 1_100, "d=4"),
+                candidate("t/data/d=1/c.parquet", 10, claimed_at + 1_100, "d=1"),
             ],
-            3_100,
+            claimed_at + 1_100,
         );
         assert_eq!((staged.num_counted, staged.num_duplicates), (0, 2));
+    }
+
+    #[test]
+    fn a_slow_writer_across_a_claim_stays_pending_and_is_not_counted_as_compacted() {
+        const MINUTE: i64 = 60_000;
+        let claimed_at = 10 * 60 * MINUTE;
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+        // Announced 20 minutes before the claim and never committed: an aborted write.
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate(
+                "t/data/d=1/orphan.parquet",
+                10,
+                claimed_at - 20 * MINUTE,
+                "d=1",
+            )],
+            claimed_at - 20 * MINUTE,
+        );
+        // Announced two minutes before the claim: a (committed, then rewritten by the run) and
+        // slow (uploaded, its writer still committing when the run reads the metadata).
+        stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![
+                candidate("t/data/d=1/a.parquet", 10, claimed_at - 2 * MINUTE, "d=1"),
+                candidate("t/data/d=2/slow.parquet", 7, claimed_at - 2 * MINUTE, "d=2"),
+            ],
+            claimed_at - 2 * MINUTE,
+        );
+        let ticket = claim_and_commit(&mut accumulator, &store, "run-1", claimed_at);
+        assert_eq!(ticket.files, 3);
+        let outcome = truthful_success(
+            &[("t/data/d=1/out.parquet", 40)],
+            &["t/data/d=1/a.parquet", "t/data/d=1/out.parquet"],
+        );
+        finish(
+            &mut accumulator,
+            &store,
+            "run-1",
+            &outcome,
+            claimed_at + MINUTE,
+        );
+        let keys = |store: &MemoryStore| -> Vec<String> {
+            let mut keys: Vec<String> = store
+                .files("n.t")
+                .unwrap()
+                .into_iter()
+                .map(|(_, file)| file.key)
+                .collect();
+            keys.sort();
+            keys
+        };
+        assert_eq!(
+            keys(&store),
+            vec!["t/data/d=1/out.parquet", "t/data/d=2/slow.parquet"],
+            "slow is still on its way; a was rewritten; the orphan is past the grace"
+        );
+        let snapshot = accumulator.snapshot();
+        assert_eq!(
+            snapshot.state.compacted_files, 2,
+            "a and the orphan left; slow did not"
+        );
+        assert_eq!(
+            (snapshot.state.pending.files, snapshot.state.pending.bytes),
+            (2, 47)
+        );
+        assert_eq!(
+            (
+                snapshot.partitions["d=2"].files,
+                snapshot.partitions["d=2"].bytes
+            ),
+            (1, 7)
+        );
+
+        // Its writer commits; the next run finds it in the metadata: still one file, counted once.
+        claim_and_commit(&mut accumulator, &store, "run-2", claimed_at + 3 * MINUTE);
+        let outcome = truthful_success(
+            &[
+                ("t/data/d=1/out.parquet", 40),
+                ("t/data/d=2/slow.parquet", 7),
+            ],
+            &["t/data/d=2/slow.parquet"],
+        );
+        finish(
+            &mut accumulator,
+            &store,
+            "run-2",
+            &outcome,
+            claimed_at + 4 * MINUTE,
+        );
+        assert_eq!(
+            keys(&store),
+            vec!["t/data/d=1/out.parquet", "t/data/d=2/slow.parquet"]
+        );
+        let snapshot = accumulator.snapshot();
+        assert_eq!(snapshot.state.compacted_files, 2);
+        assert_eq!(
+            (snapshot.state.pending.files, snapshot.state.pending.bytes),
+            (2, 47)
+        );
+        let staged = stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![candidate(
+                "t/data/d=2/slow.parquet",
+                7,
+                claimed_at + 5 * MINUTE,
+                "d=2",
+            )],
+            claimed_at + 5 * MINUTE,
+        );
+        assert_eq!((staged.num_counted, staged.num_duplicates), (0, 1));
+    }
+
+    #[test]
+    fn a_file_known_from_the_metadata_and_gone_from_it_is_not_kept_by_the_grace() {
+        const MINUTE: i64 = 60_000;
+        let reconciled_at = 10 * 60 * MINUTE;
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+        // A reconcile finds m, committed long ago without an event.
+        let (ops, _) = accumulator
+            .begin_claim("reconcile-1", "reconcile", reconciled_at, true)
+            .unwrap();
+        store.commit(ops).unwrap();
+        accumulator.settle(true);
+        let outcome = truthful_success(&[("t/data/d=1/m.parquet", 10)], &[]);
+        finish(
+            &mut accumulator,
+            &store,
+            "reconcile-1",
+            &outcome,
+            reconciled_at,
+        );
+        assert_eq!(accumulator.snapshot().state.pending.files, 1);
+        // Five minutes later a run rewrites it: m is not in the truth, and (committed before the
+        // window) not among the committed files either; it is gone all the same.
+        claim_and_commit(
+            &mut accumulator,
+            &store,
+            "run-1",
+            reconciled_at + 5 * MINUTE,
+        );
+        let outcome = truthful_success(
+            &[("t/data/d=1/out.parquet", 40)],
+            &["t/data/d=1/out.parquet"],
+        );
+        finish(
+            &mut accumulator,
+            &store,
+            "run-1",
+            &outcome,
+            reconciled_at + 6 * MINUTE,
+        );
+        let keys: Vec<String> = store
+            .files("n.t")
+            .unwrap()
+            .into_iter()
+            .map(|(_, file)| file.key)
+            .collect();
+        assert_eq!(keys, vec!["t/data/d=1/out.parquet"]);
+        assert_eq!(accumulator.snapshot().state.compacted_files, 1);
     }
 
     #[test]
@@ -1303,6 +1485,279 @@ mod tests {
                     prop_assert_eq!(reloaded.snapshot(), accumulator.snapshot());
                 }
             }
+        }
+    }
+
+    mod truth_reads {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::{BTreeMap, BTreeSet};
+
+        const MINUTE: i64 = 60_000;
+        const CLAIMED_AT: i64 = 24 * 60 * MINUTE;
+
+        /// A data file of the simulated table, with absolute times: when its event came (`None`:
+        /// it never sent one), when its writer committed it (after the upload; `None`: not yet,
+        /// or never) and when it was removed after that (rewritten by the run, deleted).
+        #[derive(Debug, Clone)]
+        struct WorldFile {
+            key: String,
+            partition: String,
+            size: u64,
+            announced: Option<i64>,
+            committed: Option<i64>,
+            removed: Option<i64>,
+        }
+
+        impl WorldFile {
+            /// In the table's committed metadata at `time`.
+            fn live_at(&self, time: i64) -> bool {
+                self.committed.is_some_and(|committed| committed <= time)
+                    && self.removed.is_none_or(|removed| removed > time)
+            }
+        }
+
+        #[derive(Debug, Clone)]
+        struct World {
+            files: Vec<WorldFile>,
+            /// A reconcile this long before the claim, if any (it knows some files from metadata).
+            earlier_reconcile_minutes: Option<i64>,
+            run_minutes: i64,
+            rewrite: bool,
+            output_size: u64,
+        }
+
+        fn world() -> impl Strategy<Value = World> {
+            // Minutes: times meet the grace's edge exactly. Half of the files announced within
+            // 20 minutes before the claim, committing and removed soon: where the grace decides.
+            let announced = (
+                prop_oneof![-20i64..0, -50i64..=30],
+                prop::option::of(prop_oneof![0i64..=5, 0i64..=30]),
+                prop::option::of(prop_oneof![0i64..=5, 0i64..=30]),
+                1u64..100,
+                0u8..3,
+            );
+            let metadata_only = (-180i64..=30, prop::option::of(0i64..=60), 1u64..100, 0u8..3);
+            (
+                prop::collection::vec(announced, 0..16),
+                prop::collection::vec(metadata_only, 0..6),
+                prop::option::of(1i64..=40),
+                0i64..=30,
+                any::<bool>(),
+                1u64..200,
+            )
+                .prop_map(
+                    |(
+                        announced,
+                        metadata_only,
+                        earlier_reconcile_minutes,
+                        run_minutes,
+                        rewrite,
+                        output_size,
+                    )| {
+                        let mut files = Vec::new();
+                        for (index, (offset, commit_delay, remove_delay, size, partition)) in
+                            announced.into_iter().enumerate()
+                        {
+                            // Announced at the latest when the run reads the metadata.
+                            let offset = if offset > run_minutes {
+                                offset % (run_minutes + 1)
+                            } else {
+                                offset
+                            };
+                            let announced = CLAIMED_AT + offset * MINUTE;
+                            let committed = commit_delay.map(|delay| announced + delay * MINUTE);
+                            files.push(WorldFile {
+                                key: format!("t/data/d={partition}/e{index}.parquet"),
+                                partition: format!("d={partition}"),
+                                size,
+                                announced: Some(announced),
+                                committed,
+                                removed: committed
+                                    .zip(remove_delay)
+                                    .map(|(committed, delay)| committed + delay * MINUTE),
+                            });
+                        }
+                        for (index, (offset, remove_delay, size, partition)) in
+                            metadata_only.into_iter().enumerate()
+                        {
+                            let committed = CLAIMED_AT + offset * MINUTE;
+                            files.push(WorldFile {
+                                key: format!("t/data/d={partition}/m{index}.parquet"),
+                                partition: format!("d={partition}"),
+                                size,
+                                announced: None,
+                                committed: Some(committed),
+                                removed: remove_delay.map(|delay| committed + delay * MINUTE),
+                            });
+                        }
+                        World {
+                            files,
+                            earlier_reconcile_minutes,
+                            run_minutes,
+                            rewrite,
+                            output_size,
+                        }
+                    },
+                )
+        }
+
+        /// The report of a truth read at `time` for a claim made at `started`: the small files
+        /// live then, and the files committed since the report's window began.
+        fn report_at(files: &[WorldFile], started: i64, time: i64) -> RunOutcome {
+            let since = committed_since_millis(started);
+            let truth: Vec<(&str, u64)> = files
+                .iter()
+                .filter(|file| file.live_at(time) && file.size < 100)
+                .map(|file| (file.key.as_str(), file.size))
+                .collect();
+            let committed: Vec<&str> = files
+                .iter()
+                .filter(|file| {
+                    file.committed
+                        .is_some_and(|committed| since <= committed && committed <= time)
+                })
+                .map(|file| file.key.as_str())
+                .collect();
+            truthful_success(&truth, &committed)
+        }
+
+        fn announce(accumulator: &mut Accumulator, store: &MemoryStore, files: &[&WorldFile]) {
+            for file in files {
+                let at = file.announced.expect("announced");
+                stage_and_commit(
+                    accumulator,
+                    store,
+                    vec![candidate(&file.key, file.size, at, &file.partition)],
+                    at,
+                );
+            }
+        }
+
+        fn logged(store: &MemoryStore) -> BTreeSet<String> {
+            store
+                .files("n.t")
+                .unwrap()
+                .into_iter()
+                .map(|(_, file)| file.key)
+                .collect()
+        }
+
+        proptest! {
+            /// After a truth read: every file the metadata has is pending; every file announced
+            /// within the grace (or after the claim) whose writer has not committed yet is pending;
+            /// nothing else is — not a removed file, not an orphan past the grace, not a file known
+            /// from the metadata and gone from it. A claimed file counts as compacted only when it
+            /// left the pending files, and the pending counts are the sums over the pending files.
+            #[test]
+            fn a_truth_read_keeps_the_live_files_and_the_writers_still_committing(mut world in world()) {
+                let store = MemoryStore::new();
+                let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+                let read_at = CLAIMED_AT + world.run_minutes * MINUTE;
+                // The run's own output, committed when it finished (a reconcile writes none).
+                if world.rewrite {
+                    world.files.push(WorldFile {
+                        key: "t/data/d=0/out.parquet".to_string(),
+                        partition: "d=0".to_string(),
+                        size: world.output_size,
+                        announced: None,
+                        committed: Some(read_at),
+                        removed: None,
+                    });
+                }
+                let mut by_announcement: Vec<&WorldFile> = world.files.iter().filter(|file| file.announced.is_some()).collect();
+                by_announcement.sort_by_key(|file| file.announced);
+                let between = |from: i64, to: i64| -> Vec<&WorldFile> {
+                    by_announcement.iter().copied().filter(|file| file.announced >= Some(from) && file.announced < Some(to)).collect()
+                };
+
+                let mut announced_from = i64::MIN;
+                if let Some(minutes) = world.earlier_reconcile_minutes {
+                    let at = CLAIMED_AT - minutes * MINUTE;
+                    announce(&mut accumulator, &store, &between(announced_from, at));
+                    claim_and_reconcile(&mut accumulator, &store, at, &report_at(&world.files, at, at));
+                    announced_from = at;
+                }
+                announce(&mut accumulator, &store, &between(announced_from, CLAIMED_AT));
+                let trigger = if world.rewrite { "files" } else { "reconcile" };
+                let (ops, _) = accumulator.begin_claim("run-1", trigger, CLAIMED_AT, true).expect("no run in flight");
+                store.commit(ops).unwrap();
+                accumulator.settle(true);
+                let claimed = logged(&store);
+                let compacted_before = accumulator.snapshot().state.compacted_files;
+                announce(&mut accumulator, &store, &between(CLAIMED_AT, i64::MAX));
+                finish(&mut accumulator, &store, "run-1", &report_at(&world.files, CLAIMED_AT, read_at), read_at);
+
+                let pending = logged(&store);
+                for file in &world.files {
+                    let in_truth = file.live_at(read_at) && file.size < 100;
+                    let writer_still_committing = file.announced.is_some_and(|announced| {
+                        announced >= read_at - RECONCILE_GRACE_MILLIS || announced >= CLAIMED_AT
+                    }) && file.committed.is_none_or(|committed| committed > read_at);
+                    let is_pending = pending.contains(&file.key);
+                    if in_truth {
+                        prop_assert!(is_pending, "a live small file is lost: {:?}", file);
+                    } else if writer_still_committing {
+                        prop_assert!(is_pending, "a file within the grace, not committed yet, is dropped: {:?}", file);
+                    } else {
+                        prop_assert!(!is_pending, "removed, orphaned past the grace, or not small, yet pending: {:?}", file);
+                    }
+                }
+                let known: BTreeSet<String> = world.files.iter().map(|file| file.key.clone()).collect();
+                prop_assert!(pending.is_subset(&known), "nothing is invented");
+
+                let compacted = accumulator.snapshot().state.compacted_files - compacted_before;
+                let left = claimed.difference(&pending).count() as u64;
+                prop_assert_eq!(compacted, if world.rewrite { left } else { 0 }, "compacted: the claimed files that left the pending files, and only those");
+
+                // The pending counts are the sums over the pending files, as the world has them.
+                let entries: Vec<FileEntry> = store.files("n.t").unwrap().into_iter().map(|(_, entry)| entry).collect();
+                let by_key: BTreeMap<&str, &WorldFile> = world.files.iter().map(|file| (file.key.as_str(), file)).collect();
+                let mut partitions: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+                for entry in &entries {
+                    let file = by_key[entry.key.as_str()];
+                    prop_assert_eq!((entry.size, &entry.partition), (file.size, &file.partition));
+                    let counts = partitions.entry(entry.partition.clone()).or_default();
+                    counts.0 += 1;
+                    counts.1 += entry.size;
+                    counts.2 += u64::from(entry.source == FileSource::Metadata);
+                }
+                let snapshot = accumulator.snapshot();
+                prop_assert_eq!(snapshot.state.pending.files, entries.len() as u64);
+                prop_assert_eq!(snapshot.state.pending.bytes, entries.iter().map(|entry| entry.size).sum::<u64>());
+                let recorded: BTreeMap<String, (u64, u64, u64)> = snapshot
+                    .partitions
+                    .iter()
+                    .map(|(partition, counts)| (partition.clone(), (counts.files, counts.bytes, counts.metadata_files)))
+                    .collect();
+                prop_assert_eq!(recorded, partitions);
+                let reloaded = Accumulator::load(spec(), &store).unwrap();
+                prop_assert_eq!(reloaded.snapshot(), snapshot, "durable");
+
+                // Late events of everything announced or in the metadata count nothing again.
+                let late: Vec<Candidate> = world
+                    .files
+                    .iter()
+                    .filter(|file| file.announced.is_some() || (file.live_at(read_at) && file.size < 100))
+                    .map(|file| candidate(&file.key, file.size, read_at, &file.partition))
+                    .collect();
+                let staged = stage_and_commit(&mut accumulator, &store, late, read_at);
+                prop_assert_eq!(staged.num_counted, 0);
+            }
+        }
+
+        fn claim_and_reconcile(
+            accumulator: &mut Accumulator,
+            store: &MemoryStore,
+            at: i64,
+            outcome: &RunOutcome,
+        ) {
+            let (ops, _) = accumulator
+                .begin_claim("reconcile-0", "reconcile", at, true)
+                .expect("no run in flight");
+            store.commit(ops).unwrap();
+            accumulator.settle(true);
+            finish(accumulator, store, "reconcile-0", outcome, at);
         }
     }
 }

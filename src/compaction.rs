@@ -60,11 +60,9 @@ impl CompactionSettings {
                 where_for_partitions(partition_spec, &ticket.partitions)
             }),
             rewrite: ticket.rewrite,
-            committed_since_millis: if ticket.rewrite {
-                ticket.started_millis
-            } else {
-                ticket.started_millis - crate::accumulator::RECONCILE_GRACE_MILLIS
-            },
+            committed_since_millis: crate::accumulator::committed_since_millis(
+                ticket.started_millis,
+            ),
         };
         let catalog = &self.config.catalogs[&spec.catalog];
         SparkJob {
@@ -155,7 +153,7 @@ mod tests {
         let ticket = ClaimTicket {
             run_id: "r1".to_string(),
             trigger: "files".to_string(),
-            started_millis: 0,
+            started_millis: 1_714_564_800_000,
             files: 4,
             bytes: 4,
             partitions: Vec::new(),
@@ -167,6 +165,15 @@ mod tests {
         let statements = job.statements.join(";\n");
         assert!(statements.contains("CALL lakehouse.system.rewrite_data_files(table => 'a.orders'"));
         assert!(statements.contains("'min-input-files', '4'"));
+        let committed = job
+            .statements
+            .iter()
+            .find(|statement| statement.contains("icepack_committed_file"))
+            .unwrap();
+        assert!(
+            committed.ends_with("committed_at >= TIMESTAMP '2024-05-01 11:40:00.000')"),
+            "committed files reported from the grace before the claim, less the clock margin: {committed}"
+        );
         assert!(job.env.is_empty(), "unset variables are not passed");
         assert_eq!(job.timeout, Duration::from_secs(3600));
     }

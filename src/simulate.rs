@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::accumulator::{settle_run, Accumulator, Candidate, FailureBackoff};
+use crate::accumulator::{
+    committed_since_millis, settle_run, Accumulator, Candidate, FailureBackoff,
+};
 use crate::config::TableSpec;
 use crate::policy::{RewriteRule, Thresholds};
 use crate::spark::result::FailureClass;
@@ -373,7 +375,9 @@ pub fn simulate_icepack(trace: &[Arrival], tables: usize, scenario: &Scenario) -
 
 /// The committed metadata after a successful simulated run, as the real run would report it: the
 /// claimed files of partitions it did not rewrite, plus each rewritten partition's one output file
-/// when that output is itself small; everything else already pending stays as it is.
+/// when that output is itself small; everything else already pending stays as it is. Committed
+/// since the report's window began: the outputs, and the rewritten files whose writer committed
+/// in it (a simulated writer commits as it uploads, at the file's event time).
 fn truth_after_run(
     accumulator: &Accumulator,
     store: &dyn StateStore,
@@ -396,7 +400,12 @@ fn truth_after_run(
     for file in rewritten {
         *outputs.entry(file.partition.as_str()).or_default() += file.size;
     }
-    let mut committed = Vec::new();
+    let since = committed_since_millis(claim.started_millis);
+    let mut committed: Vec<String> = rewritten
+        .iter()
+        .filter(|file| file.event_millis >= since)
+        .map(|file| format!("s3://{}/{}", file.bucket, file.key))
+        .collect();
     for (partition, bytes) in outputs {
         let path = format!(
             "s3://{}/{}data/{partition}/{run_id}.parquet",

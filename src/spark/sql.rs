@@ -37,7 +37,7 @@ pub struct CompactionSql {
     pub partition_filter: Option<String>,
     /// `false` for a reconcile: read the spec and the truth, rewrite nothing.
     pub rewrite: bool,
-    /// Data files committed since this time are reported (reconcile: its grace window).
+    /// Data files committed since this time are reported (a grace window before the claim).
     pub committed_since_millis: UnixMillis,
 }
 
