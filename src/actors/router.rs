@@ -494,7 +494,29 @@ mod tests {
         assert!(reports
             .into_iter()
             .all(|report| matches!(report, Ok(Err(IntakeError::Store(_))))));
+        assert!(
+            !pipeline.metrics.store.is_writable(),
+            "the failed commit closed the gate"
+        );
+        let refused = pipeline
+            .router
+            .send(Ingest {
+                messages: vec![message("8", &["a/data/8.parquet"])],
+            })
+            .await
+            .unwrap();
+        assert!(
+            matches!(refused, Err(IntakeError::Store(StoreError::Unavailable(_)))),
+            "nothing is staged while the store refuses writes: {refused:?}"
+        );
         store.fail_commits(false);
+        // The next probe (after the back-off's first delay) finds the store writable again.
+        let opened = std::time::Instant::now();
+        while !pipeline.metrics.store.is_writable() {
+            assert!(opened.elapsed() < Duration::from_secs(10), "the gate opens");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(pipeline.metrics.store_recoveries.load(Ordering::Relaxed), 1);
         let report = pipeline
             .router
             .send(Ingest {
