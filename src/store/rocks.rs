@@ -134,7 +134,7 @@ impl RocksStore {
 
     /// Writes a batch atomically and syncs the WAL before returning.
     pub fn write_synced(&self, batch: WriteBatch) -> Result<(), StoreError> {
-        if crate::failpoint::active("store.write_error") {
+        if crate::failpoint::store_write_error() {
             return Err(StoreError::Write(
                 "IO error: No space left on device (failpoint store.write_error)".to_string(),
             ));
