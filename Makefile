@@ -4,12 +4,14 @@
 deps:
 	./deploy/local/install-deps.sh
 
+# The release binary; without the `failpoints` feature it has no fault points.
 build: deps
 	cargo build --release
 
 lint: deps
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --features failpoints -- -D warnings
 
 # Deployment assets: Helm chart (helm lint/template), compose file (compose-go + checks), Grafana
 # dashboard, container image config; helm and compose-go are built once from the Go module proxy.
@@ -17,11 +19,15 @@ lint-deploy:
 	cargo build --quiet --bin icepack
 	./deploy/check/lint-deploy.sh "$${CARGO_TARGET_DIR:-target}/debug/icepack"
 
-# Unit, property and integration tests; the end-to-end ones need the local stack (podman's Docker
-# API, the Spark + Iceberg image, a host Spark), which with-stack.sh starts and stops. Then a smoke of
-# every benchmark (figures printed, never asserted), so none of them rots.
+# First the command-line tests on a build without fault points, as `make build` and the image make
+# it: there ICEPACK_FAILPOINTS is ignored. Then unit, property and integration tests with the fault
+# points the crash and full-disk tests arm (`--features failpoints`); the end-to-end ones need the
+# local stack (podman's Docker API, the Spark + Iceberg image, a host Spark), which with-stack.sh
+# starts and stops. Then a smoke of every benchmark (figures printed, never asserted), so none of
+# them rots.
 test: lint lint-deploy
-	./deploy/local/with-stack.sh sh -c 'cargo test --lib --bins --tests && bench/run-all.sh --smoke'
+	cargo test --test cli
+	./deploy/local/with-stack.sh sh -c 'cargo test --features failpoints --lib --bins --tests && bench/run-all.sh --smoke'
 	./fuzz/run.sh 20
 
 # Longer fuzzing (TESTING.md): every target for 10 minutes.

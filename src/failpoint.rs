@@ -1,41 +1,127 @@
-//! Fault points for fault-injection tests. `ICEPACK_FAILPOINTS=intake.after_commit` makes the
-//! process kill itself with SIGKILL when it reaches that point, exactly as an OOM killer or a
-//! power cut would; `store.write_error@/some/file` makes state writes fail (as on a full or
-//! read-only disk) while that file exists. Unset in production; reading it costs one branch after
-//! the first call.
+//! Fault points for the fault-injection tests, compiled only with the `failpoints` cargo feature
+//! (`cargo test --features failpoints`, as `make test` runs it). Without it, as in `cargo build
+//! --release`, `make build` and the image, every point compiles to nothing, the `fail` crate is
+//! not even built, and `ICEPACK_FAILPOINTS` is ignored: no environment variable can make a
+//! production process kill itself or fail its writes.
+//!
+//! With the feature the points are the `fail` crate's, armed at start-up from
+//! `ICEPACK_FAILPOINTS` in its syntax, `NAME=ACTIONS;NAME=ACTIONS` (see `fail::cfg`):
+//! - crash points `intake.before_commit`, `intake.after_commit` and `poller.before_delete`:
+//!   `return` makes the process kill itself there with SIGKILL, exactly as an OOM killer or a power
+//!   cut would (`3*off->return`: at the fourth pass);
+//! - `store.write_error`: `return(PATH)` makes state writes fail (as on a full or read-only disk)
+//!   while PATH exists, so a test switches it on and off from outside; plain `return`, always.
 
-use std::collections::HashSet;
-use std::sync::OnceLock;
+/// The variable [`setup`] reads.
+pub const ENV: &str = "ICEPACK_FAILPOINTS";
 
-fn armed() -> &'static HashSet<String> {
-    static ARMED: OnceLock<HashSet<String>> = OnceLock::new();
-    ARMED.get_or_init(|| {
-        std::env::var("ICEPACK_FAILPOINTS")
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|name| !name.is_empty())
-            .map(str::to_string)
-            .collect()
-    })
+#[derive(Debug, thiserror::Error)]
+pub enum FailpointError {
+    #[error("ICEPACK_FAILPOINTS: `{entry}` is not NAME=ACTIONS")]
+    Malformed { entry: String },
+    #[error("ICEPACK_FAILPOINTS: fault point {name}: {message}")]
+    Actions { name: String, message: String },
 }
 
-/// Whether the named error point is active: armed as `name` (always) or as `name@path` (while
-/// `path` exists, so a test can switch it on and off from outside).
-pub fn active(name: &str) -> bool {
-    armed().iter().any(|entry| match entry.split_once('@') {
-        None => entry == name,
-        Some((armed_name, path)) => armed_name == name && std::path::Path::new(path).exists(),
-    })
+/// Arms the fault points `ICEPACK_FAILPOINTS` names; called once at start-up.
+#[cfg(feature = "failpoints")]
+pub fn setup() -> Result<(), FailpointError> {
+    let spec = std::env::var(ENV).unwrap_or_default();
+    for (name, actions) in parse(&spec)? {
+        fail::cfg(name, actions).map_err(|message| FailpointError::Actions {
+            name: name.to_string(),
+            message,
+        })?;
+    }
+    Ok(())
 }
 
-/// Kills the process with SIGKILL if the named point is armed.
-pub fn hit(name: &str) {
-    if armed().contains(name) {
-        eprintln!("failpoint {name}: killing the process with SIGKILL");
-        // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
+/// This build has no fault points: a set `ICEPACK_FAILPOINTS` is only reported.
+#[cfg(not(feature = "failpoints"))]
+pub fn setup() -> Result<(), FailpointError> {
+    if std::env::var_os(ENV).is_some_and(|spec| !spec.is_empty()) {
+        tracing::warn!(
+            "ICEPACK_FAILPOINTS is ignored: this build has no fault points (built without the \
+             `failpoints` feature)"
+        );
+    }
+    Ok(())
+}
+
+/// `NAME=ACTIONS` entries separated by `;`; blank entries are skipped.
+pub fn parse(spec: &str) -> Result<Vec<(&str, &str)>, FailpointError> {
+    spec.split(';')
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(|entry| {
+            entry
+                .split_once('=')
+                .map(|(name, actions)| (name.trim(), actions.trim()))
+                .filter(|(name, actions)| !name.is_empty() && !actions.is_empty())
+                .ok_or_else(|| FailpointError::Malformed {
+                    entry: entry.to_string(),
+                })
+        })
+        .collect()
+}
+
+/// A crash point: armed as `NAME=return`, the process kills itself here with SIGKILL.
+#[cfg(feature = "failpoints")]
+macro_rules! crash_point {
+    ($name:literal) => {
+        fail::fail_point!($name, |_| $crate::failpoint::kill($name))
+    };
+}
+
+/// This build has no fault points: a crash point is nothing.
+#[cfg(not(feature = "failpoints"))]
+macro_rules! crash_point {
+    ($name:literal) => {};
+}
+pub(crate) use crash_point;
+
+/// Kills the process with SIGKILL: no destructor runs, nothing is flushed.
+#[cfg(feature = "failpoints")]
+pub fn kill(name: &str) -> ! {
+    eprintln!("failpoint {name}: killing the process with SIGKILL");
+    // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    // A signal a process sends itself is delivered before kill(2) returns; wait for it regardless.
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// Whether a state write fails now, as on a full or read-only disk (`store.write_error`). Always
+/// false without the `failpoints` feature.
+pub fn store_write_error() -> bool {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("store.write_error", |path: Option<String>| {
+        path.is_none_or(|path| std::path::Path::new(&path).exists())
+    });
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_name_equals_actions_separated_by_semicolons() {
+        assert_eq!(parse("").unwrap(), Vec::<(&str, &str)>::new());
+        assert_eq!(
+            parse(" intake.after_commit=3*off->return ; store.write_error=return(/tmp/full);")
+                .unwrap(),
+            vec![
+                ("intake.after_commit", "3*off->return"),
+                ("store.write_error", "return(/tmp/full)")
+            ]
+        );
+        for malformed in ["intake.after_commit", "=return", "intake.after_commit="] {
+            let error = parse(malformed).unwrap_err().to_string();
+            assert!(error.contains(malformed), "{error}");
         }
     }
 }

@@ -137,6 +137,10 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    if let Err(error) = icepack::failpoint::setup() {
+        eprintln!("error: {error}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Run { config } => run(&config),
         Command::CheckConfig { config } => check_config(&config),

@@ -1,4 +1,5 @@
-//! The command-line contract: `check-config`, `replay` and `status` as other tools call them.
+//! The command-line contract: `check-config`, `replay` and `status` as other tools call them, and
+//! `ICEPACK_FAILPOINTS`, obeyed only by a build with the `failpoints` feature.
 
 mod support;
 
@@ -170,6 +171,75 @@ fn replay_reads_stdin() {
     assert_eq!(
         last_line_json(&String::from_utf8_lossy(&output.stdout))["counted"],
         6
+    );
+}
+
+/// `icepack replay --no-compact` of the fixture events with `ICEPACK_FAILPOINTS` set.
+fn replay_with_failpoints(icepack: &Icepack, failpoints: &str) -> std::process::Output {
+    std::process::Command::new(support::binary())
+        .args(["replay", "--no-compact", "--config"])
+        .arg(&icepack.config)
+        .arg(events())
+        .env("ICEPACK_FAILPOINTS", failpoints)
+        .output()
+        .unwrap()
+}
+
+/// The build `cargo build --release`, `make build` and the image make (no `failpoints` feature;
+/// only the optimisation differs from this one): every fault point armed, and the replay runs as
+/// if nothing were set. The test below shows the same command dying where the feature is on.
+#[cfg(not(feature = "failpoints"))]
+#[test]
+fn without_the_failpoints_feature_icepack_failpoints_is_ignored() {
+    let icepack = Icepack::with_config(CONFIG);
+    let output = replay_with_failpoints(
+        &icepack,
+        "intake.before_commit=return;intake.after_commit=return;store.write_error=return",
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{}: {stderr}", output.status);
+    assert!(stderr.contains("ICEPACK_FAILPOINTS is ignored"), "{stderr}");
+    assert_eq!(
+        last_line_json(&String::from_utf8_lossy(&output.stdout))["counted"],
+        6
+    );
+    assert_eq!(icepack.pending_files("analytics.customer_orders"), 6);
+}
+
+/// With the feature each armed point acts on the same command: a crash point kills the process
+/// with SIGKILL, `store.write_error` fails the commit, a malformed entry stops the start.
+#[cfg(feature = "failpoints")]
+#[test]
+fn with_the_failpoints_feature_armed_points_kill_the_process_and_fail_writes() {
+    use std::os::unix::process::ExitStatusExt;
+    const TABLE: &str = "analytics.customer_orders";
+    let icepack = Icepack::with_config(CONFIG);
+
+    let output = replay_with_failpoints(&icepack, "intake.before_commit=return");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.signal(), Some(libc::SIGKILL), "{stderr}");
+    assert_eq!(icepack.pending_files(TABLE), 0, "killed before the commit");
+
+    let output = replay_with_failpoints(&icepack, "store.write_error=return");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("failpoint store.write_error"), "{stderr}");
+    assert_eq!(icepack.pending_files(TABLE), 0, "the write failed");
+
+    let output = replay_with_failpoints(&icepack, "intake.after_commit=return");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.signal(), Some(libc::SIGKILL), "{stderr}");
+    assert!(
+        icepack.pending_files(TABLE) > 0,
+        "killed after the first commit"
+    );
+
+    let output = replay_with_failpoints(&icepack, "intake.after_commit");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("`intake.after_commit` is not NAME=ACTIONS"),
+        "{stderr}"
     );
 }
 

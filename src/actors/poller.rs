@@ -235,7 +235,7 @@ async fn poll_cycle(
         }
     };
 
-    failpoint::hit("poller.before_delete");
+    failpoint::crash_point!("poller.before_delete");
     let mut deletable = Vec::new();
     for ((message, receipt), verdict) in messages.iter().zip(receipts).zip(&report.verdicts) {
         match verdict {

@@ -326,7 +326,7 @@ async fn commit_group(
         Some(error) => Err(error),
         None if ops.is_empty() => Ok(()),
         None => {
-            failpoint::hit("intake.before_commit");
+            failpoint::crash_point!("intake.before_commit");
             let num_ops = ops.len();
             let committed = tokio::task::spawn_blocking(move || store.commit(ops))
                 .await
@@ -335,7 +335,7 @@ async fn commit_group(
             if committed.is_ok() {
                 debug!(num_ops, batches = members.len(), "group committed");
                 metrics.state_commits.fetch_add(1, Ordering::Relaxed);
-                failpoint::hit("intake.after_commit");
+                failpoint::crash_point!("intake.after_commit");
             }
             committed
         }

@@ -174,7 +174,7 @@ impl RocksStore {
         let db = self.db()?;
         let mut options = WriteOptions::default();
         options.set_sync(true);
-        let written = if crate::failpoint::active("store.write_error") {
+        let written = if crate::failpoint::store_write_error() {
             Err("IO error: No space left on device (failpoint store.write_error)".to_string())
         } else {
             db.write_opt(batch, &options)

@@ -314,6 +314,17 @@ pub struct Icepack {
     pub env: Vec<(String, String)>,
 }
 
+/// Says that a test crate's fault-point tests were left out of this build (no `failpoints`
+/// feature); in CI, where `make test` enables the feature, that is an error.
+pub fn fault_point_tests_left_out(tests: &str) {
+    if std::env::var("CI").is_ok() {
+        panic!("{tests} need the `failpoints` feature in CI: run them through `make test`");
+    }
+    eprintln!(
+        "skipping {tests}: the binary has no fault points (cargo test --features failpoints)"
+    );
+}
+
 pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_icepack")
 }
@@ -339,8 +350,13 @@ impl Icepack {
         self.dir.path().join(format!("run-{index}.log"))
     }
 
-    /// Starts `icepack run`; `failpoints` arms crash points.
+    /// Starts `icepack run`; `failpoints` arms fault points (`ICEPACK_FAILPOINTS`, e.g.
+    /// `intake.before_commit=return`), which only a build with the `failpoints` feature has.
     pub fn spawn_run(&mut self, failpoints: &str) -> usize {
+        assert!(
+            failpoints.is_empty() || cfg!(feature = "failpoints"),
+            "{failpoints}: the binary has no fault points; mark the test #[cfg(feature = \"failpoints\")]"
+        );
         let index = self.children.len();
         let log = std::fs::File::create(self.log_path(index)).unwrap();
         let mut command = Command::new(binary());
