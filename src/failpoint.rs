@@ -10,7 +10,9 @@
 //!   `return` makes the process kill itself there with SIGKILL, exactly as an OOM killer or a power
 //!   cut would (`3*off->return`: at the fourth pass);
 //! - `store.write_error`: `return(PATH)` makes state writes fail (as on a full or read-only disk)
-//!   while PATH exists, so a test switches it on and off from outside; plain `return`, always.
+//!   while PATH exists, so a test switches it on and off from outside; plain `return`, always;
+//! - `accumulator.stage_panic`: `return(TABLE@PATH)` makes that table's accumulator panic when it
+//!   stages records, while PATH exists (`return(TABLE)`: always).
 
 /// The variable [`setup`] reads.
 pub const ENV: &str = "ICEPACK_FAILPOINTS";
@@ -101,6 +103,23 @@ pub fn store_write_error() -> bool {
     fail::fail_point!("store.write_error", |path: Option<String>| {
         path.is_none_or(|path| std::path::Path::new(&path).exists())
     });
+    false
+}
+
+/// Whether staging records for `table` panics now, as an invariant the accumulator asserts would
+/// (`accumulator.stage_panic=return(TABLE@PATH)`: while PATH exists; `return(TABLE)`: always).
+/// Always false without the `failpoints` feature.
+pub fn accumulator_panics(table: &str) -> bool {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("accumulator.stage_panic", |armed: Option<String>| {
+        let armed = armed.unwrap_or_default();
+        let (armed_table, path) = match armed.split_once('@') {
+            Some((armed_table, path)) => (armed_table, Some(path)),
+            None => (armed.as_str(), None),
+        };
+        armed_table == table && path.is_none_or(|path| std::path::Path::new(path).exists())
+    });
+    let _ = table;
     false
 }
 

@@ -41,7 +41,7 @@ pub struct ApiState {
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/v1/tables", get(tables))
         .route("/v1/tables/{table}", get(table))
@@ -106,9 +106,33 @@ async fn metrics(State(state): State<ApiState>) -> Response {
         .into_response()
 }
 
+/// Alive unless a singleton of the pipeline is gone (nothing but a process restart brings back
+/// the router or the executor pool).
+async fn healthz(State(state): State<ApiState>) -> Response {
+    let down = state.pipeline.actors_down();
+    if down.is_empty() {
+        "ok\n".into_response()
+    } else {
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("{} stopped: restart the process\n", down.join(", ")),
+        )
+            .into_response()
+    }
+}
+
 async fn readyz(State(state): State<ApiState>) -> Response {
     let now = state.clock.now_millis();
     let mut problems = Vec::new();
+    for actor in state.pipeline.actors_down() {
+        problems.push(format!("{actor} stopped"));
+    }
+    for (table, since) in state.metrics.accumulators_down() {
+        problems.push(format!(
+            "the accumulator of table {table} is down since {} (restarting; its records are not counted until then)",
+            crate::clock::format_rfc3339(since)
+        ));
+    }
     let store = state.metrics.store.get();
     if !store.writable {
         problems.push(format!(

@@ -134,9 +134,30 @@ enum Command {
     },
 }
 
+/// A panic is a bug (an invariant did not hold): it goes to the log with its place, as an error,
+/// before the default report on stderr. The actor it happened in is restarted by its supervisor.
+fn log_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let place = info
+            .location()
+            .map(|location| format!("{}:{}", location.file(), location.line()))
+            .unwrap_or_default();
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|message| message.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(%place, %message, "a bug: a panic (please report it with this line)");
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    log_panics();
     if let Err(error) = icepack::failpoint::setup() {
         eprintln!("error: {error}");
         return ExitCode::FAILURE;

@@ -146,6 +146,10 @@ pub struct Metrics {
     pub store: crate::store::StoreGate,
     /// Times the store was made writable again after failed commits.
     pub store_recoveries: AtomicU64,
+    /// Tables whose accumulator is down (stopped, not restarted yet), with since when.
+    accumulators_down: std::sync::Mutex<std::collections::BTreeMap<String, i64>>,
+    /// Accumulators restarted by the supervisor.
+    pub accumulator_restarts: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -175,6 +179,8 @@ impl Default for Metrics {
             engine: Arc::default(),
             store: crate::store::StoreGate::default(),
             store_recoveries: AtomicU64::new(0),
+            accumulators_down: Default::default(),
+            accumulator_restarts: AtomicU64::new(0),
         }
     }
 }
@@ -194,6 +200,36 @@ pub struct TableGauges {
 pub type SharedMetrics = Arc<Metrics>;
 
 impl Metrics {
+    /// A table's accumulator is down; returns whether it was up until now.
+    pub fn accumulator_down(&self, table: &str, now: i64) -> bool {
+        let mut down = self
+            .accumulators_down
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if down.contains_key(table) {
+            return false;
+        }
+        down.insert(table.to_string(), now);
+        true
+    }
+
+    pub fn accumulator_up(&self, table: &str) {
+        self.accumulators_down
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(table);
+    }
+
+    /// Tables whose accumulator is down, with since when.
+    pub fn accumulators_down(&self) -> Vec<(String, i64)> {
+        self.accumulators_down
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(table, since)| (table.clone(), *since))
+            .collect()
+    }
+
     /// The whole exposition, counters first, then the per-table gauges.
     pub fn render(&self, tables: &[TableGauges]) -> String {
         let mut out = String::new();
@@ -287,6 +323,20 @@ impl Metrics {
             "1 while the state store takes writes; 0 from a failed commit until a probe succeeds (receiving is paused).",
             "gauge",
             u64::from(self.store.is_writable()),
+        );
+        plain(
+            &mut out,
+            "icepack_accumulator_restarts_total",
+            "Table accumulators restarted from the stored state after they stopped (a bug).",
+            "counter",
+            self.accumulator_restarts.load(Ordering::Relaxed),
+        );
+        plain(
+            &mut out,
+            "icepack_accumulators_down",
+            "Table accumulators stopped and not restarted yet.",
+            "gauge",
+            self.accumulators_down().len() as u64,
         );
         plain(
             &mut out,

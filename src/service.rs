@@ -13,6 +13,7 @@ use crate::actors::executor::{CompactionPool, SetSettings};
 use crate::actors::messages::{GetStatus, SetTableMap, UpdateSpec};
 use crate::actors::notifier::Notifier;
 use crate::actors::router::IntakeRouter;
+use crate::actors::supervisor::AccumulatorSupervisor;
 use crate::clock::Clock;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
@@ -27,6 +28,7 @@ pub struct Pipeline {
     map: Arc<RwLock<Arc<TableMap>>>,
     pub router: Addr<IntakeRouter>,
     pub pool: Addr<CompactionPool>,
+    pub supervisor: Addr<AccumulatorSupervisor>,
     pub metrics: Arc<Metrics>,
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
@@ -83,10 +85,21 @@ pub fn start_pipeline(
         metrics.clone(),
     )
     .start();
+    let map = Arc::new(RwLock::new(map));
+    let supervisor = AccumulatorSupervisor::new(
+        map.clone(),
+        store.clone(),
+        clock.clone(),
+        pool.clone(),
+        backoff,
+        metrics.clone(),
+    )
+    .start();
     Ok(Pipeline {
-        map: Arc::new(RwLock::new(map)),
+        map,
         router,
         pool,
+        supervisor,
         metrics,
         store,
         clock,
@@ -125,6 +138,22 @@ pub struct MapReport {
 }
 
 impl Pipeline {
+    /// The pipeline's singletons that are down: nothing restarts them, the process must be
+    /// restarted (`/healthz` fails).
+    pub fn actors_down(&self) -> Vec<&'static str> {
+        let mut down = Vec::new();
+        if !self.router.connected() {
+            down.push("the intake router");
+        }
+        if !self.pool.connected() {
+            down.push("the executor pool");
+        }
+        if !self.supervisor.connected() {
+            down.push("the accumulator supervisor");
+        }
+        down
+    }
+
     /// The current table map.
     pub fn map(&self) -> Arc<TableMap> {
         self.map.read().expect("table map lock").clone()
@@ -149,7 +178,7 @@ impl Pipeline {
     }
 
     pub fn accumulator(&self, table: usize) -> Addr<TableAccumulatorActor> {
-        self.map().accumulator(table).clone()
+        self.map().accumulator(table)
     }
 
     /// Applies a new (validated) configuration's tables, tenants and Spark settings: new tables

@@ -5,9 +5,12 @@
 //! leaves its slot in place, inactive (its state stays in the store); a table added later gets the
 //! next slot; a table that comes back gets its old slot again. Actors hold an `Arc<TableMap>`
 //! snapshot and are handed a new one when the configuration changes.
+//!
+//! A slot's accumulator address is shared by every snapshot: when the supervisor restarts a
+//! table's accumulator, every holder of any snapshot reaches the new one.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use actix::Addr;
 
@@ -15,11 +18,14 @@ use crate::actors::accumulator::TableAccumulatorActor;
 use crate::config::{TableSpec, TenantSpec};
 use crate::routing::TableIndex;
 
+/// Where a table's accumulator is now; shared by every snapshot of the map.
+type AccumulatorSlot = Arc<RwLock<Addr<TableAccumulatorActor>>>;
+
 #[derive(Clone, Default)]
 pub struct TableMap {
     specs: Vec<Arc<TableSpec>>,
     active: Vec<bool>,
-    accumulators: Vec<Addr<TableAccumulatorActor>>,
+    accumulators: Vec<AccumulatorSlot>,
     by_name: HashMap<String, TableIndex>,
     tenants: BTreeMap<String, Arc<TenantSpec>>,
 }
@@ -40,7 +46,10 @@ impl TableMap {
         TableMap {
             active: vec![true; specs.len()],
             specs,
-            accumulators,
+            accumulators: accumulators
+                .into_iter()
+                .map(|addr| Arc::new(RwLock::new(addr)))
+                .collect(),
             by_name,
             tenants: tenants
                 .into_iter()
@@ -67,8 +76,18 @@ impl TableMap {
         &self.specs
     }
 
-    pub fn accumulator(&self, table: TableIndex) -> &Addr<TableAccumulatorActor> {
-        &self.accumulators[table]
+    pub fn accumulator(&self, table: TableIndex) -> Addr<TableAccumulatorActor> {
+        self.accumulators[table]
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A restarted accumulator takes the slot: every snapshot of the map reaches it from now on.
+    pub fn replace_accumulator(&self, table: TableIndex, accumulator: Addr<TableAccumulatorActor>) {
+        *self.accumulators[table]
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = accumulator;
     }
 
     pub fn is_active(&self, table: TableIndex) -> bool {
@@ -120,7 +139,7 @@ impl TableMap {
             next.by_name.insert(spec.table.clone(), next.specs.len());
             next.specs.push(spec.clone());
             next.active.push(true);
-            next.accumulators.push(accumulator);
+            next.accumulators.push(Arc::new(RwLock::new(accumulator)));
         }
         next.tenants = tenants
             .into_iter()

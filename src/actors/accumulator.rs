@@ -75,6 +75,13 @@ impl TableAccumulatorActor {
         }
     }
 
+    /// Whether the current configuration has the table (a restarted accumulator of a removed
+    /// table counts nothing new and asks for no runs).
+    pub fn with_active(mut self, active: bool) -> Self {
+        self.active = active;
+        self
+    }
+
     fn table(&self) -> &str {
         &self.accumulator.spec().table
     }
@@ -289,6 +296,12 @@ impl Handler<Stage> for TableAccumulatorActor {
     type Result = Result<Staged, StoreError>;
 
     fn handle(&mut self, message: Stage, _ctx: &mut Context<Self>) -> Self::Result {
+        if crate::failpoint::accumulator_panics(self.table()) {
+            panic!(
+                "failpoint accumulator.stage_panic: an invariant of {} does not hold",
+                self.table()
+            );
+        }
         let now = self.clock.now_millis();
         self.accumulator
             .stage(message.candidates, self.store.as_ref(), now)
@@ -437,6 +450,21 @@ impl Handler<Reload> for TableAccumulatorActor {
             actor.evaluate(ctx);
             Ok(())
         }))
+    }
+}
+
+/// Tests: the accumulator panics, as a violated invariant would.
+#[cfg(test)]
+#[derive(Debug, actix::Message)]
+#[rtype(result = "()")]
+pub struct Crash;
+
+#[cfg(test)]
+impl Handler<Crash> for TableAccumulatorActor {
+    type Result = ();
+
+    fn handle(&mut self, _message: Crash, _ctx: &mut Context<Self>) {
+        panic!("an invariant of {} does not hold (test)", self.table());
     }
 }
 

@@ -15,8 +15,8 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::messages::{
-    Claimed, CompactNow, FailureNote, GetPoolStatus, NotClaimed, PoolStatus, RecoverRun,
-    RequestCompaction, RunFinished, RunResult, SetTableMap, StartRun, WaitIdle,
+    AccumulatorRestarted, Claimed, CompactNow, FailureNote, GetPoolStatus, NotClaimed, PoolStatus,
+    RecoverRun, RequestCompaction, RunFinished, RunResult, SetTableMap, StartRun, WaitIdle,
 };
 use tracing::Instrument;
 
@@ -74,6 +74,11 @@ pub struct CompactionPool {
     recent_failures: HashMap<String, VecDeque<FailureNote>>,
     manual: HashMap<TableIndex, Vec<oneshot::Sender<Result<RunResult, String>>>>,
     idle_waiters: Vec<oneshot::Sender<()>>,
+    /// Outcomes of runs whose accumulator was down when they ended: handed to the restarted one.
+    undelivered: HashMap<TableIndex, RunFinished>,
+    /// Runs whose outcome was handed over that way: the restarted accumulator's report of the
+    /// claim it loaded is not a run to recover.
+    handed_over: HashSet<String>,
     /// `false` (replay --no-compact): requests are noted, never run.
     enabled: bool,
     metrics: Arc<Metrics>,
@@ -100,6 +105,8 @@ impl CompactionPool {
             recent_failures: HashMap::new(),
             manual: HashMap::new(),
             idle_waiters: Vec::new(),
+            undelivered: HashMap::new(),
+            handed_over: HashSet::new(),
             enabled,
             metrics,
             notifier,
@@ -318,10 +325,17 @@ impl CompactionPool {
                 "compaction failed; pending files kept"
             ),
         }
-        self.map.accumulator(table).do_send(RunFinished {
+        let finished = RunFinished {
             run_id: run_id.clone(),
             outcome: outcome.clone(),
-        });
+        };
+        let accumulator = self.map.accumulator(table);
+        if accumulator.connected() {
+            accumulator.do_send(finished);
+        } else {
+            warn!(table = %spec.table, %run_id, "the table's accumulator is down: the run's outcome waits for its restart");
+            self.undelivered.insert(table, finished);
+        }
         if let Some(waiters) = self.manual.remove(&table) {
             let result = RunResult {
                 table: spec.table.clone(),
@@ -470,12 +484,54 @@ impl Handler<NotClaimed> for CompactionPool {
     }
 }
 
+impl Handler<AccumulatorRestarted> for CompactionPool {
+    type Result = ();
+
+    fn handle(&mut self, message: AccumulatorRestarted, ctx: &mut Context<Self>) {
+        let table = message.table;
+        if let Some(finished) = self.undelivered.remove(&table) {
+            if message.claimed_run.as_ref() == Some(&finished.run_id) {
+                self.handed_over.insert(finished.run_id.clone());
+                self.map.accumulator(table).do_send(finished);
+            }
+        }
+        let Some(slot) = self.running.get(&table) else {
+            return;
+        };
+        if message.claimed_run.as_ref() == Some(&slot.run_id) {
+            // Claimed and running: its outcome reaches the new accumulator.
+            return;
+        }
+        let run_id = slot.run_id.clone();
+        warn!(table = %self.map.spec(table).table, %run_id, "the run's start was lost with the table's accumulator; its slot is free again");
+        self.release(table, &run_id);
+        if let Some(waiters) = self.manual.remove(&table) {
+            for waiter in waiters {
+                let _ = waiter.send(Err(
+                    "the table's accumulator stopped before the run could start; try again"
+                        .to_string(),
+                ));
+            }
+        }
+        self.dispatch(ctx);
+    }
+}
+
 impl Handler<RecoverRun> for CompactionPool {
     type Result = ();
 
     fn handle(&mut self, message: RecoverRun, ctx: &mut Context<Self>) {
         let table = message.table;
         let ticket = message.ticket;
+        if self.handed_over.remove(&ticket.run_id)
+            || self
+                .running
+                .get(&table)
+                .is_some_and(|slot| slot.run_id == ticket.run_id)
+        {
+            // A restarted accumulator reporting the run this pool is running: nothing to recover.
+            return;
+        }
         let run_id = ticket.run_id.clone();
         let spec = self.map.spec(table).clone();
         self.waiting.started_outside(&spec.tenant);

@@ -33,6 +33,16 @@ pub struct Settle {
 #[rtype(result = "Result<(), StoreError>")]
 pub struct Reload;
 
+/// Supervisor → pool: a table's accumulator was started again; `claimed_run` is the run its stored
+/// state holds a claim for. A slot the pool holds for another run of the table (one whose start
+/// the stopped accumulator never answered) is free again.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct AccumulatorRestarted {
+    pub table: TableIndex,
+    pub claimed_run: Option<String>,
+}
+
 /// Re-evaluate thresholds now (sent by the accumulator's own timer, or by tests).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]

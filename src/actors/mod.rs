@@ -1,6 +1,7 @@
 //! The actors: thin shells that move messages between the plain components.
 //!
-//! SQS poller → intake router → one table accumulator per table → compaction executor pool → notifier.
+//! SQS poller → intake router → one table accumulator per table → compaction executor pool → notifier;
+//! the supervisor restarts a table's accumulator that stopped.
 
 pub mod accumulator;
 pub mod executor;
@@ -8,3 +9,4 @@ pub mod messages;
 pub mod notifier;
 pub mod poller;
 pub mod router;
+pub mod supervisor;

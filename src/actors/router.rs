@@ -25,7 +25,7 @@ use super::messages::{Ingest, IngestReport, IntakeError, Reload, SetTableMap, Se
 use crate::accumulator::Candidate;
 use crate::clock::Clock;
 use crate::failpoint;
-use crate::intake::{plan_batch, IntakePlan, IntakeSummary, Verdict};
+use crate::intake::{plan_batch, InboundMessage, IntakePlan, IntakeSummary, Verdict};
 use crate::metrics::Metrics;
 use crate::policy::Backoff;
 use crate::routing::{IgnoreReason, Router, TableIndex};
@@ -193,7 +193,7 @@ impl Handler<Ingest> for IntakeRouter {
         // Parsed and routed at once: while a commit is in flight, the next group gets ready.
         let plan = plan_batch(&message.messages, &self.router, self.map.specs());
         self.waiting.push_back(Waiting {
-            num_messages: message.messages.len(),
+            messages: message.messages,
             plan,
             reply,
         });
@@ -206,19 +206,33 @@ impl Handler<Ingest> for IntakeRouter {
     }
 }
 
+/// Where a batch's report goes.
+type Reply = oneshot::Sender<Result<IngestReport, IntakeError>>;
+
 /// A batch waiting for the next group commit, and where its report goes.
 struct Waiting {
-    num_messages: usize,
+    messages: Vec<InboundMessage>,
     plan: IntakePlan,
-    reply: oneshot::Sender<Result<IngestReport, IntakeError>>,
+    reply: Reply,
 }
 
 /// One batch inside a group: its verdicts, its summary, and its candidates' places in the
 /// per-table lists (to attribute duplicates back to it).
 struct Member {
-    reply: oneshot::Sender<Result<IngestReport, IntakeError>>,
+    reply: Reply,
     verdicts: Vec<Verdict>,
     summary: IntakeSummary,
+    /// Kept to plan the batch again when another batch's table fails the group.
+    messages: Vec<InboundMessage>,
+}
+
+/// How a group ended, for the router.
+#[derive(Default)]
+struct GroupOutcome {
+    /// The commit's error, when the write itself failed.
+    failed_commit: Option<StoreError>,
+    /// Batches that had nothing to do with the tables that failed: they go in the next group.
+    retry: Vec<(Vec<InboundMessage>, Reply)>,
 }
 
 impl IntakeRouter {
@@ -247,7 +261,7 @@ impl IntakeRouter {
             let Some(waiting) = self.waiting.pop_front() else {
                 break;
             };
-            num_messages += waiting.num_messages;
+            num_messages += waiting.messages.len();
             let plan = waiting.plan;
             let origin = members.len();
             for (table, candidates) in plan.candidates {
@@ -259,6 +273,7 @@ impl IntakeRouter {
                 reply: waiting.reply,
                 verdicts: plan.verdicts,
                 summary: plan.summary,
+                messages: waiting.messages,
             });
         }
         let work = commit_group(
@@ -269,10 +284,19 @@ impl IntakeRouter {
             self.clock.clone(),
             self.metrics.clone(),
         );
-        ctx.spawn(work.into_actor(self).map(|failed_commit, router, ctx| {
+        ctx.spawn(work.into_actor(self).map(|outcome, router, ctx| {
             router.committing = false;
-            if let Some(error) = failed_commit {
+            if let Some(error) = outcome.failed_commit {
                 router.store_failed(&error.to_string(), ctx);
+            }
+            // Planned again (by the current map), ahead of the batches that came since.
+            for (messages, reply) in outcome.retry.into_iter().rev() {
+                let plan = plan_batch(&messages, &router.router, router.map.specs());
+                router.waiting.push_front(Waiting {
+                    messages,
+                    plan,
+                    reply,
+                });
             }
             router.start_group(ctx);
         }));
@@ -280,8 +304,11 @@ impl IntakeRouter {
 }
 
 /// Stages a group's candidates in their accumulators, commits all their ops in one synced write,
-/// settles the accumulators and answers every batch of the group. Returns the commit's error when
-/// the write itself failed.
+/// settles the accumulators and answers every batch of the group.
+///
+/// When a table cannot stage (its accumulator is gone, or its state cannot be read) only the
+/// batches with records for it fail; nothing of the group is committed, and the other batches
+/// are handed back to go in the next group, so one broken table never holds up the others.
 async fn commit_group(
     mut members: Vec<Member>,
     per_table: BTreeMap<TableIndex, (Vec<Candidate>, Vec<usize>)>,
@@ -289,7 +316,7 @@ async fn commit_group(
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
-) -> Option<StoreError> {
+) -> GroupOutcome {
     let mut involved = Vec::with_capacity(per_table.len());
     let mut staging = Vec::with_capacity(per_table.len());
     for (table, (candidates, origins)) in per_table {
@@ -299,7 +326,7 @@ async fn commit_group(
     let staging = join_all(staging).await;
 
     let mut ops = Vec::new();
-    let mut failure = None;
+    let mut failed_tables = Vec::new();
     let mut counted_per_table = Vec::new();
     for ((table, origins), staged) in involved.iter().zip(staging) {
         match staged {
@@ -316,33 +343,35 @@ async fn commit_group(
                 }
                 ops.extend(staged.ops);
             }
-            Ok(Err(error)) => failure = Some(IntakeError::Store(error)),
-            Err(_) => failure = Some(IntakeError::AccumulatorGone(map.spec(*table).table.clone())),
+            Ok(Err(error)) => failed_tables.push((*table, IntakeError::Store(error))),
+            Err(_) => failed_tables.push((
+                *table,
+                IntakeError::AccumulatorGone(map.spec(*table).table.clone()),
+            )),
         }
     }
-
-    let wrote = failure.is_none() && !ops.is_empty();
-    let outcome = match failure {
-        Some(error) => Err(error),
-        None if ops.is_empty() => Ok(()),
-        None => {
-            failpoint::crash_point!("intake.before_commit");
-            let num_ops = ops.len();
-            let committed = tokio::task::spawn_blocking(move || store.commit(ops))
-                .await
-                .map_err(|error| IntakeError::CommitTask(error.to_string()))
-                .and_then(|result| result.map_err(IntakeError::Store));
-            if committed.is_ok() {
-                debug!(num_ops, batches = members.len(), "group committed");
-                metrics.state_commits.fetch_add(1, Ordering::Relaxed);
-                failpoint::crash_point!("intake.after_commit");
-            }
-            committed
+    if !failed_tables.is_empty() {
+        return fail_tables(members, &involved, failed_tables, &map);
+    }
+    let outcome = if ops.is_empty() {
+        Ok(())
+    } else {
+        failpoint::crash_point!("intake.before_commit");
+        let num_ops = ops.len();
+        let committed = tokio::task::spawn_blocking(move || store.commit(ops))
+            .await
+            .map_err(|error| IntakeError::CommitTask(error.to_string()))
+            .and_then(|result| result.map_err(IntakeError::Store));
+        if committed.is_ok() {
+            debug!(num_ops, batches = members.len(), "group committed");
+            metrics.state_commits.fetch_add(1, Ordering::Relaxed);
+            failpoint::crash_point!("intake.after_commit");
         }
+        committed
     };
     let committed = outcome.is_ok();
     let failed_commit = match &outcome {
-        Err(IntakeError::Store(error)) if wrote => Some(error.clone()),
+        Err(IntakeError::Store(error)) => Some(error.clone()),
         _ => None,
     };
     for (table, _) in &involved {
@@ -392,7 +421,50 @@ async fn commit_group(
         // A batch whose poller is gone is simply redelivered later.
         let _ = member.reply.send(answer);
     }
-    failed_commit
+    GroupOutcome {
+        failed_commit,
+        retry: Vec::new(),
+    }
+}
+
+/// Some tables could not stage: their batches fail, every staged change is dropped, the other
+/// batches go back for the next group.
+fn fail_tables(
+    members: Vec<Member>,
+    involved: &[(TableIndex, Vec<usize>)],
+    failed_tables: Vec<(TableIndex, IntakeError)>,
+    map: &TableMap,
+) -> GroupOutcome {
+    let mut errors: Vec<Option<IntakeError>> = (0..members.len()).map(|_| None).collect();
+    for (table, error) in &failed_tables {
+        warn!(table = %map.spec(*table).table, %error, "the table cannot stage its records: only the batches with records for it fail");
+        let origins = involved
+            .iter()
+            .find(|(involved_table, _)| involved_table == table)
+            .map(|(_, origins)| origins.as_slice())
+            .unwrap_or_default();
+        for &origin in origins {
+            errors[origin].get_or_insert_with(|| error.clone());
+        }
+    }
+    for (table, _) in involved {
+        if !failed_tables.iter().any(|(failed, _)| failed == table) {
+            map.accumulator(*table).do_send(Settle { committed: false });
+        }
+    }
+    let mut retry = Vec::new();
+    for (member, error) in members.into_iter().zip(errors) {
+        match error {
+            Some(error) => {
+                let _ = member.reply.send(Err(error));
+            }
+            None => retry.push((member.messages, member.reply)),
+        }
+    }
+    GroupOutcome {
+        failed_commit: None,
+        retry,
+    }
 }
 
 #[cfg(test)]

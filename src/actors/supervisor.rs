@@ -1,0 +1,294 @@
+//! The accumulator supervisor: a table's accumulator that stopped (a panic — an invariant it
+//! asserts was violated, which is a bug — or any other end) is started again from the table's
+//! durable state, in the same slot of the table map, so every holder of the map reaches the new
+//! one. The other tables never notice; the batches with records for the table fail until it is
+//! back and are redelivered. Restarts of a table that keeps failing back off; while a table's
+//! accumulator is down, `/readyz` names it.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, WrapFuture};
+use tracing::{error, info, warn};
+
+use super::accumulator::TableAccumulatorActor;
+use super::executor::CompactionPool;
+use super::messages::AccumulatorRestarted;
+use crate::accumulator::{Accumulator, FailureBackoff};
+use crate::clock::Clock;
+use crate::metrics::Metrics;
+use crate::routing::TableIndex;
+use crate::store::StateStore;
+use crate::table_map::TableMap;
+
+/// How often every slot is looked at.
+const CHECK_INTERVAL: Duration = Duration::from_millis(500);
+/// Restarts of one table back off from this to [`MAX_RESTART_DELAY`].
+const FIRST_RESTART_DELAY_MILLIS: i64 = 1_000;
+const MAX_RESTART_DELAY_MILLIS: i64 = 60_000;
+/// A restarted accumulator alive this long has its restart count forgotten.
+const STABLE_AFTER_MILLIS: i64 = 5 * 60_000;
+
+#[derive(Debug, Default)]
+struct Restarts {
+    /// Restarts in a row (each soon after the one before).
+    count: u32,
+    last_millis: i64,
+    /// No restart before this.
+    not_before_millis: i64,
+    loading: bool,
+}
+
+pub struct AccumulatorSupervisor {
+    map: Arc<RwLock<Arc<TableMap>>>,
+    store: Arc<dyn StateStore>,
+    clock: Arc<dyn Clock>,
+    pool: Addr<CompactionPool>,
+    backoff: FailureBackoff,
+    metrics: Arc<Metrics>,
+    restarts: HashMap<TableIndex, Restarts>,
+}
+
+impl AccumulatorSupervisor {
+    pub fn new(
+        map: Arc<RwLock<Arc<TableMap>>>,
+        store: Arc<dyn StateStore>,
+        clock: Arc<dyn Clock>,
+        pool: Addr<CompactionPool>,
+        backoff: FailureBackoff,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        AccumulatorSupervisor {
+            map,
+            store,
+            clock,
+            pool,
+            backoff,
+            metrics,
+            restarts: HashMap::new(),
+        }
+    }
+
+    fn map(&self) -> Arc<TableMap> {
+        self.map
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn check(&mut self, ctx: &mut Context<Self>) {
+        let map = self.map();
+        let now = self.clock.now_millis();
+        for table in 0..map.len() {
+            if map.accumulator(table).connected() {
+                continue;
+            }
+            let name = map.spec(table).table.clone();
+            let restarts = self.restarts.entry(table).or_default();
+            if restarts.loading || now < restarts.not_before_millis {
+                continue;
+            }
+            let newly_down = self.metrics.accumulator_down(&name, now);
+            if newly_down {
+                error!(table = %name, "the table's accumulator stopped (a bug: see the panic logged before this); restarting it from the stored state; batches with records for the table fail until then");
+            }
+            restarts.loading = true;
+            self.restart(table, ctx);
+        }
+    }
+
+    /// Loads the table's state off the actor thread, then starts its accumulator in the slot.
+    fn restart(&mut self, table: TableIndex, ctx: &mut Context<Self>) {
+        let map = self.map();
+        let spec = map.spec(table).clone();
+        let store = self.store.clone();
+        let load = async move {
+            tokio::task::spawn_blocking(move || Accumulator::load(spec, store.as_ref()))
+                .await
+                .map_err(|error| crate::store::StoreError::Read(error.to_string()))
+                .and_then(|loaded| loaded)
+        };
+        ctx.spawn(load.into_actor(self).map(move |loaded, supervisor, _ctx| {
+            let now = supervisor.clock.now_millis();
+            let map = supervisor.map();
+            let name = map.spec(table).table.clone();
+            let restarts = supervisor.restarts.entry(table).or_default();
+            restarts.loading = false;
+            if now - restarts.last_millis > STABLE_AFTER_MILLIS {
+                restarts.count = 0;
+            }
+            restarts.count += 1;
+            restarts.last_millis = now;
+            let doublings = restarts.count.saturating_sub(1).min(16);
+            restarts.not_before_millis = now
+                + (FIRST_RESTART_DELAY_MILLIS << doublings).min(MAX_RESTART_DELAY_MILLIS);
+            let accumulator = match loaded {
+                Ok(accumulator) => accumulator,
+                Err(error) => {
+                    warn!(table = %name, %error, "cannot load the table's state to restart its accumulator; trying again");
+                    return;
+                }
+            };
+            // The pool first: a run it started whose claim never reached the store is released
+            // before the new accumulator reports the claim it has (if any).
+            supervisor.pool.do_send(AccumulatorRestarted {
+                table,
+                claimed_run: accumulator.claim_ticket().map(|ticket| ticket.run_id),
+            });
+            let actor = TableAccumulatorActor::new(
+                table,
+                accumulator,
+                supervisor.store.clone(),
+                supervisor.clock.clone(),
+                Some(supervisor.pool.clone()),
+                supervisor.backoff,
+            )
+            .with_active(map.is_active(table));
+            map.replace_accumulator(table, actor.start());
+            supervisor.metrics.accumulator_up(&name);
+            supervisor
+                .metrics
+                .accumulator_restarts
+                .fetch_add(1, Ordering::Relaxed);
+            info!(table = %name, restarts = restarts.count, "the table's accumulator was restarted from the stored state");
+        }));
+    }
+}
+
+impl Actor for AccumulatorSupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(CHECK_INTERVAL, |supervisor, ctx| supervisor.check(ctx));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::actors::accumulator::Crash;
+    use crate::actors::messages::{Ingest, IntakeError};
+    use crate::clock::FakeClock;
+    use crate::compaction::{runner_from_config, CompactionSettings};
+    use crate::config::Config;
+    use crate::intake::InboundMessage;
+    use crate::metrics::Metrics;
+    use crate::service::{start_pipeline, Compaction, Pipeline};
+    use crate::store::MemoryStore;
+
+    fn message(id: &str, keys: &[&str]) -> InboundMessage {
+        let records: Vec<String> = keys
+            .iter()
+            .map(|key| {
+                format!(
+                    r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{key}","size":10}}}}}}"#
+                )
+            })
+            .collect();
+        InboundMessage {
+            id: id.to_string(),
+            body: format!(r#"{{"Records":[{}]}}"#, records.join(",")),
+        }
+    }
+
+    fn pipeline(store: Arc<MemoryStore>) -> Pipeline {
+        let config = Config::from_toml_str(
+            "[[tables]]\ntable = \"n.a\"\nbucket = \"lake\"\nprefix = \"a/\"\n\
+             [[tables]]\ntable = \"n.b\"\nbucket = \"lake\"\nprefix = \"b/\"\n",
+        )
+        .unwrap();
+        let settings = CompactionSettings::from_config(Arc::new(config.clone()));
+        let runner = runner_from_config(&config);
+        start_pipeline(
+            store,
+            Arc::new(FakeClock::new(1_714_564_800_000)),
+            Compaction {
+                settings,
+                runner,
+                enabled: false,
+            },
+            Arc::new(Metrics::default()),
+            None,
+        )
+        .unwrap()
+    }
+
+    async fn pending(pipeline: &Pipeline) -> Vec<u64> {
+        let status = pipeline.status().await;
+        status
+            .tables
+            .iter()
+            .map(|table| table.pending_files)
+            .collect()
+    }
+
+    #[actix::test]
+    async fn a_panicked_accumulator_fails_only_its_batches_and_is_restarted_from_the_store() {
+        let store = Arc::new(MemoryStore::new());
+        let pipeline = pipeline(store.clone());
+        let ingest = |messages: Vec<InboundMessage>| pipeline.router.send(Ingest { messages });
+        ingest(vec![message("1", &["a/1.parquet", "b/1.parquet"])])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(pending(&pipeline).await, vec![1, 1]);
+
+        pipeline.accumulator(0).do_send(Crash);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            !pipeline.accumulator(0).connected(),
+            "a's accumulator is gone"
+        );
+        // The first batch goes alone; the two others wait for its commit and share the next
+        // group, where the one with a record for `a` fails and the one for `b` only is handed
+        // back and counted in the group after.
+        let (warm, with_a, only_b) = futures::join!(
+            ingest(vec![message("w", &["b/w.parquet"])]),
+            ingest(vec![message("2", &["a/2.parquet", "b/2.parquet"])]),
+            ingest(vec![message("3", &["b/3.parquet"])]),
+        );
+        assert_eq!(warm.unwrap().unwrap().summary.counted, 1);
+        assert!(
+            matches!(with_a.unwrap(), Err(IntakeError::AccumulatorGone(ref table)) if table == "n.a")
+        );
+        assert_eq!(only_b.unwrap().unwrap().summary.counted, 1);
+        assert_eq!(
+            pipeline.metrics.state_commits.load(Ordering::Relaxed),
+            3,
+            "the first batch, the warm-up, and the handed-back one"
+        );
+        let restarted = std::time::Instant::now();
+        while pipeline
+            .metrics
+            .accumulator_restarts
+            .load(Ordering::Relaxed)
+            == 0
+        {
+            assert!(restarted.elapsed() < Duration::from_secs(10), "restarted");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(pipeline.metrics.accumulators_down().is_empty());
+        assert_eq!(
+            pending(&pipeline).await,
+            vec![1, 3],
+            "a's state is the stored one; b counted on"
+        );
+        // The failed batch, redelivered: counted once (b's record of it was never committed).
+        let report = ingest(vec![message("2", &["a/2.parquet", "b/2.parquet"])])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(report.summary.counted, 2);
+        assert_eq!(pending(&pipeline).await, vec![2, 4]);
+        let again = ingest(vec![message("2", &["a/2.parquet", "b/2.parquet"])])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(again.summary.ignored.duplicate, 2, "nothing counted twice");
+    }
+}
