@@ -667,3 +667,99 @@ async fn a_full_disk_pauses_intake_without_aborting_and_nothing_reaches_the_dead
     assert!(log.contains("receiving is paused"), "{log}");
     assert!(log.contains("takes writes again"), "{log}");
 }
+
+/// One table's accumulator panics whenever it stages records (a fault point standing in for a
+/// violated invariant), under load, with one message per receive: the other table's messages are
+/// counted and deleted meanwhile, the supervisor restarts the broken one (again and again, backing
+/// off), and once the fault is gone its messages are counted, each exactly once.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn a_panicking_accumulator_is_restarted_and_holds_up_no_other_table() {
+    const ARCHIVE: &str = "analytics.customer_orders_archive";
+    let moto = Moto::start().await;
+    let queue = unique("landing");
+    let bucket = unique("lake");
+    let (queue_url, dlq_url) = moto.create_queue_with_dlq(&queue, 100).await;
+    let port = free_port();
+    let toml = config(&moto, &queue_url, &bucket, 2)
+        .replace("min_files = 10", "min_files = 1000")
+        .replace("max_messages = 10", "max_messages = 1")
+        .replace(
+            "http_listen = \"\"",
+            &format!("http_listen = \"127.0.0.1:{port}\""),
+        );
+    let mut icepack = Icepack::with_config(&toml);
+    let broken = icepack.state_dir().with_file_name("broken");
+    std::fs::write(&broken, "").unwrap();
+    let run = icepack.spawn_run(&format!(
+        "accumulator.stage_panic=return({ARCHIVE}@{})",
+        broken.display()
+    ));
+    let restarts = |http: reqwest::Client| async move {
+        let body = http
+            .get(format!("http://127.0.0.1:{port}/metrics"))
+            .send()
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        body.lines()
+            .find_map(|line| line.strip_prefix("icepack_accumulator_restarts_total "))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+    };
+    let http = reqwest::Client::new();
+    for n in 0..20 {
+        let orders: Vec<String> = (0..3)
+            .map(|r| record(&bucket, &format!("{PREFIX}data/{n}-{r}.parquet"), 10))
+            .collect();
+        moto.send(
+            &queue_url,
+            &format!(r#"{{"Records":[{}]}}"#, orders.join(",")),
+        )
+        .await;
+        if n % 2 == 0 {
+            let archived = record(&bucket, &format!("{PREFIX}archive/{n}.parquet"), 10);
+            moto.send(&queue_url, &format!(r#"{{"Records":[{archived}]}}"#))
+                .await;
+        }
+    }
+    wait_until(
+        "the other table's messages to be counted and deleted",
+        Duration::from_secs(90),
+        || async { (moto.queue_depth(&queue_url).await == 10).then_some(()) },
+    )
+    .await;
+    wait_until(
+        "restarts of the broken accumulator",
+        Duration::from_secs(30),
+        || {
+            let http = http.clone();
+            async move { restarts(http).await.filter(|count| *count >= 2) }
+        },
+    )
+    .await;
+
+    std::fs::remove_file(&broken).unwrap();
+    wait_until(
+        "the broken table's messages to be counted and deleted",
+        Duration::from_secs(120),
+        || async { (moto.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
+    assert_eq!(moto.queue_depth(&dlq_url).await, 0);
+    assert!(
+        icepack.terminate(run).await.success(),
+        "{}",
+        icepack.log(run)
+    );
+    assert_eq!(icepack.pending_files(TABLE), 60, "each once");
+    assert_eq!(
+        icepack.pending_files(ARCHIVE),
+        10,
+        "each once, after the restarts"
+    );
+    let log = icepack.log(run);
+    assert!(log.contains("a bug: a panic"), "{log}");
+    assert!(log.contains("restarted from the stored state"), "{log}");
+}

@@ -14,7 +14,7 @@ use actix::{
 use tokio::sync::{oneshot, watch};
 use tracing::{debug, error, info, warn};
 
-use super::messages::Ingest;
+use super::messages::{Ingest, IntakeError};
 use super::router::IntakeRouter;
 use crate::clock::Clock;
 use crate::failpoint;
@@ -226,6 +226,11 @@ async fn poll_cycle(
             error!(%error, num_messages = receipts.len(), "cannot count the batch durably; no message of it is deleted");
             if !counters.store.is_writable() {
                 return CycleOutcome::StoreRefused;
+            }
+            // One table's accumulator is being restarted: the batch comes back after its
+            // visibility timeout; no reason to hold up the other tables' messages.
+            if matches!(error, IntakeError::AccumulatorGone(_)) {
+                return CycleOutcome::Processed;
             }
             return CycleOutcome::Failed;
         }
