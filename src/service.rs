@@ -143,6 +143,36 @@ impl Pipeline {
         }
     }
 
+    /// The pipeline's actors whose mailbox has closed (a panic, or a stop nobody asked for), by
+    /// what they are; the accumulators of removed tables are not counted.
+    pub fn actors_down(&self) -> Vec<String> {
+        /// Accumulators named one by one; the rest are counted.
+        const NAMED: usize = 10;
+        let mut down = Vec::new();
+        if !self.router.connected() {
+            down.push("the intake router".to_string());
+        }
+        if !self.pool.connected() {
+            down.push("the executor pool".to_string());
+        }
+        let map = self.map();
+        let stopped: Vec<&str> = map
+            .active()
+            .filter(|(index, _)| !map.accumulator(*index).connected())
+            .map(|(_, spec)| spec.table.as_str())
+            .collect();
+        for table in stopped.iter().take(NAMED) {
+            down.push(format!("the accumulator of table {table}"));
+        }
+        if stopped.len() > NAMED {
+            down.push(format!(
+                "the accumulators of {} more tables",
+                stopped.len() - NAMED
+            ));
+        }
+        down
+    }
+
     /// The slot of a configured table.
     pub fn table_index(&self, table: &str) -> Option<usize> {
         self.map().active_index_of(table)
