@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, SendMessageBatchRequestEntry};
 use aws_sdk_sqs::Client;
 use futures::future::join_all;
-use icepack::actors::poller::{PollerSettings, SqsPoller};
+use icepack::actors::poller::{PolledQueue, PollerSettings, SqsPoller};
 use icepack::clock::SystemClock;
 use icepack::config::Config;
 use icepack::store::RocksStore;
@@ -78,6 +78,7 @@ async fn icepack_consume(moto: &Moto, queue_url: &str, messages: u64, pollers: u
     let store = Arc::new(RocksStore::open(&work.path().join("state")).unwrap());
     let pipeline = pipeline(&config, store, None);
     let queue: Arc<dyn icepack::queue::Queue> = Arc::new(moto.sqs_queue(queue_url).await);
+    let health = icepack::queue::QueueHealth::named("bench");
     let (shutdown_sender, shutdown) = watch::channel(false);
     let mut stopped = Vec::new();
     let started = Instant::now();
@@ -85,7 +86,10 @@ async fn icepack_consume(moto: &Moto, queue_url: &str, messages: u64, pollers: u
         let (sender, receiver) = oneshot::channel();
         stopped.push(receiver);
         actix::Actor::start(SqsPoller::new(
-            queue.clone(),
+            PolledQueue {
+                queue: queue.clone(),
+                health: health.clone(),
+            },
             pipeline.router.clone(),
             PollerSettings {
                 max_messages: 10,
@@ -98,7 +102,7 @@ async fn icepack_consume(moto: &Moto, queue_url: &str, messages: u64, pollers: u
             Arc::new(SystemClock),
         ));
     }
-    while pipeline.metrics.messages_deleted.load(Ordering::Relaxed) < messages {
+    while health.messages_deleted.load(Ordering::Relaxed) < messages {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let elapsed = started.elapsed().as_secs_f64();

@@ -7,6 +7,9 @@
 //! Spark settings and alert channels change at once, pollers start and stop with their queues.
 //! Settings that need a restart (the state directory, the HTTP listener, the Spark runner) are
 //! reported, not applied.
+//!
+//! Every polled queue is registered with the metrics under its label ([`queue_labels`]); a queue a
+//! reload removes leaves the registry, so it leaves `/metrics` and `/readyz` too.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -19,12 +22,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
 use crate::actors::notifier::{sinks_from_config, Notifier, SetSinks};
-use crate::actors::poller::{PollerSettings, SqsPoller};
+use crate::actors::poller::{PolledQueue, PollerSettings, SqsPoller};
 use crate::actors::router::IntakeRouter;
 use crate::clock::Clock;
 use crate::config::{Config, SqsConfig};
 use crate::metrics::Metrics;
-use crate::queue::{Queue, SqsQueue};
+use crate::queue::{queue_labels, Queue, SqsQueue};
 use crate::service::{MapReport, Pipeline};
 
 /// Opens a queue from its settings; SQS in the service, in-memory queues in benchmarks.
@@ -143,8 +146,11 @@ impl Control {
             clock,
             pollers: BTreeMap::new(),
         };
-        for queue in config.queues() {
-            control.start_queue(queue.sqs, queue.tenant).await;
+        let queues = config.queues();
+        let labels = queue_labels(queues.iter().map(|queue| queue.sqs.queue_url.as_str()));
+        for queue in queues {
+            let label = labels[&queue.sqs.queue_url].clone();
+            control.start_queue(queue.sqs, queue.tenant, &label).await;
         }
         control
     }
@@ -157,8 +163,19 @@ impl Control {
         self.pollers.values().map(|queue| queue.stopped.len()).sum()
     }
 
-    async fn start_queue(&mut self, sqs: SqsConfig, tenant: Option<String>) {
-        let queue = (self.connector)(&sqs).await;
+    async fn start_queue(&mut self, sqs: SqsConfig, tenant: Option<String>, label: &str) {
+        // Registered first: until its first receive the queue is not ready.
+        let health = self.metrics.queues.register(
+            &sqs.queue_url,
+            label,
+            tenant.clone(),
+            sqs.pollers as u32,
+            self.clock.now_millis(),
+        );
+        let polled = PolledQueue {
+            queue: (self.connector)(&sqs).await,
+            health,
+        };
         let settings = PollerSettings {
             max_messages: sqs.max_messages as i32,
             wait_time_seconds: sqs.wait_time_seconds as i32,
@@ -170,7 +187,7 @@ impl Control {
             let (on_stopped, receiver) = oneshot::channel();
             stopped.push(receiver);
             actix::Actor::start(SqsPoller::new(
-                queue.clone(),
+                polled.clone(),
                 self.router(),
                 settings,
                 watch.clone(),
@@ -226,6 +243,7 @@ impl Control {
             .into_iter()
             .map(|queue| (queue.sqs.queue_url.clone(), (queue.sqs, queue.tenant)))
             .collect();
+        let labels = queue_labels(wanted.keys().map(String::as_str));
         let mut queues_stopped = Vec::new();
         let mut queues_started = Vec::new();
         let changed: Vec<String> = self
@@ -244,9 +262,13 @@ impl Control {
                 queues_stopped.push(url);
             }
         }
+        // Removed queues leave the metrics and readiness (a restarted one keeps its counters);
+        // kept ones may get longer or shorter labels as names come and go.
+        self.metrics.queues.retain(|url| labels.contains_key(url));
+        self.metrics.queues.relabel(&labels);
         for (url, (sqs, tenant)) in wanted {
             if !self.pollers.contains_key(&url) {
-                self.start_queue(sqs, tenant).await;
+                self.start_queue(sqs, tenant, &labels[&url]).await;
                 queues_started.push(url);
             }
         }

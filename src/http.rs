@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +18,8 @@ use tracing::{info, warn};
 use crate::actors::messages::{Forget, GetPoolStatus, RequestCompaction};
 use crate::clock::Clock;
 use crate::metrics::{Metrics, TableGauges};
+use crate::queue::QueueSnapshot;
+use crate::readiness::{self, Observation};
 use crate::service::Pipeline;
 use crate::status::TableStatus;
 
@@ -31,9 +32,9 @@ pub struct ApiState {
     pub token: Option<String>,
     /// Whether the listener is on a loopback address.
     pub loopback: bool,
-    /// How recent the last successful receive must be for `/readyz`; `None` when nothing polls.
+    /// How recent each queue's last successful receive must be for `/readyz`; `None` when
+    /// nothing polls.
     pub queue_window: Option<Duration>,
-    pub started_millis: i64,
     /// Reloads; `None` when nothing can be reloaded (tests, one-shot commands).
     pub control: Option<crate::control::ControlHandle>,
 }
@@ -109,7 +110,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
 /// Alive unless a singleton of the pipeline is gone (nothing but a process restart brings back
 /// the router or the executor pool).
 async fn healthz(State(state): State<ApiState>) -> Response {
-    let down = state.pipeline.actors_down();
+    let down = state.pipeline.singletons_down();
     if down.is_empty() {
         "ok\n".into_response()
     } else {
@@ -122,50 +123,14 @@ async fn healthz(State(state): State<ApiState>) -> Response {
 }
 
 async fn readyz(State(state): State<ApiState>) -> Response {
-    let now = state.clock.now_millis();
-    let mut problems = Vec::new();
-    for actor in state.pipeline.actors_down() {
-        problems.push(format!("{actor} stopped"));
-    }
-    for (table, since) in state.metrics.accumulators_down() {
-        problems.push(format!(
-            "the accumulator of table {table} is down since {} (restarting; its records are not counted until then)",
-            crate::clock::format_rfc3339(since)
-        ));
-    }
-    let store = state.metrics.store.get();
-    if !store.writable {
-        problems.push(format!(
-            "the state store refuses writes since {} ({}); receiving is paused, {} probe(s) so far",
-            crate::clock::format_rfc3339(store.since_millis),
-            store.error.as_deref().unwrap_or("a commit failed"),
-            store.probes
-        ));
-    }
-    if let Some(window) = state.queue_window {
-        let last = state.metrics.last_receive_millis.load(Ordering::Relaxed) as i64;
-        let reference = if last == 0 {
-            state.started_millis
-        } else {
-            last
-        };
-        if now - reference > window.as_millis() as i64 {
-            problems.push(format!(
-                "no successful receive from the queue in the last {} s",
-                window.as_secs()
-            ));
-        } else if last == 0 {
-            problems.push("the queue has not been reached yet".to_string());
-        }
-    }
-    let engine = state.metrics.engine.get();
-    if engine.answering == Some(false) {
-        problems.push(format!(
-            "the Spark engine ({}) does not answer: {}",
-            engine.engine,
-            engine.error.as_deref().unwrap_or("no answer")
-        ));
-    }
+    let observed = Observation {
+        store: state.metrics.store.get(),
+        engine: state.metrics.engine.get(),
+        queue_window: state.queue_window,
+        queues: state.metrics.queues.snapshot(),
+        actors_down: state.pipeline.actors_down(),
+    };
+    let problems = readiness::problems(&observed, state.clock.now_millis());
     if problems.is_empty() {
         (StatusCode::OK, Json(json!({"ready": true}))).into_response()
     } else {
@@ -175,6 +140,36 @@ async fn readyz(State(state): State<ApiState>) -> Response {
         )
             .into_response()
     }
+}
+
+/// Every polled queue as `/v1/tables` shows it, with its readiness problem (`null`: none).
+fn queues_json(state: &ApiState, queues: &[QueueSnapshot]) -> Vec<serde_json::Value> {
+    let now = state.clock.now_millis();
+    queues
+        .iter()
+        .map(|queue| {
+            json!({
+                "queue": queue.queue,
+                "tenant": queue.tenant,
+                "pollers": queue.pollers,
+                "pollers_lost": queue.pollers_lost,
+                "last_receive_at": queue.last_receive_millis.map(crate::clock::format_rfc3339),
+                "last_error": queue.last_error.as_ref().map(|error| json!({
+                    "operation": error.operation,
+                    "message": error.message,
+                    "at": crate::clock::format_rfc3339(error.at_millis),
+                })),
+                "messages_received": queue.messages_received,
+                "messages_deleted": queue.messages_deleted,
+                "messages_invalid": queue.messages_invalid,
+                "delete_failures": queue.delete_failures,
+                "errors": queue.errors,
+                "problem": state
+                    .queue_window
+                    .and_then(|window| readiness::queue_problem(queue, window, now)),
+            })
+        })
+        .collect()
 }
 
 /// Adds the executor pool's view: where each table waits for a run slot (0: next), and how long
@@ -335,6 +330,7 @@ async fn tables(State(state): State<ApiState>) -> Response {
     Json(json!({
         "tables": with_queue_positions(&state, statuses).await,
         "engine": (!engine.engine.is_empty()).then_some(engine),
+        "queues": queues_json(&state, &state.metrics.queues.snapshot()),
     }))
     .into_response()
 }

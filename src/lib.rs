@@ -18,6 +18,7 @@ pub mod notify;
 pub mod partitions;
 pub mod policy;
 pub mod queue;
+pub mod readiness;
 pub mod routing;
 pub mod scheduler;
 pub mod service;

@@ -269,7 +269,6 @@ fn run(path: &Path) -> Result<()> {
                 queue_window: Some(Duration::from_secs(
                     (3 * (config.sqs.wait_time_seconds as u64 + 15)).max(60),
                 )),
-                started_millis: clock.now_millis(),
                 control: Some(control_handle),
             };
             http::serve(address, state)

@@ -6,6 +6,8 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::queue::QueueSnapshot;
+
 /// Label names and values of one series.
 type LabelSet = Vec<(&'static str, String)>;
 
@@ -118,11 +120,8 @@ fn escape_label(value: &str) -> String {
 /// Every metric icepack exposes, shared by the actors that move them.
 #[derive(Debug)]
 pub struct Metrics {
-    pub messages_received: AtomicU64,
-    pub messages_deleted: AtomicU64,
-    pub messages_invalid: AtomicU64,
-    pub delete_failures: AtomicU64,
-    pub sqs_errors: CounterVec,
+    /// Every polled queue's counters and reachability, by queue ([`crate::queue::QueueRegistry`]).
+    pub queues: crate::queue::QueueRegistry,
     pub records_counted: CounterVec,
     pub records_ignored: CounterVec,
     pub commit_failures: AtomicU64,
@@ -135,8 +134,6 @@ pub struct Metrics {
     pub notifications_sent: CounterVec,
     pub notification_failures: CounterVec,
     pub notifications_dropped: CounterVec,
-    /// Unix millis of the last successful receive (0: none yet).
-    pub last_receive_millis: AtomicU64,
     /// Unix millis of the last failed state commit (0: none).
     pub last_commit_failure_millis: AtomicU64,
     pub last_commit_success_millis: AtomicU64,
@@ -155,11 +152,7 @@ pub struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics {
-            messages_received: AtomicU64::new(0),
-            messages_deleted: AtomicU64::new(0),
-            messages_invalid: AtomicU64::new(0),
-            delete_failures: AtomicU64::new(0),
-            sqs_errors: CounterVec::default(),
+            queues: crate::queue::QueueRegistry::default(),
             records_counted: CounterVec::default(),
             records_ignored: CounterVec::default(),
             commit_failures: AtomicU64::new(0),
@@ -173,7 +166,6 @@ impl Default for Metrics {
             notifications_sent: CounterVec::default(),
             notification_failures: CounterVec::default(),
             notifications_dropped: CounterVec::default(),
-            last_receive_millis: AtomicU64::new(0),
             last_commit_failure_millis: AtomicU64::new(0),
             last_commit_success_millis: AtomicU64::new(0),
             engine: Arc::default(),
@@ -260,39 +252,7 @@ impl Metrics {
                 engine.probe_millis.unwrap_or(0) as f64 / 1000.0
             );
         }
-        plain(
-            &mut out,
-            "icepack_sqs_messages_received_total",
-            "SQS messages received.",
-            "counter",
-            self.messages_received.load(Ordering::Relaxed),
-        );
-        plain(
-            &mut out,
-            "icepack_sqs_messages_deleted_total",
-            "SQS messages deleted after their counts were durable.",
-            "counter",
-            self.messages_deleted.load(Ordering::Relaxed),
-        );
-        plain(
-            &mut out,
-            "icepack_sqs_messages_invalid_total",
-            "SQS messages left in the queue because they (or a record) could not be parsed.",
-            "counter",
-            self.messages_invalid.load(Ordering::Relaxed),
-        );
-        plain(
-            &mut out,
-            "icepack_sqs_delete_failures_total",
-            "Messages the queue refused to delete.",
-            "counter",
-            self.delete_failures.load(Ordering::Relaxed),
-        );
-        self.sqs_errors.render(
-            &mut out,
-            "icepack_sqs_errors_total",
-            "SQS calls that failed, by operation.",
-        );
+        self.render_queues(&mut out);
         self.records_counted.render(
             &mut out,
             "icepack_records_counted_total",
@@ -432,6 +392,79 @@ impl Metrics {
         );
         out
     }
+
+    /// The per-queue series, labelled by queue; a queue a reload removed has none.
+    fn render_queues(&self, out: &mut String) {
+        let queues = self.queues.snapshot();
+        let family = |out: &mut String,
+                      name: &str,
+                      help: &str,
+                      kind: &str,
+                      value: &dyn Fn(&QueueSnapshot) -> String| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for queue in &queues {
+                let _ = writeln!(
+                    out,
+                    "{name}{{queue=\"{}\"}} {}",
+                    escape_label(&queue.queue),
+                    value(queue)
+                );
+            }
+        };
+        family(
+            out,
+            "icepack_sqs_messages_received_total",
+            "SQS messages received, by queue.",
+            "counter",
+            &|queue| queue.messages_received.to_string(),
+        );
+        family(
+            out,
+            "icepack_sqs_messages_deleted_total",
+            "SQS messages deleted after their counts were durable, by queue.",
+            "counter",
+            &|queue| queue.messages_deleted.to_string(),
+        );
+        family(
+            out,
+            "icepack_sqs_messages_invalid_total",
+            "SQS messages left in the queue because they (or a record) could not be parsed, by queue.",
+            "counter",
+            &|queue| queue.messages_invalid.to_string(),
+        );
+        family(
+            out,
+            "icepack_sqs_delete_failures_total",
+            "Messages the queue refused to delete, by queue.",
+            "counter",
+            &|queue| queue.delete_failures.to_string(),
+        );
+        family(
+            out,
+            "icepack_sqs_last_receive_timestamp_seconds",
+            "Unix time of the queue's last successful receive (0: not reached since start-up), by queue.",
+            "gauge",
+            &|queue| {
+                format!(
+                    "{}",
+                    queue.last_receive_millis.unwrap_or(0) as f64 / 1000.0
+                )
+            },
+        );
+        let _ = writeln!(
+            out,
+            "# HELP icepack_sqs_errors_total SQS calls that failed, by operation and queue.\n# TYPE icepack_sqs_errors_total counter"
+        );
+        for queue in &queues {
+            for (operation, count) in &queue.errors {
+                let labels = format_labels(&[
+                    ("operation", operation.to_string()),
+                    ("queue", queue.queue.clone()),
+                ]);
+                let _ = writeln!(out, "icepack_sqs_errors_total{labels} {count}");
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -441,7 +474,22 @@ mod tests {
     #[test]
     fn exposition_has_types_labels_and_histogram_buckets() {
         let metrics = Metrics::default();
-        metrics.messages_received.fetch_add(3, Ordering::Relaxed);
+        let landing = metrics
+            .queues
+            .register("http://sqs/1/landing", "landing", None, 2, 0);
+        landing.received(3, 1_714_564_800_250);
+        landing.failed(
+            &crate::queue::QueueError {
+                operation: "DeleteMessageBatch",
+                message: "throttled".to_string(),
+                detail: String::new(),
+            },
+            1_714_564_801_000,
+        );
+        metrics
+            .queues
+            .register("http://sqs/1/removed", "removed", None, 2, 0);
+        metrics.queues.retain(|url| !url.ends_with("removed"));
         metrics.records_ignored.inc(&[("reason", "large_file")]);
         metrics
             .runs_failed
@@ -458,7 +506,15 @@ mod tests {
             run_in_flight: false,
             consecutive_failures: 0,
         }]);
-        assert!(text.contains("# TYPE icepack_sqs_messages_received_total counter\nicepack_sqs_messages_received_total 3\n"));
+        assert!(text.contains("# TYPE icepack_sqs_messages_received_total counter\nicepack_sqs_messages_received_total{queue=\"landing\"} 3\n"));
+        assert!(text.contains("icepack_sqs_messages_deleted_total{queue=\"landing\"} 0\n"));
+        assert!(text.contains(
+            "icepack_sqs_errors_total{operation=\"DeleteMessageBatch\",queue=\"landing\"} 1\n"
+        ));
+        assert!(text.contains(
+            "icepack_sqs_last_receive_timestamp_seconds{queue=\"landing\"} 1714564800.25\n"
+        ));
+        assert!(!text.contains("removed"), "a removed queue has no series");
         assert!(text.contains("icepack_records_ignored_total{reason=\"large_file\"} 1"));
         assert!(text.contains("icepack_runs_failed_total{table=\"a.b\",class=\"timeout\"} 1"));
         assert!(

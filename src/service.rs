@@ -140,7 +140,7 @@ pub struct MapReport {
 impl Pipeline {
     /// The pipeline's singletons that are down: nothing restarts them, the process must be
     /// restarted (`/healthz` fails).
-    pub fn actors_down(&self) -> Vec<&'static str> {
+    pub fn singletons_down(&self) -> Vec<&'static str> {
         let mut down = Vec::new();
         if !self.router.connected() {
             down.push("the intake router");
@@ -170,6 +170,36 @@ impl Pipeline {
         StatusReport {
             tables: statuses.into_iter().filter_map(Result::ok).collect(),
         }
+    }
+
+    /// The pipeline's actors whose mailbox has closed (a panic, or a stop nobody asked for), by
+    /// what they are; the accumulators of removed tables are not counted.
+    pub fn actors_down(&self) -> Vec<String> {
+        /// Accumulators named one by one; the rest are counted.
+        const NAMED: usize = 10;
+        let mut down: Vec<String> = self
+            .singletons_down()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let map = self.map();
+        let stopped: Vec<&str> = map
+            .active()
+            .filter(|(index, _)| !map.accumulator(*index).connected())
+            .map(|(_, spec)| spec.table.as_str())
+            .collect();
+        for table in stopped.iter().take(NAMED) {
+            down.push(format!(
+                "the accumulator of table {table} (the supervisor restarts it from the stored state)"
+            ));
+        }
+        if stopped.len() > NAMED {
+            down.push(format!(
+                "the accumulators of {} more tables",
+                stopped.len() - NAMED
+            ));
+        }
+        down
     }
 
     /// The slot of a configured table.

@@ -244,6 +244,25 @@ pub fn render_status_text(report: &serde_json::Value) -> String {
         };
         out.push_str(&format!("engine: {} {state}\n\n", text(&engine["engine"])));
     }
+    let queues = report["queues"]
+        .as_array()
+        .filter(|queues| !queues.is_empty());
+    for queue in queues.into_iter().flatten() {
+        out.push_str(&format!(
+            "queue {}: last receive {}, {} received, {} deleted, {} left invalid\n",
+            text(&queue["queue"]),
+            text(&queue["last_receive_at"]),
+            number(&queue["messages_received"]),
+            number(&queue["messages_deleted"]),
+            number(&queue["messages_invalid"])
+        ));
+        if let Some(problem) = queue["problem"].as_str() {
+            out.push_str(&format!("  NOT READY: {problem}\n"));
+        }
+    }
+    if queues.is_some() {
+        out.push('\n');
+    }
     out.push_str(&format!(
         "{:<40} {:>8} {:>12} {:<26} {}\n",
         "TABLE", "FILES", "BYTES", "OLDEST PENDING EVENT", "DUE"
@@ -340,4 +359,29 @@ pub fn render_status_text(report: &serde_json::Value) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_shows_each_queue_and_why_one_is_not_ready() {
+        let report = serde_json::json!({
+            "tables": [],
+            "queues": [
+                {"queue": "landing-a", "last_receive_at": "2024-05-01T12:00:00.000Z",
+                 "messages_received": 5, "messages_deleted": 4, "messages_invalid": 1, "problem": null},
+                {"queue": "landing-b", "last_receive_at": null, "messages_received": 0,
+                 "messages_deleted": 0, "messages_invalid": 0,
+                 "problem": "queue landing-b has not been reached yet"},
+            ],
+        });
+        let text = render_status_text(&report);
+        assert!(text.starts_with(
+            "queue landing-a: last receive 2024-05-01T12:00:00.000Z, 5 received, 4 deleted, 1 left invalid\n\
+             queue landing-b: last receive -, 0 received, 0 deleted, 0 left invalid\n  \
+             NOT READY: queue landing-b has not been reached yet\n\nTABLE"
+        ), "{text}");
+    }
 }

@@ -35,7 +35,8 @@ fn assert_no_secret(what: &str, text: &str) {
 #[tokio::test]
 async fn notifications_metrics_health_and_the_api_leak_no_secret() {
     let moto = Moto::start().await;
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&unique("landing"), 5).await;
+    let queue = unique("landing");
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
     let slack = Receiver::start().await;
     let pager = Receiver::start().await;
     // Slack fails once with a 500: the notifier retries; nothing else waits for it.
@@ -168,8 +169,8 @@ prefix = "warehouse/orders/"
     let (status, metrics) = get("/metrics").await;
     assert_eq!(status, 200);
     for expected in [
-        "icepack_sqs_messages_received_total 1",
-        "icepack_sqs_messages_deleted_total 1",
+        &format!("icepack_sqs_messages_received_total{{queue=\"{queue}\"}} 1"),
+        &format!("icepack_sqs_messages_deleted_total{{queue=\"{queue}\"}} 1"),
         "icepack_records_counted_total{table=\"analytics.orders\",tenant=\"default\"} 2",
         "icepack_runs_failed_total{table=\"analytics.orders\",tenant=\"default\",class=\"engine_unavailable\"} 1",
         "icepack_run_duration_seconds_count{outcome=\"failure\"} 1",
@@ -191,6 +192,10 @@ prefix = "warehouse/orders/"
     assert_eq!(orders["explain"]["nearest"], "files");
     assert_eq!(orders["explain"]["files"]["remaining"], 0);
     assert_eq!(orders["last_run"]["failure_class"], "engine_unavailable");
+    // The queue by its name, reached: no problem; never its URL.
+    assert_eq!(tables["queues"][0]["queue"], queue.as_str(), "{tables}");
+    assert!(tables["queues"][0]["problem"].is_null(), "{tables}");
+    assert!(!metrics.contains(&queue_url), "{metrics}");
     assert_eq!(get("/v1/tables/analytics.orders").await.0, 200);
     assert_eq!(get("/v1/tables/analytics.nope").await.0, 404);
 

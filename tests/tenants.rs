@@ -452,3 +452,187 @@ async fn reloads_add_change_and_remove_tables_and_refuse_broken_files() {
     assert_eq!(pending("ns.kept").await, Some(1), "other tables untouched");
     icepack.terminate(run).await;
 }
+
+fn two_queue_config(
+    port: u16,
+    endpoint: &str,
+    live_url: &str,
+    missing_url: Option<&str>,
+) -> String {
+    let missing = missing_url
+        .map(|url| {
+            format!(
+                "[tenants.b]\n[[tenants.b.queues]]\nqueue_url = \"{url}\"\n\n[[tables]]\ntable = \"team_b.orders\"\nbucket = \"lake-b\"\nprefix = \"orders/\"\ntenant = \"b\"\n"
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        r##"
+[service]
+state_dir = "@STATE_DIR@"
+http_listen = "127.0.0.1:{port}"
+shutdown_timeout_seconds = 5
+
+[sqs]
+endpoint_url = "{endpoint}"
+wait_time_seconds = 1
+pollers = 1
+
+[defaults]
+min_files = 100
+
+[spark]
+runner = "process"
+spark_sql = "{spark_sql}"
+
+[tenants.a]
+[[tenants.a.queues]]
+queue_url = "{live_url}"
+
+[[tables]]
+table = "team_a.orders"
+bucket = "lake-a"
+prefix = "orders/"
+tenant = "a"
+
+{missing}"##,
+        spark_sql = stand_in().display(),
+    )
+}
+
+/// Readiness per queue: of two tenants' queues one does not exist on the server. `/readyz` names
+/// that one, with the error its receives get, while the other's messages are counted and deleted;
+/// `/metrics` and `/v1/tables` say the same by queue. A reload that removes the missing queue
+/// takes it out of readiness and the metrics: the service is ready.
+#[tokio::test]
+async fn readiness_names_the_queue_that_cannot_be_reached_until_a_reload_removes_it() {
+    let moto = Moto::start().await;
+    let live = unique("landing-live");
+    let (live_url, _) = moto.create_queue_with_dlq(&live, 5).await;
+    // Never created: every receive fails with QueueDoesNotExist.
+    let missing = unique("landing-missing");
+    let missing_url = format!("{}/{}/{missing}", moto.endpoint, support::ACCOUNT);
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let mut icepack = Icepack::with_config(&two_queue_config(
+        port,
+        &moto.endpoint,
+        &live_url,
+        Some(&missing_url),
+    ));
+    let run = icepack.spawn_run("");
+    moto.send(
+        &live_url,
+        r#"{"Records":[{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"lake-a"},"object":{"key":"orders/data/a.parquet","size":1024}}}]}"#,
+    )
+    .await;
+
+    let readyz = || async {
+        let response = reqwest::get(format!("{base}/readyz")).await.ok()?;
+        let status = response.status().as_u16();
+        Some((status, response.json::<serde_json::Value>().await.ok()?))
+    };
+    let problems = wait_until(
+        "/readyz naming the missing queue with its error, and the live queue's message counted",
+        Duration::from_secs(60),
+        || async {
+            let (status, body) = readyz().await?;
+            let problems: Vec<String> = body["problems"]
+                .as_array()?
+                .iter()
+                .filter_map(|problem| problem.as_str().map(str::to_string))
+                .collect();
+            let tables = try_json(&format!("{base}/v1/tables/team_a.orders")).await?;
+            (status == 503
+                && problems.len() == 1
+                && problems[0].contains("(last error: ReceiveMessage: ")
+                && tables["pending_files"] == 1)
+                .then_some(problems)
+        },
+    )
+    .await;
+    assert!(
+        problems[0].starts_with(&format!("queue {missing} has not been reached yet")),
+        "{problems:?}"
+    );
+    assert!(!problems[0].contains(&live), "{problems:?}");
+
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for expected in [
+        format!("icepack_sqs_messages_received_total{{queue=\"{live}\"}} 1\n"),
+        format!("icepack_sqs_messages_deleted_total{{queue=\"{live}\"}} 1\n"),
+        format!("icepack_sqs_messages_received_total{{queue=\"{missing}\"}} 0\n"),
+        format!("icepack_sqs_last_receive_timestamp_seconds{{queue=\"{missing}\"}} 0\n"),
+        format!("icepack_sqs_errors_total{{operation=\"ReceiveMessage\",queue=\"{missing}\"}} "),
+    ] {
+        assert!(
+            metrics.contains(&expected),
+            "no `{expected}` in:\n{metrics}"
+        );
+    }
+    assert!(
+        !metrics.contains(&format!("operation=\"ReceiveMessage\",queue=\"{live}\"")),
+        "the live queue had no failed receive:\n{metrics}"
+    );
+    let queues = get_json(&format!("{base}/v1/tables")).await["queues"].clone();
+    assert_eq!(queues.as_array().unwrap().len(), 2, "{queues}");
+    let by_name = |name: &str| {
+        queues
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|queue| queue["queue"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert!(by_name(&live)["problem"].is_null(), "{queues}");
+    assert!(by_name(&live)["last_receive_at"].is_string(), "{queues}");
+    assert_eq!(by_name(&missing)["tenant"], "b", "{queues}");
+    assert_eq!(
+        by_name(&missing)["last_error"]["operation"],
+        "ReceiveMessage",
+        "{queues}"
+    );
+    assert!(by_name(&missing)["problem"].is_string(), "{queues}");
+
+    // The missing queue is removed by a reload: it leaves readiness and the metrics.
+    std::fs::write(
+        &icepack.config,
+        two_queue_config(port, &moto.endpoint, &live_url, None).replace(
+            "@STATE_DIR@",
+            &icepack.dir.path().join("state").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let reloaded = reqwest::Client::new()
+        .post(format!("{base}/v1/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reloaded.status().as_u16(), 200);
+    let (status, body) = readyz().await.unwrap();
+    assert_eq!((status, &body), (200, &serde_json::json!({"ready": true})));
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!metrics.contains(&missing), "{metrics}");
+    assert!(
+        metrics.contains(&format!(
+            "icepack_sqs_messages_deleted_total{{queue=\"{live}\"}} 1\n"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        icepack.terminate(run).await.success(),
+        "{}",
+        icepack.log(run)
+    );
+}

@@ -32,11 +32,12 @@ from pathlib import Path
 # metric -> labels (besides the histogram's `le`)
 METRICS: dict[str, set[str]] = {
     "icepack_up": set(),
-    "icepack_sqs_messages_received_total": set(),
-    "icepack_sqs_messages_deleted_total": set(),
-    "icepack_sqs_messages_invalid_total": set(),
-    "icepack_sqs_delete_failures_total": set(),
-    "icepack_sqs_errors_total": {"operation"},
+    "icepack_sqs_messages_received_total": {"queue"},
+    "icepack_sqs_messages_deleted_total": {"queue"},
+    "icepack_sqs_messages_invalid_total": {"queue"},
+    "icepack_sqs_delete_failures_total": {"queue"},
+    "icepack_sqs_errors_total": {"operation", "queue"},
+    "icepack_sqs_last_receive_timestamp_seconds": {"queue"},
     "icepack_records_counted_total": {"table"},
     "icepack_records_ignored_total": {"reason"},
     "icepack_state_commit_failures_total": set(),

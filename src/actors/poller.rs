@@ -2,6 +2,8 @@
 //! only once the router reports its effects durable. Errors back off exponentially; nothing here
 //! crashes the process. While the state store refuses writes the poller does not receive at all:
 //! a message received then could only come back, one receive closer to the dead-letter queue.
+//! What a poller sees of its queue (receives, deletes, failed calls, the last success and error)
+//! goes to the queue's [`QueueHealth`], which `/metrics` and `/readyz` read by queue.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use crate::failpoint;
 use crate::intake::{InboundMessage, Verdict};
 use crate::metrics::Metrics;
 use crate::policy::Backoff;
-use crate::queue::{Queue, Receipt};
+use crate::queue::{Queue, QueueHealth, Receipt};
 
 /// How the poller talks to its queue.
 #[derive(Debug, Clone, Copy)]
@@ -31,8 +33,15 @@ pub struct PollerSettings {
     pub visibility_timeout_seconds: i32,
 }
 
+/// A queue and where its pollers report on it.
+#[derive(Clone)]
+pub struct PolledQueue {
+    pub queue: Arc<dyn Queue>,
+    pub health: Arc<QueueHealth>,
+}
+
 pub struct SqsPoller {
-    queue: Arc<dyn Queue>,
+    polled: PolledQueue,
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
     shutdown: watch::Receiver<bool>,
@@ -44,7 +53,7 @@ pub struct SqsPoller {
 
 impl SqsPoller {
     pub fn new(
-        queue: Arc<dyn Queue>,
+        polled: PolledQueue,
         router: Addr<IntakeRouter>,
         settings: PollerSettings,
         shutdown: watch::Receiver<bool>,
@@ -53,7 +62,7 @@ impl SqsPoller {
         clock: Arc<dyn Clock>,
     ) -> Self {
         SqsPoller {
-            queue,
+            polled,
             router,
             settings,
             shutdown,
@@ -86,6 +95,7 @@ impl SqsPoller {
             CycleOutcome::Failed => {
                 let delay = self.backoff.next_delay();
                 warn!(
+                    queue = %self.polled.health.label(),
                     attempt = self.backoff.attempts(),
                     delay_ms = delay.as_millis() as u64,
                     "backing off before polling again"
@@ -116,6 +126,7 @@ impl Actor for SqsPoller {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         info!(
+            queue = %self.polled.health.label(),
             max_messages = self.settings.max_messages,
             wait_time_seconds = self.settings.wait_time_seconds,
             "polling the queue"
@@ -124,9 +135,20 @@ impl Actor for SqsPoller {
     }
 
     fn stopped(&mut self, _ctx: &mut Context<Self>) {
-        info!("poller stopped");
+        info!(queue = %self.polled.health.label(), "poller stopped");
         if let Some(on_stopped) = self.on_stopped.take() {
             let _ = on_stopped.send(());
+        }
+    }
+}
+
+/// A poller dropped while nobody stopped its queue has panicked: its queue is polled by one
+/// poller less, and `/readyz` says so.
+impl Drop for SqsPoller {
+    fn drop(&mut self) {
+        if !*self.shutdown.borrow() {
+            error!(queue = %self.polled.health.label(), "a poller stopped unexpectedly");
+            self.polled.health.poller_lost();
         }
     }
 }
@@ -136,7 +158,7 @@ impl Handler<PollOnce> for SqsPoller {
 
     fn handle(&mut self, _message: PollOnce, _ctx: &mut Context<Self>) -> Self::Result {
         let cycle = poll_cycle(
-            self.queue.clone(),
+            self.polled.clone(),
             self.router.clone(),
             self.settings,
             self.shutdown.clone(),
@@ -153,20 +175,21 @@ impl Handler<PollOnce> for SqsPoller {
 
 /// One receive → ingest → delete round.
 async fn poll_cycle(
-    queue: Arc<dyn Queue>,
+    polled: PolledQueue,
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
     mut shutdown: watch::Receiver<bool>,
-    counters: Arc<Metrics>,
+    metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
 ) -> CycleOutcome {
     if *shutdown.borrow() {
         return CycleOutcome::ShuttingDown;
     }
-    if !counters.store.is_writable() {
+    let PolledQueue { queue, health } = polled;
+    if !metrics.store.is_writable() {
         info!("the state store refuses writes: receiving is paused");
         tokio::select! {
-            _ = counters.store.writable() => info!("the state store takes writes again: receiving resumes"),
+            _ = metrics.store.writable() => info!("the state store takes writes again: receiving resumes"),
             _ = shutdown.wait_for(|stop| *stop) => return CycleOutcome::ShuttingDown,
         }
     }
@@ -178,20 +201,15 @@ async fn poll_cycle(
     let messages = match received {
         Ok(messages) => messages,
         Err(error) => {
-            counters.sqs_errors.inc(&[("operation", error.operation)]);
-            warn!(%error, "cannot receive from the queue");
+            health.failed(&error, clock.now_millis());
+            warn!(queue = %health.label(), %error, "cannot receive from the queue");
             return CycleOutcome::Failed;
         }
     };
-    counters
-        .last_receive_millis
-        .store(clock.now_millis().max(0) as u64, Ordering::Relaxed);
+    health.received(messages.len(), clock.now_millis());
     if messages.is_empty() {
         return CycleOutcome::Empty;
     }
-    counters
-        .messages_received
-        .fetch_add(messages.len() as u64, Ordering::Relaxed);
     let receipts: Vec<Receipt> = messages.iter().map(Receipt::from).collect();
     let inbound: Vec<InboundMessage> = messages
         .iter()
@@ -211,10 +229,10 @@ async fn poll_cycle(
             _ = tokio::time::sleep(extend_every) => {
                 match queue.extend_visibility(&receipts, settings.visibility_timeout_seconds).await {
                     Ok(failed) if failed.is_empty() => debug!(num_messages = receipts.len(), "extended visibility"),
-                    Ok(failed) => warn!(num_failed = failed.len(), "cannot extend visibility of some messages; they may be redelivered and will not be counted twice"),
+                    Ok(failed) => warn!(queue = %health.label(), num_failed = failed.len(), "cannot extend visibility of some messages; they may be redelivered and will not be counted twice"),
                     Err(error) => {
-                        counters.sqs_errors.inc(&[("operation", error.operation)]);
-                        warn!(%error, "cannot extend visibility; messages may be redelivered and will not be counted twice")
+                        health.failed(&error, clock.now_millis());
+                        warn!(queue = %health.label(), %error, "cannot extend visibility; messages may be redelivered and will not be counted twice")
                     }
                 }
             }
@@ -224,7 +242,7 @@ async fn poll_cycle(
         Ok(Ok(report)) => report,
         Ok(Err(error)) => {
             error!(%error, num_messages = receipts.len(), "cannot count the batch durably; no message of it is deleted");
-            if !counters.store.is_writable() {
+            if !metrics.store.is_writable() {
                 return CycleOutcome::StoreRefused;
             }
             // One table's accumulator is being restarted: the batch comes back after its
@@ -246,8 +264,9 @@ async fn poll_cycle(
         match verdict {
             Verdict::Delete => deletable.push(receipt),
             Verdict::Keep { error } => {
-                counters.messages_invalid.fetch_add(1, Ordering::Relaxed);
+                health.messages_invalid.fetch_add(1, Ordering::Relaxed);
                 warn!(
+                    queue = %health.label(),
                     message_id = %message.id,
                     receive_count = message.receive_count,
                     %error,
@@ -260,12 +279,13 @@ async fn poll_cycle(
     for chunk in deletable.chunks(10) {
         match queue.delete(chunk).await {
             Ok(failed) => {
-                counters
+                health
                     .messages_deleted
                     .fetch_add((chunk.len() - failed.len()) as u64, Ordering::Relaxed);
                 for entry in failed {
-                    counters.delete_failures.fetch_add(1, Ordering::Relaxed);
+                    health.delete_failures.fetch_add(1, Ordering::Relaxed);
                     warn!(
+                        queue = %health.label(),
                         message_id = %entry.id,
                         code = %entry.code,
                         reason = %entry.message,
@@ -274,11 +294,11 @@ async fn poll_cycle(
                 }
             }
             Err(error) => {
-                counters
+                health
                     .delete_failures
                     .fetch_add(chunk.len() as u64, Ordering::Relaxed);
-                counters.sqs_errors.inc(&[("operation", error.operation)]);
-                warn!(%error, "cannot delete counted messages; a redelivery will not be counted twice");
+                health.failed(&error, clock.now_millis());
+                warn!(queue = %health.label(), %error, "cannot delete counted messages; a redelivery will not be counted twice");
                 outcome = CycleOutcome::Failed;
             }
         }
@@ -340,11 +360,15 @@ mod tests {
     fn start_poller(
         queue: Arc<dyn Queue>,
         pipeline: &Pipeline,
-    ) -> (Arc<Metrics>, watch::Sender<bool>, oneshot::Receiver<()>) {
+    ) -> (Arc<QueueHealth>, watch::Sender<bool>, oneshot::Receiver<()>) {
         let (shutdown_sender, shutdown) = watch::channel(false);
         let (stopped_sender, stopped) = oneshot::channel();
+        let health = QueueHealth::named("landing");
         let poller = SqsPoller::new(
-            queue,
+            PolledQueue {
+                queue,
+                health: health.clone(),
+            },
             pipeline.router.clone(),
             PollerSettings {
                 max_messages: 10,
@@ -356,9 +380,8 @@ mod tests {
             pipeline.metrics.clone(),
             Arc::new(crate::clock::SystemClock),
         );
-        let counters = pipeline.metrics.clone();
         poller.start();
-        (counters, shutdown_sender, stopped)
+        (health, shutdown_sender, stopped)
     }
 
     async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
@@ -380,13 +403,15 @@ mod tests {
         let queue = Arc::new(MemoryQueue::new());
         let good = queue.push(body(&["a.parquet", "b.parquet"]));
         queue.push("garbage");
-        let (counters, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
+        let (health, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
         wait_for("the good message to be deleted", || {
             queue.deleted_ids() == vec![good.clone()]
         })
         .await;
         assert_eq!(pending_files(&pipeline).await, 2);
-        assert_eq!(counters.messages_invalid.load(Ordering::Relaxed), 1);
+        assert_eq!(health.messages_invalid.load(Ordering::Relaxed), 1);
+        assert_eq!(health.messages_received.load(Ordering::Relaxed), 2);
+        assert!(health.last_receive_millis().is_some());
         assert_eq!(
             queue.num_in_flight(),
             1,
@@ -394,6 +419,7 @@ mod tests {
         );
         shutdown.send(true).unwrap();
         stopped.await.unwrap();
+        assert_eq!(health.pollers_lost(), 0, "stopped, not lost");
     }
 
     #[actix::test]
@@ -403,9 +429,9 @@ mod tests {
         let queue = Arc::new(MemoryQueue::new());
         queue.push(body(&["a.parquet", "b.parquet"]));
         store.fail_commits(true);
-        let (counters, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
+        let (_, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
         wait_for("a commit failure", || {
-            counters.commit_failures.load(Ordering::Relaxed) >= 1
+            pipeline.metrics.commit_failures.load(Ordering::Relaxed) >= 1
         })
         .await;
         assert!(queue.deleted_ids().is_empty());
@@ -460,12 +486,12 @@ mod tests {
         let queue = Arc::new(RefusingFirstDelete(MemoryQueue::new()));
         queue.0.push(body(&["a.parquet"]));
         queue.0.push(body(&["b.parquet"]));
-        let (counters, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
+        let (health, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
         wait_for("a refused delete", || {
-            counters.delete_failures.load(Ordering::Relaxed) == 1
+            health.delete_failures.load(Ordering::Relaxed) == 1
         })
         .await;
-        assert_eq!(counters.messages_deleted.load(Ordering::Relaxed), 1);
+        assert_eq!(health.messages_deleted.load(Ordering::Relaxed), 1);
         assert_eq!(pending_files(&pipeline).await, 2);
         shutdown.send(true).unwrap();
         stopped.await.unwrap();
@@ -484,14 +510,15 @@ mod tests {
         queue.fail_next_receives(2);
         queue.push(body(&["a.parquet"]));
         let started = Instant::now();
-        let (counters, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
+        let (health, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
         wait_for("the message after two failures", || {
             queue.deleted_ids().len() == 1
         })
         .await;
+        assert_eq!(health.errors("ReceiveMessage"), 2);
         assert_eq!(
-            counters.sqs_errors.get(&[("operation", "ReceiveMessage")]),
-            2
+            health.last_error().map(|error| error.message),
+            Some("injected failure".to_string())
         );
         assert!(
             started.elapsed() >= Duration::from_millis(1_000),
@@ -499,5 +526,39 @@ mod tests {
         );
         shutdown.send(true).unwrap();
         stopped.await.unwrap();
+    }
+
+    /// A bug in the queue client: every receive panics.
+    struct PanickingQueue;
+
+    #[async_trait]
+    impl Queue for PanickingQueue {
+        async fn receive(
+            &self,
+            _: i32,
+            _: i32,
+            _: i32,
+        ) -> Result<Vec<ReceivedMessage>, QueueError> {
+            panic!("a bug in the queue client")
+        }
+        async fn delete(&self, _: &[Receipt]) -> Result<Vec<FailedEntry>, QueueError> {
+            Ok(Vec::new())
+        }
+        async fn extend_visibility(
+            &self,
+            _: &[Receipt],
+            _: i32,
+        ) -> Result<Vec<FailedEntry>, QueueError> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[actix::test]
+    async fn a_poller_that_panics_is_counted_as_lost() {
+        let pipeline = pipeline(Arc::new(MemoryStore::new()));
+        let (health, _shutdown, stopped) = start_poller(Arc::new(PanickingQueue), &pipeline);
+        // actix stops an actor whose task panicked as it drops it: `stopped` runs.
+        let _ = stopped.await;
+        assert_eq!(health.pollers_lost(), 1);
     }
 }

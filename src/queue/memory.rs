@@ -77,6 +77,7 @@ impl MemoryQueue {
             return Err(QueueError {
                 operation: "ReceiveMessage",
                 message: "injected failure".to_string(),
+                detail: String::new(),
             });
         }
         let mut received = Vec::new();

@@ -1,8 +1,10 @@
 //! The message queue behind a narrow trait: SQS in the service, memory in unit tests.
 
+mod health;
 mod memory;
 mod sqs;
 
+pub use health::{queue_labels, LastError, QueueHealth, QueueRegistry, QueueSnapshot};
 pub use memory::MemoryQueue;
 pub use sqs::SqsQueue;
 
@@ -42,11 +44,14 @@ pub struct FailedEntry {
     pub message: String,
 }
 
+/// A failed call. `message` is the error and its causes (what `/readyz` shows); `detail` is what
+/// the SDK adds for the log (raw metadata, as ` (...)`), or empty.
 #[derive(Debug, thiserror::Error)]
-#[error("{operation}: {message}")]
+#[error("{operation}: {message}{detail}")]
 pub struct QueueError {
     pub operation: &'static str,
     pub message: String,
+    pub detail: String,
 }
 
 #[async_trait]

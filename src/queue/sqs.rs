@@ -6,7 +6,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
-use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
     MessageSystemAttributeName,
@@ -69,10 +68,20 @@ impl SqsQueue {
     }
 }
 
+/// The error and its causes as the message, the SDK's debug form as the detail: together what
+/// `DisplayErrorContext` prints.
 fn queue_error(operation: &'static str, error: impl std::error::Error) -> QueueError {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
     QueueError {
         operation,
-        message: DisplayErrorContext(error).to_string(),
+        message,
+        detail: format!(" ({error:?})"),
     }
 }
 
