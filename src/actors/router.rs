@@ -144,13 +144,20 @@ impl IntakeRouter {
         }));
     }
 
-    /// Forgets object keys older than the retention, off the actor thread.
+    /// Forgets object keys older than the retention, except those of files still pending or
+    /// claimed, off the actor thread.
     fn purge_seen(&self) {
         let store = self.store.clone();
         let cutoff = self.clock.now_millis() - self.dedup_retention_millis;
         tokio::task::spawn_blocking(move || match store.purge_seen_before(cutoff) {
-            Ok(0) => {}
-            Ok(purged) => info!(purged, "forgot object keys older than the dedup retention"),
+            Ok(summary) if summary.examined == 0 => {}
+            Ok(summary) => info!(
+                purged = summary.purged,
+                kept_in_log = summary.kept_in_log,
+                stale = summary.stale,
+                "forgot object keys older than the dedup retention (those of pending or claimed \
+                 files are kept)"
+            ),
             Err(error) => warn!(%error, "cannot purge old object keys"),
         });
     }
