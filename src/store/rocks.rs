@@ -58,6 +58,9 @@ pub struct RocksStore {
     /// How many remembered keys this open indexed by time (a store written before the index);
     /// `None` when the store had the index already.
     seen_keys_indexed_at_open: Option<u64>,
+    /// The store had no remembered keys and no marker yet: the next synced write adds the marker
+    /// (an open writes nothing then, so a service starts on a disk that refuses writes).
+    seen_index_marker_due: AtomicBool,
 }
 
 /// The open database, held for reading (a reopen waits for every holder).
@@ -97,6 +100,7 @@ impl RocksStore {
             failed: AtomicBool::new(false),
             purge_exclusion: RwLock::new(()),
             seen_keys_indexed_at_open: None,
+            seen_index_marker_due: AtomicBool::new(false),
         };
         store.seen_keys_indexed_at_open = store.index_seen_keys()?;
         Ok(store)
@@ -112,13 +116,18 @@ impl RocksStore {
     /// `seen` key gets its index entry, then a marker says the index is whole (from then on every
     /// commit that remembers a key indexes it in the same batch). An open interrupted midway does
     /// it again from the start; the entries are the same. A value that does not decode is not
-    /// indexed, so never purged (the full-scan purge before the index stopped at it).
+    /// indexed, so never purged (the full-scan purge before the index stopped at it). A store
+    /// without remembered keys has nothing to index: its marker comes with the next write.
     fn index_seen_keys(&self) -> Result<Option<u64>, StoreError> {
         let db = self.db()?;
         if db.get(SEEN_INDEX_MARKER).map_err(read_error)?.is_some() {
             return Ok(None);
         }
         let seen = family(&db, cf::SEEN)?;
+        if db.iterator_cf(seen, IteratorMode::Start).next().is_none() {
+            self.seen_index_marker_due.store(true, Ordering::SeqCst);
+            return Ok(Some(0));
+        }
         let index = family(&db, cf::SEEN_BY_TIME)?;
         let mut indexed = 0;
         let mut undecodable = 0u64;
@@ -196,6 +205,7 @@ impl RocksStore {
             failed: AtomicBool::new(false),
             purge_exclusion: RwLock::new(()),
             seen_keys_indexed_at_open: None,
+            seen_index_marker_due: AtomicBool::new(false),
         })
     }
 
@@ -258,13 +268,21 @@ impl RocksStore {
 
     /// Writes a batch atomically and syncs the WAL before returning. A failure marks the store
     /// failed: nothing reaches RocksDB again until [`StateStore::recover`] reopens it.
-    pub fn write_synced(&self, batch: WriteBatch) -> Result<(), StoreError> {
+    pub fn write_synced(&self, mut batch: WriteBatch) -> Result<(), StoreError> {
         let _shared = self
             .purge_exclusion
             .read()
             .unwrap_or_else(PoisonError::into_inner);
         let db = self.db()?;
-        self.write_with(&db, batch, true)
+        let marker_due = self.seen_index_marker_due.load(Ordering::SeqCst);
+        if marker_due {
+            batch.put(SEEN_INDEX_MARKER, b"1");
+        }
+        self.write_with(&db, batch, true)?;
+        if marker_due {
+            self.seen_index_marker_due.store(false, Ordering::SeqCst);
+        }
+        Ok(())
     }
 
     /// Writes a batch atomically (synced or not) to the database the caller holds; every write

@@ -788,19 +788,24 @@ fn a_store_from_before_the_index_is_indexed_once_at_open() {
         reopened.purge_seen_before(UnixMillis::MAX).unwrap(),
         PurgeSummary::default()
     );
-    drop(reopened);
-    let fresh = tempfile::tempdir().unwrap();
-    assert_eq!(
-        RocksStore::open(fresh.path())
+}
+
+/// A new store has nothing to index: its open writes nothing (a service starts on a disk that
+/// refuses writes), and its first write marks the index whole.
+#[test]
+fn a_new_store_is_marked_indexed_by_its_first_write() {
+    let directory = tempfile::tempdir().unwrap();
+    let indexed_at_open = || {
+        RocksStore::open(directory.path())
             .unwrap()
-            .seen_keys_indexed_at_open(),
-        Some(0),
-        "a new store gets its marker at once"
-    );
-    assert_eq!(
-        RocksStore::open(fresh.path())
-            .unwrap()
-            .seen_keys_indexed_at_open(),
-        None
-    );
+            .seen_keys_indexed_at_open()
+    };
+    assert_eq!(indexed_at_open(), Some(0));
+    assert_eq!(indexed_at_open(), Some(0), "nothing written yet");
+    let store = RocksStore::open(directory.path()).unwrap();
+    store.commit(vec![seen_op("n.t", "k", 100, None)]).unwrap();
+    drop(store);
+    assert_eq!(indexed_at_open(), None);
+    let store = RocksStore::open(directory.path()).unwrap();
+    assert_eq!(store.purge_seen_before(200).unwrap().purged, 1);
 }
