@@ -1,8 +1,10 @@
 //! Memory: resident memory of a pipeline with many configured tables idle, and after a million
 //! pending files spread over them. Each figure comes from a fresh child process (this binary
-//! re-executed), so allocations of one measurement do not hide in another's.
+//! re-executed), so allocations of one measurement do not hide in another's. Then the hourly
+//! `seen` purge over a million remembered keys, 1% of them past the retention: through the time
+//! index, against the full scan and decode of `seen` that the purge did before the index.
 //!
-//!   cargo bench --bench memory [-- --tables N --pending N]
+//!   cargo bench --bench memory [-- --tables N --pending N --seen-keys N]
 
 mod common;
 
@@ -14,7 +16,8 @@ use futures::future::join_all;
 use icepack::actors::messages::Ingest;
 use icepack::config::Config;
 use icepack::intake::InboundMessage;
-use icepack::store::RocksStore;
+use icepack::state::SeenEntry;
+use icepack::store::{Op, RocksStore, StateStore};
 
 use common::*;
 
@@ -85,6 +88,93 @@ fn child(tables: usize, pending: u64) {
     });
 }
 
+/// In the child: a store remembering `keys` object keys, the first 1% of them first seen long
+/// ago; prints the time of a full scan and decode of `seen` (what the purge read before the time
+/// index), of the purge, and of a second purge (which finds nothing new, only the first's
+/// deletions not yet compacted away).
+fn purge_child(keys: u64) {
+    let work = tempfile::tempdir().unwrap();
+    let path = work.path().join("state");
+    let store = RocksStore::open(&path).unwrap();
+    let expired = keys / 100;
+    let mut ops = Vec::new();
+    for file in 0..keys {
+        let first_seen_millis = if file < expired {
+            file as i64
+        } else {
+            1_000_000_000 + file as i64
+        };
+        ops.push(Op::PutSeen {
+            bucket: "lake".to_string(),
+            key: format!(
+                "warehouse/t{}/data/dt=2024-05-01/00000-{file}-5a1f7c52-2d4e-4f0a-9a63-0c2b9d6e{file:08}.parquet",
+                file % 100
+            ),
+            entry: SeenEntry {
+                table: format!("bench.t{}", file % 100),
+                first_seen_millis,
+                seq: None,
+            },
+        });
+        if ops.len() == 10_000 {
+            store.commit(std::mem::take(&mut ops)).unwrap();
+        }
+    }
+    store.commit(ops).unwrap();
+
+    let reader = rocksdb::DB::open_cf_for_read_only(
+        &rocksdb::Options::default(),
+        &path,
+        icepack::store::FAMILIES,
+        false,
+    )
+    .unwrap();
+    let seen = reader.cf_handle("seen").unwrap();
+    let started = Instant::now();
+    let mut scanned = 0;
+    for item in reader.iterator_cf(seen, rocksdb::IteratorMode::Start) {
+        let (_, value) = item.unwrap();
+        let entry: SeenEntry = serde_json::from_slice(&value).unwrap();
+        scanned += u64::from(entry.first_seen_millis >= 0);
+    }
+    let scan = started.elapsed();
+    assert_eq!(scanned, keys);
+    drop(reader);
+    let started = Instant::now();
+    let first = store.purge_seen_before(1_000_000_000).unwrap();
+    let purge = started.elapsed();
+    assert_eq!(first.purged, expired);
+    let started = Instant::now();
+    let second = store.purge_seen_before(1_000_000_000).unwrap();
+    let again = started.elapsed();
+    assert_eq!(second.examined, 0);
+    println!(
+        "PURGE {keys} {expired} {} {} {} {}",
+        scan.as_micros(),
+        purge.as_micros(),
+        first.examined,
+        again.as_micros()
+    );
+}
+
+fn run_purge_child(keys: u64) -> Vec<u64> {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args(["--purge-child", &keys.to_string()])
+        .output()
+        .expect("the child runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("PURGE "))
+        .unwrap_or_else(|| {
+            panic!(
+                "child failed: {}\n{stdout}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    line.split(' ').map(|n| n.parse().unwrap()).collect()
+}
+
 struct ChildFigures {
     before: u64,
     idle: u64,
@@ -126,6 +216,10 @@ fn main() {
         child(args[at + 1].parse().unwrap(), args[at + 2].parse().unwrap());
         return;
     }
+    if let Some(at) = args.iter().position(|arg| arg == "--purge-child") {
+        purge_child(args[at + 1].parse().unwrap());
+        return;
+    }
     let full = full_run();
     let tables: usize = arg("--tables")
         .map(|value| value.parse().expect("--tables N"))
@@ -133,6 +227,9 @@ fn main() {
     let pending: u64 = arg("--pending")
         .map(|value| value.parse().expect("--pending N"))
         .unwrap_or(if full { 1_000_000 } else { 10_000 });
+    let seen_keys: u64 = arg("--seen-keys")
+        .map(|value| value.parse().expect("--seen-keys N"))
+        .unwrap_or(if full { 1_000_000 } else { 20_000 });
 
     let one = run_child(1, 0);
     let many = run_child(tables, 0);
@@ -176,5 +273,26 @@ fn main() {
     println!(
         "per pending file: {:.1} bytes (pending − idle, same process)",
         (loaded.loaded as f64 - loaded.idle as f64) * 1024.0 / loaded.counted as f64
+    );
+
+    let purge = run_purge_child(seen_keys);
+    let ms = |micros: u64| micros as f64 / 1000.0;
+    println!(
+        "seen purge, {} remembered keys, {} past the retention (fresh process, RocksDB):",
+        purge[0], purge[1]
+    );
+    println!(
+        "  before the time index (full scan and decode of `seen`, its reads only): {:>9.1} ms",
+        ms(purge[2])
+    );
+    println!(
+        "  purge through the time index ({} index entries read):      {:>9.1} ms ({:.3} of the scan)",
+        purge[4],
+        ms(purge[3]),
+        purge[3] as f64 / purge[2] as f64
+    );
+    println!(
+        "  the next purge (nothing new past the retention):                {:>9.1} ms",
+        ms(purge[5])
     );
 }

@@ -1049,6 +1049,39 @@ mod tests {
         );
     }
 
+    /// Issue 15 part 5: a claimed or pending file's key outlives the dedup retention, so a late
+    /// redelivery of it is still a duplicate; once the run took the claimed files out of the log,
+    /// their keys are forgotten like any other.
+    #[test]
+    fn the_keys_of_pending_and_claimed_files_outlive_the_retention() {
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+        let files = ["t/data/a.parquet", "t/data/b.parquet", "t/data/c.parquet"];
+        let arrivals = |keys: &[&str]| -> Vec<Candidate> {
+            keys.iter().map(|key| candidate(key, 10, 900, "")).collect()
+        };
+        stage_and_commit(&mut accumulator, &store, arrivals(&files[..2]), 1_000);
+        claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+        stage_and_commit(&mut accumulator, &store, arrivals(&files[2..]), 3_000);
+
+        // Every key is past the retention: the two claimed and the pending one stay.
+        let purged = store.purge_seen_before(1_000_000).unwrap();
+        assert_eq!((purged.purged, purged.kept_in_log), (0, 3));
+        let staged = stage_and_commit(&mut accumulator, &store, arrivals(&files), 1_000_001);
+        assert_eq!((staged.num_counted, staged.num_duplicates), (0, 3));
+        assert_eq!(accumulator.snapshot().state.pending.files, 1);
+
+        finish(&mut accumulator, &store, "run-1", &success(&[]), 1_000_002);
+        let purged = store.purge_seen_before(2_000_000).unwrap();
+        assert_eq!((purged.purged, purged.kept_in_log), (2, 1));
+        let staged = stage_and_commit(&mut accumulator, &store, arrivals(&files), 2_000_001);
+        assert_eq!(
+            staged.duplicate_positions,
+            vec![2],
+            "the compacted files' keys are forgotten, the pending one's is not"
+        );
+    }
+
     #[test]
     fn a_failed_run_gives_its_files_back_and_backs_off() {
         let store = MemoryStore::new();
@@ -1417,6 +1450,8 @@ mod tests {
             Succeed,
             Fail,
             CommitFails(u8),
+            /// A purge with every key past the retention.
+            Purge,
         }
 
         fn step() -> impl Strategy<Value = Step> {
@@ -1426,11 +1461,14 @@ mod tests {
                 1 => Just(Step::Succeed),
                 1 => Just(Step::Fail),
                 1 => any::<u8>().prop_map(Step::CommitFails),
+                1 => Just(Step::Purge),
             ]
         }
 
         proptest! {
-            /// Pending + claimed never loses or duplicates a file, whatever arrives, runs, fails;
+            /// Pending + claimed never loses or duplicates a file, whatever arrives, runs, fails or
+            /// is purged past the retention (a pending or claimed file's key is never forgotten,
+            /// so its redelivery stays a duplicate; a compacted one's is, and it counts afresh);
             /// with the compacted count, every file ever counted is accounted for once.
             #[test]
             fn pending_plus_claimed_is_exactly_the_uncompacted_files(steps in prop::collection::vec(step(), 1..60)) {
@@ -1438,7 +1476,9 @@ mod tests {
                 let mut accumulator = Accumulator::load(spec(), &store).unwrap();
                 let mut expected: std::collections::BTreeSet<String> = Default::default();
                 let mut claimed: std::collections::BTreeSet<String> = Default::default();
+                // Compacted keys still remembered, and how many files were compacted in all.
                 let mut compacted: std::collections::BTreeSet<String> = Default::default();
+                let mut num_compacted = 0;
                 let mut run = 0;
                 for (now, step) in steps.into_iter().enumerate() {
                     let now = now as i64 * 1_000 + 1_000_000;
@@ -1468,10 +1508,16 @@ mod tests {
                             let outcome = if matches!(step, Step::Succeed) { success(&[]) } else { failure() };
                             finish(&mut accumulator, &store, &claim.run_id, &outcome, now);
                             if matches!(step, Step::Succeed) {
+                                num_compacted += claimed.len() as u64;
                                 compacted.append(&mut claimed);
                             } else {
                                 expected.append(&mut claimed);
                             }
+                        }
+                        Step::Purge => {
+                            let purged = store.purge_seen_before(now + 1).unwrap();
+                            prop_assert_eq!(purged.kept_in_log, (expected.len() + claimed.len()) as u64);
+                            compacted.clear();
                         }
                     }
                     let state = &accumulator.snapshot().state;
@@ -1480,7 +1526,7 @@ mod tests {
                     let logged: std::collections::BTreeSet<String> = store.files("n.t").unwrap().into_iter().map(|(_, file)| file.key).collect();
                     let uncompacted: std::collections::BTreeSet<String> = expected.union(&claimed).cloned().collect();
                     prop_assert_eq!(logged, uncompacted);
-                    prop_assert_eq!(state.compacted_files, compacted.len() as u64);
+                    prop_assert_eq!(state.compacted_files, num_compacted);
                     let reloaded = Accumulator::load(spec(), &store).unwrap();
                     prop_assert_eq!(reloaded.snapshot(), accumulator.snapshot());
                 }

@@ -15,7 +15,7 @@ use icepack::metrics::Metrics;
 use icepack::service::{start_pipeline, Compaction, Pipeline};
 use icepack::spark::runner::SparkRunner;
 use icepack::state::{FileEntry, SeenEntry, TableSnapshot};
-use icepack::store::{Op, RocksStore, StateStore, StoreError};
+use icepack::store::{Op, PurgeSummary, RocksStore, StateStore, StoreError};
 
 /// `true` under `cargo bench` (which passes `--bench`); a smoke run otherwise.
 pub fn full_run() -> bool {
@@ -153,7 +153,7 @@ impl StateStore for WeighingStore {
         self.commits.lock().unwrap().push(weight);
         Ok(())
     }
-    fn purge_seen_before(&self, cutoff: i64) -> Result<u64, StoreError> {
+    fn purge_seen_before(&self, cutoff: i64) -> Result<PurgeSummary, StoreError> {
         self.inner.purge_seen_before(cutoff)
     }
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError> {
@@ -177,7 +177,7 @@ pub fn bare_synced_writes(path: &Path, commits: &[(usize, usize)]) -> Duration {
     let mut options = Options::default();
     options.create_if_missing(true);
     options.create_missing_column_families(true);
-    let db = DB::open_cf(&options, path, ["tables", "partitions", "seen", "files"]).unwrap();
+    let db = DB::open_cf(&options, path, icepack::store::FAMILIES).unwrap();
     let files = db.cf_handle("files").unwrap();
     let mut sync = WriteOptions::default();
     sync.set_sync(true);

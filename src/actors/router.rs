@@ -144,13 +144,20 @@ impl IntakeRouter {
         }));
     }
 
-    /// Forgets object keys older than the retention, off the actor thread.
+    /// Forgets object keys older than the retention, except those of files still pending or
+    /// claimed, off the actor thread.
     fn purge_seen(&self) {
         let store = self.store.clone();
         let cutoff = self.clock.now_millis() - self.dedup_retention_millis;
         tokio::task::spawn_blocking(move || match store.purge_seen_before(cutoff) {
-            Ok(0) => {}
-            Ok(purged) => info!(purged, "forgot object keys older than the dedup retention"),
+            Ok(summary) if summary.examined == 0 => {}
+            Ok(summary) => info!(
+                purged = summary.purged,
+                kept_in_log = summary.kept_in_log,
+                stale = summary.stale,
+                "forgot object keys older than the dedup retention (those of pending or claimed \
+                 files are kept)"
+            ),
             Err(error) => warn!(%error, "cannot purge old object keys"),
         });
     }
@@ -492,7 +499,13 @@ mod tests {
         }
     }
 
+    const NOW: i64 = 1_714_564_800_000;
+
     fn pipeline(store: Arc<MemoryStore>) -> Pipeline {
+        pipeline_at(store, NOW)
+    }
+
+    fn pipeline_at(store: Arc<MemoryStore>, now: i64) -> Pipeline {
         let config = Config::from_toml_str(
             "[[tables]]\ntable = \"n.a\"\nbucket = \"lake\"\nprefix = \"a/\"\n\
              [[tables]]\ntable = \"n.b\"\nbucket = \"lake\"\nprefix = \"b/\"\n",
@@ -502,7 +515,7 @@ mod tests {
         let runner = runner_from_config(&config);
         start_pipeline(
             store,
-            Arc::new(FakeClock::new(1_714_564_800_000)),
+            Arc::new(FakeClock::new(now)),
             Compaction {
                 settings,
                 runner,
@@ -602,5 +615,53 @@ mod tests {
             "nothing of the failed group was kept"
         );
         assert_eq!(pipeline.status().await.tables[0].pending_files, 1);
+    }
+
+    /// Issue 15 part 5, through the router: a service started again past the dedup retention
+    /// purges at start; the key of a file still pending survives it, so a late redelivery of the
+    /// file is still a duplicate, while an old key of no pending file is forgotten.
+    #[actix::test]
+    async fn a_pending_files_key_survives_the_purge_past_the_retention() {
+        use crate::state::SeenEntry;
+        use crate::store::Op;
+        let store = Arc::new(MemoryStore::new());
+        let first = pipeline(store.clone());
+        let ingest = |pipeline: &Pipeline, id: &str| {
+            pipeline.router.send(Ingest {
+                messages: vec![message(id, &["a/data/1.parquet"])],
+            })
+        };
+        let report = ingest(&first, "1").await.unwrap().unwrap();
+        assert_eq!(report.summary.counted, 1);
+        // A compaction's output remembered at the same time: no file of the log.
+        store
+            .commit(vec![Op::PutSeen {
+                bucket: "lake".to_string(),
+                key: "a/data/out.parquet".to_string(),
+                entry: SeenEntry {
+                    table: "n.a".to_string(),
+                    first_seen_millis: NOW,
+                    seq: None,
+                },
+            }])
+            .unwrap();
+
+        let later = NOW + 15 * 24 * 3600 * 1000;
+        let second = pipeline_at(store.clone(), later);
+        let started = std::time::Instant::now();
+        while store.seen(&[("lake", "a/data/out.parquet")]).unwrap()[0] {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the purge at start forgets the output's key"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let report = ingest(&second, "1").await.unwrap().unwrap();
+        assert_eq!(
+            (report.summary.counted, report.summary.ignored.duplicate),
+            (0, 1),
+            "the pending file's key outlived the retention"
+        );
+        assert_eq!(second.status().await.tables[0].pending_files, 1);
     }
 }

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::{ForgetSummary, Op, StateStore, StoreError};
+use super::{ForgetSummary, Op, PurgeSummary, StateStore, StoreError};
 use crate::clock::UnixMillis;
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
@@ -13,6 +13,9 @@ struct Contents {
     tables: HashMap<String, TableState>,
     partitions: BTreeMap<(String, String), PartitionCounts>,
     seen: HashMap<(String, String), SeenEntry>,
+    /// (first seen, bucket, key) → table: the RocksDB store's `seen_by_time` family, stale
+    /// entries included (a key remembered again under another time keeps its old entry).
+    seen_by_time: BTreeMap<(UnixMillis, String, String), String>,
     files: BTreeMap<(String, u64), FileEntry>,
 }
 
@@ -28,7 +31,7 @@ impl MemoryStore {
         Self::default()
     }
 
-    /// While set, every commit (and every `forget_table`) fails and changes nothing.
+    /// While set, every commit (and every `forget_table` and purge) fails and changes nothing.
     pub fn fail_commits(&self, fail: bool) {
         self.fail_commits.store(fail, Ordering::SeqCst);
     }
@@ -105,6 +108,10 @@ impl StateStore for MemoryStore {
                     contents.partitions.remove(&(table, partition));
                 }
                 Op::PutSeen { bucket, key, entry } => {
+                    contents.seen_by_time.insert(
+                        (entry.first_seen_millis, bucket.clone(), key.clone()),
+                        entry.table.clone(),
+                    );
                     contents.seen.insert((bucket, key), entry);
                 }
                 Op::PutFile { table, seq, entry } => {
@@ -124,13 +131,48 @@ impl StateStore for MemoryStore {
         Ok(())
     }
 
-    fn purge_seen_before(&self, cutoff: UnixMillis) -> Result<u64, StoreError> {
+    fn purge_seen_before(&self, cutoff: UnixMillis) -> Result<PurgeSummary, StoreError> {
+        if self.fail_commits.load(Ordering::SeqCst) {
+            return Err(StoreError::Write("injected failure".to_string()));
+        }
         let mut contents = self.contents.lock().unwrap();
-        let before = contents.seen.len();
-        contents
-            .seen
-            .retain(|_, entry| entry.first_seen_millis >= cutoff);
-        Ok((before - contents.seen.len()) as u64)
+        let Contents {
+            seen,
+            seen_by_time,
+            files,
+            ..
+        } = &mut *contents;
+        let expired: Vec<(UnixMillis, String, String)> = seen_by_time
+            .range(..(cutoff, String::new(), String::new()))
+            .map(|(indexed, _)| indexed.clone())
+            .collect();
+        let mut summary = PurgeSummary::default();
+        for indexed in expired {
+            summary.examined += 1;
+            let (first_seen_millis, bucket, key) = &indexed;
+            let object = (bucket.clone(), key.clone());
+            let Some(entry) = seen
+                .get(&object)
+                .filter(|entry| entry.first_seen_millis == *first_seen_millis)
+            else {
+                seen_by_time.remove(&indexed);
+                summary.stale += 1;
+                continue;
+            };
+            let in_log = entry.seq.is_some_and(|seq| {
+                files
+                    .get(&(entry.table.clone(), seq))
+                    .is_some_and(|file| file.bucket == *bucket && file.key == *key)
+            });
+            if in_log {
+                summary.kept_in_log += 1;
+            } else {
+                seen.remove(&object);
+                seen_by_time.remove(&indexed);
+                summary.purged += 1;
+            }
+        }
+        Ok(summary)
     }
 
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError> {
@@ -152,8 +194,10 @@ impl StateStore for MemoryStore {
             tables,
             partitions,
             seen,
+            seen_by_time,
             files,
         } = &mut *contents;
+        seen_by_time.retain(|_, owner| owner != table);
         Ok(ForgetSummary {
             table_state: tables.remove(table).is_some(),
             partitions: removed(partitions.len(), || {

@@ -11,6 +11,9 @@ pub use gate::{StoreGate, StoreHealth};
 pub use memory::MemoryStore;
 pub use rocks::RocksStore;
 
+/// The RocksDB store's column families.
+pub const FAMILIES: [&str; 5] = rocks::cf::ALL;
+
 use crate::clock::UnixMillis;
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
@@ -45,6 +48,22 @@ pub struct ForgetSummary {
     pub seen_keys: u64,
 }
 
+/// What [`StateStore::purge_seen_before`] did. A purge reads only the time index of the remembered
+/// keys up to the cutoff, so `examined` — its whole work — follows the keys past the retention, not
+/// the keys remembered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PurgeSummary {
+    /// Entries of the time index read: keys first seen before the cutoff, and stale entries.
+    pub examined: u64,
+    /// Remembered keys forgotten (with their index entries).
+    pub purged: u64,
+    /// Keys past the retention kept because their file is still pending or claimed (it is in its
+    /// table's counted-file log): a later purge looks at them again.
+    pub kept_in_log: u64,
+    /// Index entries of a key since remembered again under another first-seen time, removed.
+    pub stale: u64,
+}
+
 /// One change to the durable state.
 // Ops live only between staging and the commit; boxing the table state would buy nothing.
 #[allow(clippy::large_enum_variant)]
@@ -63,6 +82,7 @@ pub enum Op {
         table: String,
         partition: String,
     },
+    /// Remembers an object key, and indexes it by its first-seen time for the purge.
     PutSeen {
         bucket: String,
         key: String,
@@ -98,8 +118,12 @@ pub trait StateStore: Send + Sync + 'static {
     /// Applies all ops atomically and syncs them to disk before returning.
     fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError>;
 
-    /// Forgets object keys first seen before `cutoff`; returns how many were forgotten.
-    fn purge_seen_before(&self, cutoff: UnixMillis) -> Result<u64, StoreError>;
+    /// Forgets the object keys first seen before `cutoff`, except those of files still pending or
+    /// claimed: a file whose [`SeenEntry::seq`] is in its table's counted-file log is remembered
+    /// until it leaves the log (compacted, or dropped by a truth read), so a late redelivery of it
+    /// stays a duplicate. Reads only the keys first seen before `cutoff` (a time index), in steps
+    /// that each hold commits back for a moment only.
+    fn purge_seen_before(&self, cutoff: UnixMillis) -> Result<PurgeSummary, StoreError>;
 
     /// The counted-file log of a table, in sequence order.
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError>;
@@ -109,7 +133,7 @@ pub trait StateStore: Send + Sync + 'static {
     ///
     /// Other tables are untouched, whatever their names share with this one (`a.b` never takes
     /// `a.bc` or `a.b.c` with it). An admin operation: finding the table's remembered keys reads
-    /// every remembered key. Later commits may write the table again: one still fed events is
+    /// the whole time index of remembered keys. Later commits may write the table again: one still fed events is
     /// counted afresh.
     fn forget_table(&self, table: &str) -> Result<ForgetSummary, StoreError>;
 

@@ -1,7 +1,11 @@
 //! The RocksDB [`StateStore`]: one column family per kind of record, one synced `WriteBatch` per
 //! commit (atomic across column families, one WAL).
+//!
+//! Remembered object keys are indexed by their first-seen time (`seen_by_time`, written in the
+//! same batch as the key), so the retention purge reads only the keys past the retention.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,8 +17,9 @@ use rocksdb::{
 };
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
 
-use super::{ForgetSummary, Op, StateStore, StoreError};
+use super::{ForgetSummary, Op, PurgeSummary, StateStore, StoreError};
 use crate::clock::UnixMillis;
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
@@ -28,7 +33,10 @@ pub mod cf {
     pub const SEEN: &str = "seen";
     /// table \0 sequence (big endian) → [`FileEntry`](crate::state::FileEntry)
     pub const FILES: &str = "files";
-    pub const ALL: [&str; 4] = [TABLES, PARTITIONS, SEEN, FILES];
+    /// first seen (8 bytes, in time order) \0 bucket \0 key → table: every `seen` key, in the
+    /// order the retention purge forgets them
+    pub const SEEN_BY_TIME: &str = "seen_by_time";
+    pub const ALL: [&str; 5] = [TABLES, PARTITIONS, SEEN, FILES, SEEN_BY_TIME];
 }
 
 const SEPARATOR: u8 = 0;
@@ -42,6 +50,17 @@ pub struct RocksStore {
     /// has reopened the database (RocksDB may keep a failed write in its memtable, and a write
     /// to a file that failed before is what its assertions abort on).
     failed: AtomicBool,
+    /// Commits hold it shared, a purge step alone: no commit lands between a step's reads of
+    /// `seen` and `files` and its deletes, so a commit that makes an expired key's file pending
+    /// again (a truth read finding it) either comes before the reads, which then see the file in
+    /// the log, or after the deletes, and writes the key again itself.
+    purge_exclusion: RwLock<()>,
+    /// How many remembered keys this open indexed by time (a store written before the index);
+    /// `None` when the store had the index already.
+    seen_keys_indexed_at_open: Option<u64>,
+    /// The store had no remembered keys and no marker yet: the next synced write adds the marker
+    /// (an open writes nothing then, so a service starts on a disk that refuses writes).
+    seen_index_marker_due: AtomicBool,
 }
 
 /// The open database, held for reading (a reopen waits for every holder).
@@ -59,6 +78,13 @@ impl Deref for OpenDb<'_> {
 /// takes synced writes again.
 const PROBE_KEY: &[u8] = b"icepack.probe";
 const PROBE_BYTES: usize = 1 << 20;
+/// The key, in the default family, that says every `seen` key has its `seen_by_time` entry.
+const SEEN_INDEX_MARKER: &[u8] = b"icepack.seen_by_time";
+/// Index entries a purge step examines (and the longest it holds commits back: one multi-get of
+/// as many `seen` entries, one of `files`, one unsynced write).
+const PURGE_STEP: usize = 1_000;
+/// Index entries written per batch when a store from before the index is indexed.
+const INDEX_BATCH: usize = 10_000;
 
 impl RocksStore {
     /// Opens (or creates) the store for writing; fails fast when another process holds it.
@@ -67,12 +93,77 @@ impl RocksStore {
             path: path.display().to_string(),
             message: format!("cannot create the directory: {error}"),
         })?;
-        Ok(RocksStore {
+        let mut store = RocksStore {
             db: RwLock::new(Some(Self::open_db(path)?)),
             path: path.to_path_buf(),
             read_only: false,
             failed: AtomicBool::new(false),
-        })
+            purge_exclusion: RwLock::new(()),
+            seen_keys_indexed_at_open: None,
+            seen_index_marker_due: AtomicBool::new(false),
+        };
+        store.seen_keys_indexed_at_open = store.index_seen_keys()?;
+        Ok(store)
+    }
+
+    /// How many remembered keys this open indexed by first-seen time: `Some` only for the first
+    /// open of a store written before the index existed.
+    pub fn seen_keys_indexed_at_open(&self) -> Option<u64> {
+        self.seen_keys_indexed_at_open
+    }
+
+    /// Indexes the remembered keys of a store written before `seen_by_time` existed, once: every
+    /// `seen` key gets its index entry, then a marker says the index is whole (from then on every
+    /// commit that remembers a key indexes it in the same batch). An open interrupted midway does
+    /// it again from the start; the entries are the same. A value that does not decode is not
+    /// indexed, so never purged (the full-scan purge before the index stopped at it). A store
+    /// without remembered keys has nothing to index: its marker comes with the next write.
+    fn index_seen_keys(&self) -> Result<Option<u64>, StoreError> {
+        let db = self.db()?;
+        if db.get(SEEN_INDEX_MARKER).map_err(read_error)?.is_some() {
+            return Ok(None);
+        }
+        let seen = family(&db, cf::SEEN)?;
+        if db.iterator_cf(seen, IteratorMode::Start).next().is_none() {
+            self.seen_index_marker_due.store(true, Ordering::SeqCst);
+            return Ok(Some(0));
+        }
+        let index = family(&db, cf::SEEN_BY_TIME)?;
+        let mut indexed = 0;
+        let mut undecodable = 0u64;
+        let mut batch = WriteBatch::default();
+        for item in db.iterator_cf(seen, IteratorMode::Start) {
+            let (key, value) = item.map_err(read_error)?;
+            match serde_json::from_slice::<SeenIndexFields>(&value) {
+                Ok(fields) => {
+                    batch.put_cf(
+                        index,
+                        index_key(fields.first_seen_millis, &key),
+                        fields.table.as_bytes(),
+                    );
+                    indexed += 1;
+                }
+                Err(_) => undecodable += 1,
+            }
+            if batch.len() >= INDEX_BATCH {
+                self.write_with(&db, std::mem::take(&mut batch), false)?;
+            }
+        }
+        batch.put(SEEN_INDEX_MARKER, b"1");
+        self.write_with(&db, batch, true)?;
+        if indexed > 0 {
+            info!(
+                indexed,
+                "indexed the remembered object keys by first-seen time (a store from before the index)"
+            );
+        }
+        if undecodable > 0 {
+            warn!(
+                undecodable,
+                "remembered object keys whose values do not decode are not indexed and never purged"
+            );
+        }
+        Ok(Some(indexed))
     }
 
     fn open_db(path: &Path) -> Result<DB, StoreError> {
@@ -112,6 +203,9 @@ impl RocksStore {
             path: path.to_path_buf(),
             read_only: true,
             failed: AtomicBool::new(false),
+            purge_exclusion: RwLock::new(()),
+            seen_keys_indexed_at_open: None,
+            seen_index_marker_due: AtomicBool::new(false),
         })
     }
 
@@ -144,11 +238,15 @@ impl RocksStore {
                     family(&db, cf::PARTITIONS)?,
                     joined(table.as_bytes(), partition.as_bytes()),
                 ),
-                Op::PutSeen { bucket, key, entry } => batch.put_cf(
-                    family(&db, cf::SEEN)?,
-                    joined(bucket.as_bytes(), key.as_bytes()),
-                    encode(&entry),
-                ),
+                Op::PutSeen { bucket, key, entry } => {
+                    let seen_key = joined(bucket.as_bytes(), key.as_bytes());
+                    batch.put_cf(
+                        family(&db, cf::SEEN_BY_TIME)?,
+                        index_key(entry.first_seen_millis, &seen_key),
+                        entry.table.as_bytes(),
+                    );
+                    batch.put_cf(family(&db, cf::SEEN)?, seen_key, encode(&entry));
+                }
                 Op::PutFile { table, seq, entry } => batch.put_cf(
                     family(&db, cf::FILES)?,
                     joined(table.as_bytes(), &seq.to_be_bytes()),
@@ -170,10 +268,28 @@ impl RocksStore {
 
     /// Writes a batch atomically and syncs the WAL before returning. A failure marks the store
     /// failed: nothing reaches RocksDB again until [`StateStore::recover`] reopens it.
-    pub fn write_synced(&self, batch: WriteBatch) -> Result<(), StoreError> {
+    pub fn write_synced(&self, mut batch: WriteBatch) -> Result<(), StoreError> {
+        let _shared = self
+            .purge_exclusion
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
         let db = self.db()?;
+        let marker_due = self.seen_index_marker_due.load(Ordering::SeqCst);
+        if marker_due {
+            batch.put(SEEN_INDEX_MARKER, b"1");
+        }
+        self.write_with(&db, batch, true)?;
+        if marker_due {
+            self.seen_index_marker_due.store(false, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Writes a batch atomically (synced or not) to the database the caller holds; every write
+    /// goes through here. A failure marks the store failed.
+    fn write_with(&self, db: &DB, batch: WriteBatch, sync: bool) -> Result<(), StoreError> {
         let mut options = WriteOptions::default();
-        options.set_sync(true);
+        options.set_sync(sync);
         let written = if crate::failpoint::store_write_error() {
             Err("IO error: No space left on device (failpoint store.write_error)".to_string())
         } else {
@@ -285,6 +401,106 @@ impl RocksStore {
         Ok(found)
     }
 
+    /// Up to `limit` keys of the time index in `[from, end)`, in order.
+    fn index_keys(
+        &self,
+        from: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let db = self.db()?;
+        let index = family(&db, cf::SEEN_BY_TIME)?;
+        let mut options = ReadOptions::default();
+        options.set_iterate_upper_bound(end.to_vec());
+        let mut iterator = db.raw_iterator_cf_opt(index, options);
+        iterator.seek(from);
+        let mut keys = Vec::new();
+        while keys.len() < limit {
+            let Some(key) = iterator.key() else { break };
+            keys.push(key.to_vec());
+            iterator.next();
+        }
+        iterator.status().map_err(read_error)?;
+        Ok(keys)
+    }
+
+    /// One purge step over index entries found before the cutoff, alone (no commit in between):
+    /// a stale entry (its key is remembered under another time, or not at all) goes; a key whose
+    /// file is in its table's log stays with its entry; every other key goes with its entry.
+    fn purge_step(
+        &self,
+        indexed: &[Vec<u8>],
+        summary: &mut PurgeSummary,
+    ) -> Result<(), StoreError> {
+        let _alone = self
+            .purge_exclusion
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let db = self.db()?;
+        let seen = family(&db, cf::SEEN)?;
+        let files = family(&db, cf::FILES)?;
+        let index = family(&db, cf::SEEN_BY_TIME)?;
+        let seen_key = |indexed: &[u8]| indexed[TIME_PREFIX..].to_vec();
+        let values = db.multi_get_cf(indexed.iter().map(|key| (seen, &key[TIME_PREFIX..])));
+        let mut batch = WriteBatch::default();
+        // Expired keys of files that may still be in the log: (index entry, log key).
+        let mut maybe_logged = Vec::new();
+        for (indexed, value) in indexed.iter().zip(values) {
+            summary.examined += 1;
+            let key = seen_key(indexed);
+            let entry = match value.map_err(read_error)? {
+                Some(value) => Some(decode::<SeenEntry>(&key, &value)?),
+                None => None,
+            };
+            match entry {
+                Some(entry) if index_key(entry.first_seen_millis, &key) == *indexed => {
+                    match entry.seq {
+                        Some(seq) => maybe_logged
+                            .push((indexed, joined(entry.table.as_bytes(), &seq.to_be_bytes()))),
+                        None => {
+                            batch.delete_cf(seen, &key);
+                            batch.delete_cf(index, indexed);
+                            summary.purged += 1;
+                        }
+                    }
+                }
+                _ => {
+                    batch.delete_cf(index, indexed);
+                    summary.stale += 1;
+                }
+            }
+        }
+        let logged = db.multi_get_cf(
+            maybe_logged
+                .iter()
+                .map(|(_, log_key)| (files, log_key.as_slice())),
+        );
+        for ((indexed, log_key), value) in maybe_logged.iter().zip(logged) {
+            let key = seen_key(indexed);
+            // The log entry under the key's sequence number is this key's file.
+            let in_log = match value.map_err(read_error)? {
+                Some(value) => {
+                    let object: LoggedObject =
+                        serde_json::from_slice(&value).map_err(|error| corrupt(log_key, error))?;
+                    joined(object.bucket.as_bytes(), object.key.as_bytes()) == key
+                }
+                None => false,
+            };
+            if in_log {
+                summary.kept_in_log += 1;
+            } else {
+                batch.delete_cf(seen, &key);
+                batch.delete_cf(index, indexed);
+                summary.purged += 1;
+            }
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        // Unsynced: a purge lost in a crash is done again by the next one.
+        self.write_with(&db, batch, false)
+    }
+
     /// How many keys of a family lie in `[start, end)` in the snapshot (values are not read
     /// into records: a value that does not decode is counted like any other).
     fn count_range(
@@ -324,6 +540,36 @@ fn table_range(table: &str) -> (Vec<u8>, Vec<u8>) {
 struct SeenOwner<'a> {
     #[serde(borrow)]
     table: Cow<'a, str>,
+}
+
+/// The fields of a [`SeenEntry`] its index entry is made of.
+#[derive(Deserialize)]
+struct SeenIndexFields<'a> {
+    #[serde(borrow)]
+    table: Cow<'a, str>,
+    first_seen_millis: UnixMillis,
+}
+
+/// The object of a [`FileEntry`], to tell whether a log entry is a remembered key's file.
+#[derive(Deserialize)]
+struct LoggedObject<'a> {
+    #[serde(borrow)]
+    bucket: Cow<'a, str>,
+    #[serde(borrow)]
+    key: Cow<'a, str>,
+}
+
+/// Length of an index key's time and separator, before the `seen` key.
+const TIME_PREFIX: usize = 9;
+
+/// A time as 8 bytes that sort like the times (big endian, sign bit flipped).
+fn time_key(millis: UnixMillis) -> [u8; 8] {
+    ((millis as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+/// The `seen_by_time` key of a `seen` key (bucket \0 key) first seen at `first_seen_millis`.
+fn index_key(first_seen_millis: UnixMillis, seen_key: &[u8]) -> Vec<u8> {
+    joined(&time_key(first_seen_millis), seen_key)
 }
 
 impl StateStore for RocksStore {
@@ -368,29 +614,26 @@ impl StateStore for RocksStore {
         self.write_synced(batch)
     }
 
-    fn purge_seen_before(&self, cutoff: UnixMillis) -> Result<u64, StoreError> {
+    fn purge_seen_before(&self, cutoff: UnixMillis) -> Result<PurgeSummary, StoreError> {
         if self.read_only {
             return Err(StoreError::ReadOnly);
         }
-        let db = self.db()?;
-        let handle = family(&db, cf::SEEN)?;
-        let mut purged = 0;
-        let mut batch = WriteBatch::default();
-        for item in db.iterator_cf(handle, IteratorMode::Start) {
-            let (key, value) = item.map_err(|error| StoreError::Read(error.to_string()))?;
-            let entry: SeenEntry = decode(&key, &value)?;
-            if entry.first_seen_millis < cutoff {
-                batch.delete_cf(handle, &key);
-                purged += 1;
-            }
-            if batch.len() >= 10_000 {
-                db.write(std::mem::take(&mut batch))
-                    .map_err(|error| self.write_failed(error.to_string()))?;
+        let end = time_key(cutoff);
+        let mut from = Vec::new();
+        let mut summary = PurgeSummary::default();
+        loop {
+            let indexed = self.index_keys(&from, &end, PURGE_STEP)?;
+            let Some(last) = indexed.last() else {
+                break;
+            };
+            // Kept entries stay: the next step starts right after this one's last entry.
+            from = joined(last, b"");
+            self.purge_step(&indexed, &mut summary)?;
+            if indexed.len() < PURGE_STEP {
+                break;
             }
         }
-        db.write(batch)
-            .map_err(|error| self.write_failed(error.to_string()))?;
-        Ok(purged)
+        Ok(summary)
     }
 
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError> {
@@ -445,6 +688,7 @@ impl StateStore for RocksStore {
         let partitions = family(&db, cf::PARTITIONS)?;
         let files = family(&db, cf::FILES)?;
         let seen = family(&db, cf::SEEN)?;
+        let index = family(&db, cf::SEEN_BY_TIME)?;
         // Counts from one point in time; the range deletes below also take whatever the table
         // got since.
         let snapshot = db.snapshot();
@@ -463,15 +707,30 @@ impl StateStore for RocksStore {
         batch.delete_cf(tables, table.as_bytes());
         batch.delete_range_cf(partitions, &start, &end);
         batch.delete_range_cf(files, &start, &end);
-        // `seen` is keyed by bucket and object key: its entries name the table they were
-        // counted for, so every one is read.
-        for item in snapshot.iterator_cf(seen, IteratorMode::Start) {
-            let (key, value) = item.map_err(|error| StoreError::Read(error.to_string()))?;
-            let owner: SeenOwner =
-                serde_json::from_slice(&value).map_err(|error| corrupt(&key, error))?;
-            if owner.table == table {
-                batch.delete_cf(seen, &key);
-                summary.seen_keys += 1;
+        // `seen` is keyed by bucket and object key; its index names each key's table, so the
+        // whole index is read (small values, nothing decoded). A stale index entry may name a
+        // table its key has left: a key goes only when its entry names this table.
+        let mut named = BTreeSet::new();
+        for item in snapshot.iterator_cf(index, IteratorMode::Start) {
+            let (key, value) = item.map_err(read_error)?;
+            if *value == *table.as_bytes() {
+                batch.delete_cf(index, &key);
+                named.insert(key[TIME_PREFIX..].to_vec());
+            }
+        }
+        let named: Vec<Vec<u8>> = named.into_iter().collect();
+        for keys in named.chunks(PURGE_STEP) {
+            let values = snapshot.multi_get_cf(keys.iter().map(|key| (seen, key.as_slice())));
+            for (key, value) in keys.iter().zip(values) {
+                let Some(value) = value.map_err(read_error)? else {
+                    continue;
+                };
+                let owner: SeenOwner =
+                    serde_json::from_slice(&value).map_err(|error| corrupt(key, error))?;
+                if owner.table == table {
+                    batch.delete_cf(seen, key);
+                    summary.seen_keys += 1;
+                }
             }
         }
         drop(snapshot);
@@ -500,6 +759,10 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 
 fn decode<T: DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T, StoreError> {
     serde_json::from_slice(value).map_err(|error| corrupt(key, error))
+}
+
+fn read_error(error: rocksdb::Error) -> StoreError {
+    StoreError::Read(error.to_string())
 }
 
 fn corrupt(key: &[u8], error: serde_json::Error) -> StoreError {

@@ -171,7 +171,15 @@ fn exercise(store: &dyn StateStore) {
         .unwrap();
     assert_eq!(seqs("n.t"), vec![256]);
 
-    assert_eq!(store.purge_seen_before(150).unwrap(), 1);
+    assert_eq!(
+        store.purge_seen_before(150).unwrap(),
+        PurgeSummary {
+            examined: 1,
+            purged: 1,
+            ..PurgeSummary::default()
+        },
+        "k1 (first seen at 100) left the log when files below 256 were deleted"
+    );
     assert_eq!(
         store.seen(&[("b", "k1"), ("b", "k2")]).unwrap(),
         vec![false, true]
@@ -431,4 +439,373 @@ fn memory_store_forget_fails_like_a_commit() {
     assert!(store.load_table("a.b").unwrap().state.next_file_seq > 0);
     store.fail_commits(false);
     assert!(store.forget_table("a.b").unwrap().table_state);
+}
+
+fn seen_op(table: &str, key: &str, first_seen_millis: UnixMillis, seq: Option<u64>) -> Op {
+    Op::PutSeen {
+        bucket: "b".to_string(),
+        key: key.to_string(),
+        entry: SeenEntry {
+            table: table.to_string(),
+            first_seen_millis,
+            seq,
+        },
+    }
+}
+
+/// Issue 15 part 5: a purge reads the keys first seen before its cutoff, not the keys remembered.
+/// More expired keys than one purge step; every hundredth expired key's file is still in the log.
+fn purge_reads_only_expired_keys(store: &dyn StateStore) {
+    const EXPIRED: u64 = 2_500;
+    const RECENT: u64 = 5_000;
+    let mut ops = vec![seen_op("n.t", "negative-time", -1_000, None)];
+    for n in 0..EXPIRED {
+        ops.push(seen_op(
+            "n.t",
+            &format!("old/{n}"),
+            1_000 + n as i64,
+            Some(n),
+        ));
+        if n % 100 == 0 {
+            ops.push(Op::PutFile {
+                table: "n.t".to_string(),
+                seq: n,
+                entry: file(&format!("old/{n}")),
+            });
+        }
+    }
+    for n in 0..RECENT {
+        let seq = (n % 2 == 0).then_some(EXPIRED + n);
+        ops.push(seen_op("n.t", &format!("new/{n}"), 10_000 + n as i64, seq));
+    }
+    store.commit(ops).unwrap();
+
+    let first = store.purge_seen_before(5_000).unwrap();
+    assert_eq!(
+        first,
+        PurgeSummary {
+            examined: EXPIRED + 1,
+            purged: EXPIRED + 1 - 25,
+            kept_in_log: 25,
+            stale: 0,
+        },
+        "the {RECENT} recent keys are not read"
+    );
+    let remembered = |key: &str| store.seen(&[("b", key)]).unwrap()[0];
+    assert!(!remembered("old/1") && !remembered("negative-time"));
+    assert!(remembered("old/100") && remembered("new/0") && remembered("new/1"));
+    assert_eq!(
+        store.purge_seen_before(5_000).unwrap(),
+        PurgeSummary {
+            examined: 25,
+            kept_in_log: 25,
+            ..PurgeSummary::default()
+        },
+        "the next purge reads only the keys it kept"
+    );
+    let all = store.purge_seen_before(UnixMillis::MAX).unwrap();
+    assert_eq!((all.examined, all.purged), (25 + RECENT, RECENT));
+}
+
+#[test]
+fn memory_store_purge_reads_only_expired_keys() {
+    purge_reads_only_expired_keys(&MemoryStore::new());
+}
+
+#[test]
+fn rocks_store_purge_reads_only_expired_keys() {
+    let directory = tempfile::tempdir().unwrap();
+    purge_reads_only_expired_keys(&RocksStore::open(directory.path()).unwrap());
+}
+
+/// Issue 15 part 5: a key whose file is still pending or claimed (its sequence number is in its
+/// table's log under that key) outlives the retention, and goes once its file left the log.
+fn pending_and_claimed_keys_outlive_the_retention(store: &dyn StateStore) {
+    let state = TableState {
+        next_file_seq: 4,
+        claim: Some(crate::state::Claim {
+            run_id: "run-1".to_string(),
+            trigger: "files".to_string(),
+            started_millis: 150,
+            upto_seq: 2,
+            counts: PendingCounts::default(),
+            partitions: Default::default(),
+            rewrite_partitions: Vec::new(),
+            min_input_files: 2,
+            rewrite: true,
+        }),
+        ..TableState::default()
+    };
+    let logged = |seq, key: &str| Op::PutFile {
+        table: "n.t".to_string(),
+        seq,
+        entry: file(key),
+    };
+    store
+        .commit(vec![
+            Op::PutTable {
+                table: "n.t".to_string(),
+                state,
+            },
+            // Claimed (below the claim's upto_seq), claimed, pending.
+            seen_op("n.t", "claimed-0", 100, Some(0)),
+            logged(0, "claimed-0"),
+            seen_op("n.t", "claimed-1", 100, Some(1)),
+            logged(1, "claimed-1"),
+            seen_op("n.t", "pending-3", 100, Some(3)),
+            logged(3, "pending-3"),
+            // Compacted earlier (its log entry is gone), a run's output, and a key whose
+            // sequence number logs another key's file.
+            seen_op("n.t", "compacted", 100, Some(2)),
+            seen_op("n.t", "output", 100, None),
+            seen_op("n.t", "other-seq", 100, Some(3)),
+            // Another table's log has the sequence number: not this key's table.
+            seen_op("n.u", "pending-3", 100, Some(3)),
+        ])
+        .unwrap();
+    // (`n.u`'s key is the same object as `n.t`'s: the later put made it `n.u`'s.)
+    let remembered = |keys: &[&str]| {
+        let objects: Vec<(&str, &str)> = keys.iter().map(|key| ("b", *key)).collect();
+        store.seen(&objects).unwrap()
+    };
+    assert_eq!(
+        store.purge_seen_before(1_000).unwrap(),
+        PurgeSummary {
+            examined: 6,
+            purged: 4,
+            kept_in_log: 2,
+            stale: 0,
+        }
+    );
+    assert_eq!(
+        remembered(&[
+            "claimed-0",
+            "claimed-1",
+            "pending-3",
+            "compacted",
+            "output",
+            "other-seq"
+        ]),
+        vec![true, true, false, false, false, false]
+    );
+
+    // Re-put `pending-3` as `n.t`'s; the purge keeps all three, every time it looks again.
+    store
+        .commit(vec![seen_op("n.t", "pending-3", 100, Some(3))])
+        .unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            store.purge_seen_before(1_000).unwrap(),
+            PurgeSummary {
+                examined: 3,
+                kept_in_log: 3,
+                ..PurgeSummary::default()
+            }
+        );
+    }
+
+    // The run succeeds: the claimed files leave the log, their keys can go; the pending one stays.
+    store
+        .commit(vec![Op::DeleteFilesBelow {
+            table: "n.t".to_string(),
+            seq: 2,
+        }])
+        .unwrap();
+    assert_eq!(
+        store.purge_seen_before(1_000).unwrap(),
+        PurgeSummary {
+            examined: 3,
+            purged: 2,
+            kept_in_log: 1,
+            stale: 0,
+        }
+    );
+    assert_eq!(
+        remembered(&["claimed-0", "claimed-1", "pending-3"]),
+        vec![false, false, true]
+    );
+}
+
+#[test]
+fn memory_store_keeps_the_keys_of_pending_and_claimed_files() {
+    pending_and_claimed_keys_outlive_the_retention(&MemoryStore::new());
+}
+
+#[test]
+fn rocks_store_keeps_the_keys_of_pending_and_claimed_files() {
+    let directory = tempfile::tempdir().unwrap();
+    pending_and_claimed_keys_outlive_the_retention(&RocksStore::open(directory.path()).unwrap());
+}
+
+/// A key remembered again under another first-seen time leaves its old index entry behind: the
+/// purge drops that entry and keeps the key until its own time comes.
+fn stale_index_entries_are_dropped(store: &dyn StateStore) {
+    store.commit(vec![seen_op("n.t", "k", 100, None)]).unwrap();
+    store.commit(vec![seen_op("n.t", "k", 300, None)]).unwrap();
+    assert_eq!(
+        store.purge_seen_before(200).unwrap(),
+        PurgeSummary {
+            examined: 1,
+            stale: 1,
+            ..PurgeSummary::default()
+        }
+    );
+    assert_eq!(store.seen(&[("b", "k")]).unwrap(), vec![true]);
+    assert_eq!(
+        store.purge_seen_before(400).unwrap(),
+        PurgeSummary {
+            examined: 1,
+            purged: 1,
+            ..PurgeSummary::default()
+        }
+    );
+    assert_eq!(store.seen(&[("b", "k")]).unwrap(), vec![false]);
+}
+
+#[test]
+fn memory_store_drops_stale_index_entries() {
+    stale_index_entries_are_dropped(&MemoryStore::new());
+}
+
+#[test]
+fn rocks_store_drops_stale_index_entries() {
+    let directory = tempfile::tempdir().unwrap();
+    stale_index_entries_are_dropped(&RocksStore::open(directory.path()).unwrap());
+}
+
+/// Issue 15 part 5: forgetting a table takes its index entries (a stale one too), no other's.
+fn forgetting_a_table_takes_its_index_entries(store: &dyn StateStore) {
+    put_whole_table(store, "a.b");
+    put_whole_table(store, "a.bc");
+    // `a.b`'s output remembered again later: its first index entry is stale.
+    store
+        .commit(vec![seen_op("a.b", "a.b/out", 200, None)])
+        .unwrap();
+    assert_eq!(store.forget_table("a.b").unwrap().seen_keys, 3);
+    // Only `a.bc`'s three keys are left in the index: the one of its logged file (sequence
+    // number 1) is kept, the other two go.
+    assert_eq!(
+        store.purge_seen_before(UnixMillis::MAX).unwrap(),
+        PurgeSummary {
+            examined: 3,
+            purged: 2,
+            kept_in_log: 1,
+            stale: 0,
+        }
+    );
+}
+
+#[test]
+fn memory_store_forgets_a_tables_index_entries() {
+    forgetting_a_table_takes_its_index_entries(&MemoryStore::new());
+}
+
+#[test]
+fn rocks_store_forgets_a_tables_index_entries() {
+    let directory = tempfile::tempdir().unwrap();
+    forgetting_a_table_takes_its_index_entries(&RocksStore::open(directory.path()).unwrap());
+}
+
+/// Issue 15 part 5, the upgrade: a store written before `seen_by_time` existed (the four families
+/// of the earlier release, values as it wrote them) is indexed once, at its first open; the purge
+/// then reads only its expired keys, and forgetting a table finds the table's keys.
+#[test]
+fn a_store_from_before_the_index_is_indexed_once_at_open() {
+    let directory = tempfile::tempdir().unwrap();
+    {
+        let mut options = rocksdb::Options::default();
+        options.create_if_missing(true);
+        options.create_missing_column_families(true);
+        let db = rocksdb::DB::open_cf(
+            &options,
+            directory.path(),
+            ["tables", "partitions", "seen", "files"],
+        )
+        .unwrap();
+        let seen = db.cf_handle("seen").unwrap();
+        let put_seen = |key: &str, first_seen_millis, seq| {
+            let entry = SeenEntry {
+                table: "n.t".to_string(),
+                first_seen_millis,
+                seq,
+            };
+            db.put_cf(
+                seen,
+                format!("b\0{key}"),
+                serde_json::to_vec(&entry).unwrap(),
+            )
+            .unwrap();
+        };
+        for n in 0..30 {
+            put_seen(&format!("old/{n}"), 100 + n, None);
+        }
+        put_seen("old/pending", 100, Some(0));
+        db.put_cf(
+            db.cf_handle("files").unwrap(),
+            b"n.t\0\0\0\0\0\0\0\0\0",
+            serde_json::to_vec(&file("old/pending")).unwrap(),
+        )
+        .unwrap();
+        for n in 0..300 {
+            put_seen(&format!("new/{n}"), 10_000 + n, Some(1 + n as u64));
+        }
+        db.put_cf(seen, b"b\0garbage", b"not json").unwrap();
+    }
+
+    let store = RocksStore::open(directory.path()).unwrap();
+    assert_eq!(store.seen_keys_indexed_at_open(), Some(331));
+    assert_eq!(
+        store.files("n.t").unwrap()[0].1.key,
+        "old/pending",
+        "the log entry is where the test meant it"
+    );
+    assert_eq!(
+        store.purge_seen_before(5_000).unwrap(),
+        PurgeSummary {
+            examined: 31,
+            purged: 30,
+            kept_in_log: 1,
+            stale: 0,
+        }
+    );
+    assert_eq!(
+        store
+            .seen(&[
+                ("b", "old/0"),
+                ("b", "old/pending"),
+                ("b", "new/0"),
+                ("b", "garbage")
+            ])
+            .unwrap(),
+        vec![false, true, true, true]
+    );
+    drop(store);
+
+    let reopened = RocksStore::open(directory.path()).unwrap();
+    assert_eq!(reopened.seen_keys_indexed_at_open(), None, "indexed once");
+    assert_eq!(reopened.forget_table("n.t").unwrap().seen_keys, 301);
+    assert_eq!(
+        reopened.purge_seen_before(UnixMillis::MAX).unwrap(),
+        PurgeSummary::default()
+    );
+}
+
+/// A new store has nothing to index: its open writes nothing (a service starts on a disk that
+/// refuses writes), and its first write marks the index whole.
+#[test]
+fn a_new_store_is_marked_indexed_by_its_first_write() {
+    let directory = tempfile::tempdir().unwrap();
+    let indexed_at_open = || {
+        RocksStore::open(directory.path())
+            .unwrap()
+            .seen_keys_indexed_at_open()
+    };
+    assert_eq!(indexed_at_open(), Some(0));
+    assert_eq!(indexed_at_open(), Some(0), "nothing written yet");
+    let store = RocksStore::open(directory.path()).unwrap();
+    store.commit(vec![seen_op("n.t", "k", 100, None)]).unwrap();
+    drop(store);
+    assert_eq!(indexed_at_open(), None);
+    let store = RocksStore::open(directory.path()).unwrap();
+    assert_eq!(store.purge_seen_before(200).unwrap().purged, 1);
 }
