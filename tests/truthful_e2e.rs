@@ -42,11 +42,20 @@ async fn partitions_left_behind_stay_pending_orphans_drop_and_reconcile_heals() 
     let dir = tempfile::tempdir().unwrap();
     let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
 
-    // A file a failed writer uploaded and never committed, under the table's data prefix.
+    // Files failed writers uploaded and never committed, under the table's data prefix: one just
+    // now (its writer may still be committing: kept within the grace), one announced long ago
+    // (an orphan: dropped by the run's truth read).
     moto.put_object(
         &bucket,
-        "warehouse/analytics/orders/data/order_date=2024-05-01/orphan.parquet",
+        "warehouse/analytics/orders/data/order_date=2024-05-01/fresh-orphan.parquet",
         900,
+    )
+    .await;
+    moto.send(
+        &queue_url,
+        &format!(
+            r#"{{"Records":[{{"eventVersion":"2.1","eventSource":"aws:s3","eventTime":"2024-05-01T12:00:00.000Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"{bucket}"}},"object":{{"key":"warehouse/analytics/orders/data/order_date=2024-05-01/orphan.parquet","size":900}}}}}}]}}"#
+        ),
     )
     .await;
     let mut statements = vec![
@@ -151,10 +160,10 @@ prefix = "warehouse/analytics/quiet/"
     );
     assert_eq!(
         files_of("order_date=2024-05-01"),
-        1,
-        "the output, a small file itself; the orphan stopped counting: {orders}"
+        2,
+        "the output, a small file itself, and the fresh orphan within the grace; the old orphan stopped counting: {orders}"
     );
-    assert_eq!(orders["pending_files"], 7);
+    assert_eq!(orders["pending_files"], 8);
     assert_eq!(
         orders["due"], false,
         "the run's own output does not make the table due"
