@@ -210,7 +210,7 @@ fn measure_during_reload(fed: usize, added: usize) -> (Vec<f64>, f64) {
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         let began = Instant::now();
-        pipeline.apply(&bigger).expect("the reload applies");
+        pipeline.apply(&bigger).await.expect("the reload applies");
         let ended = Instant::now();
         tokio::time::sleep(Duration::from_millis(50)).await;
         stop.store(true, Ordering::Relaxed);
