@@ -45,6 +45,7 @@ pub struct Pipeline {
 /// The threads the accumulators run on: one actix arbiter each.
 pub struct Workers {
     arbiters: Vec<Arbiter>,
+    thread_ids: Vec<std::thread::ThreadId>,
 }
 
 impl Workers {
@@ -54,8 +55,20 @@ impl Workers {
             0 => std::thread::available_parallelism().map_or(1, |cores| cores.get()),
             n => n,
         };
+        let arbiters: Vec<Arbiter> = (0..num_threads).map(|_| Arbiter::new()).collect();
+        let thread_ids = arbiters
+            .iter()
+            .map(|arbiter| {
+                let (sender, id) = std::sync::mpsc::channel();
+                arbiter.spawn_fn(move || {
+                    let _ = sender.send(std::thread::current().id());
+                });
+                id.recv().expect("a worker thread starts")
+            })
+            .collect();
         Workers {
-            arbiters: (0..num_threads).map(|_| Arbiter::new()).collect(),
+            arbiters,
+            thread_ids,
         }
     }
 
@@ -83,10 +96,19 @@ impl Workers {
 }
 
 impl Drop for Workers {
-    /// The worker threads end with the pipeline.
+    /// The worker threads end with the pipeline, and are waited for: their accumulators hold the
+    /// state store, which must be closed before the process exits (RocksDB's own threads and
+    /// static objects would be torn down under an open database otherwise).
     fn drop(&mut self) {
         for arbiter in &self.arbiters {
             arbiter.stop();
+        }
+        if self.thread_ids.contains(&std::thread::current().id()) {
+            // Dropped on a worker itself: it cannot wait for its own end.
+            return;
+        }
+        for arbiter in self.arbiters.drain(..) {
+            let _ = arbiter.join();
         }
     }
 }
