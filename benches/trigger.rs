@@ -1,8 +1,10 @@
 //! Trigger latency: from sending the batch whose event makes a table due to the runner being
 //! called for that table (engine start excluded), p50/p99 over many tables; once with the intake
-//! otherwise idle, once while other tables take a continuous flood of events.
+//! otherwise idle, once while other tables take a continuous flood of events, and once while a
+//! reload (`Pipeline::apply`) adds 10,000 tables: one trigger every 2 ms from a thread of its own,
+//! the figures over the triggers sent while the reload ran (`--reload-only`: that case alone).
 //!
-//!   cargo bench --bench trigger [-- --tables N]
+//!   cargo bench --bench trigger [-- --tables N --reload-tables N --repeats N --reload-only]
 //!
 //! The path measured: parse and route, stage, the synced intake commit, the accumulator's decision,
 //! the pool's dispatch, the claim's synced commit, building the job, the runner's `run`.
@@ -133,6 +135,112 @@ fn measure(tables: usize, under_load: bool) -> Vec<f64> {
     })
 }
 
+/// One table after another gets its 10th file, every 2 ms from a thread of its own (events
+/// arrive whatever icepack is doing), while `Pipeline::apply` adds `added` new tables; returns
+/// the latencies of the triggers sent while the reload ran, and how long the reload took (ms).
+fn measure_during_reload(fed: usize, added: usize) -> (Vec<f64>, f64) {
+    let work = tempfile::tempdir().unwrap();
+    let extra = "[defaults]\nmin_files = 10\n[spark]\nmax_concurrent = 4\nretry_attempts = 1\n";
+    let config = Config::from_toml_str(&config_toml(fed, extra)).unwrap();
+    let mut bigger = config_toml(fed, extra);
+    for table in 0..added {
+        bigger.push_str(&format!(
+            "[[tables]]\ntable = \"added.t{table}\"\nbucket = \"added\"\nprefix = \"warehouse/t{table}/\"\n"
+        ));
+    }
+    // Parsed beforehand: a reload parses off the actors' thread already (§7).
+    let bigger = Arc::new(Config::from_toml_str(&bigger).unwrap());
+    let store = Arc::new(RocksStore::open(&work.path().join("state")).unwrap());
+    let (sender, mut started) = mpsc::unbounded_channel();
+    let sender = Mutex::new(sender);
+    let runner = Arc::new(StandInRunner {
+        delay: Duration::ZERO,
+        output: EngineOutput {
+            exit_code: 1,
+            stderr: "benchmark runner".to_string(),
+            ..EngineOutput::default()
+        },
+        on_start: Box::new(move |job: &SparkJob| {
+            let _ = sender
+                .lock()
+                .unwrap()
+                .send((job.table.clone(), Instant::now()));
+        }),
+    });
+    let system = actix::System::new();
+    system.block_on(async move {
+        let pipeline = pipeline(&config, store, Some(runner));
+        let mut id = 0;
+        for table in 0..fed {
+            let messages = (0..9)
+                .map(|file| {
+                    id += 1;
+                    message(
+                        id,
+                        format!(r#"{{"Records":[{}]}}"#, s3_record(table, file, 1024)),
+                    )
+                })
+                .collect();
+            pipeline
+                .router
+                .send(Ingest { messages })
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = {
+            let router = pipeline.router.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut sent = Vec::new();
+                for table in 0..fed {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let body = format!(r#"{{"Records":[{}]}}"#, s3_record(table, 9, 1024));
+                    sent.push(Instant::now());
+                    router.do_send(Ingest {
+                        messages: vec![message(1_000_000 + table as u64, body)],
+                    });
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                sent
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let began = Instant::now();
+        pipeline.apply(&bigger).await.expect("the reload applies");
+        let ended = Instant::now();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.store(true, Ordering::Relaxed);
+        let sent = tokio::task::spawn_blocking(move || sampler.join().unwrap())
+            .await
+            .unwrap();
+        let mut starts = std::collections::HashMap::new();
+        while starts.len() < sent.len() {
+            let (table, at) = tokio::time::timeout(Duration::from_secs(30), started.recv())
+                .await
+                .expect("every trigger starts a run")
+                .expect("a run starts");
+            starts.insert(table, at);
+        }
+        let latencies = sent
+            .iter()
+            .enumerate()
+            .filter(|(_, at)| **at >= began && **at <= ended)
+            .map(|(table, at)| {
+                let start = starts[&format!("bench.t{table}")];
+                start.duration_since(*at).as_secs_f64() * 1000.0
+            })
+            .collect();
+        (
+            latencies,
+            ended.duration_since(began).as_secs_f64() * 1000.0,
+        )
+    })
+}
+
 fn main() {
     let full = full_run();
     let tables: usize = arg("--tables")
@@ -143,7 +251,8 @@ fn main() {
         "{:<26} {:>9} {:>9} {:>9}",
         "intake", "p50 ms", "p99 ms", "max ms"
     );
-    for under_load in [false, true] {
+    let reload_only = std::env::args().any(|arg| arg == "--reload-only");
+    for under_load in [false, true].into_iter().filter(|_| !reload_only) {
         let mut latencies = measure(tables, under_load);
         latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
         println!(
@@ -158,4 +267,30 @@ fn main() {
             latencies.last().copied().unwrap_or(f64::NAN)
         );
     }
+    let added: usize = arg("--reload-tables")
+        .map(|value| value.parse().expect("--reload-tables N"))
+        .unwrap_or(if full { 10_000 } else { 200 });
+    let repeats: usize = arg("--repeats")
+        .map(|value| value.parse().expect("--repeats N"))
+        .unwrap_or(if full { 3 } else { 1 });
+    // Enough tables fed for a trigger every 2 ms through the whole reload.
+    let fed = if full { 3_000 } else { 200 };
+    let mut latencies = Vec::new();
+    let mut reload_ms = Vec::new();
+    for _ in 0..repeats {
+        let (during, took) = measure_during_reload(fed, added);
+        latencies.extend(during);
+        reload_ms.push(took);
+    }
+    latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "{:<26} {:>9.2} {:>9.2} {:>9.2}   ({} triggers sent during {} reloads adding {added} tables, reload median {:.0} ms)",
+        format!("reload (+{added} tables)"),
+        quantile(&latencies, 0.5),
+        quantile(&latencies, 0.99),
+        latencies.last().copied().unwrap_or(f64::NAN),
+        latencies.len(),
+        repeats,
+        median(&mut reload_ms)
+    );
 }

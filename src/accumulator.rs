@@ -39,6 +39,14 @@ pub struct Staged {
     pub duplicate_positions: Vec<usize>,
 }
 
+/// The (bucket, key) of each candidate, in order: what is looked up in the `seen` family.
+pub fn object_keys(candidates: &[Candidate]) -> Vec<(&str, &str)> {
+    candidates
+        .iter()
+        .map(|candidate| (candidate.bucket.as_str(), candidate.key.as_str()))
+        .collect()
+}
+
 /// A change to a table's state, computed before its commit and adopted once the commit succeeded.
 #[derive(Debug, Clone)]
 pub struct StagedChange {
@@ -166,16 +174,28 @@ impl Accumulator {
         store: &dyn StateStore,
         now: UnixMillis,
     ) -> Result<Staged, StoreError> {
+        let already_seen = store.seen(&object_keys(&candidates))?;
+        Ok(self.stage_looked_up(candidates, already_seen, now))
+    }
+
+    /// [`stage`](Self::stage) with the candidates' object keys already looked up in the store
+    /// (`already_seen[i]`: candidate `i`'s key has a `seen` entry), so staging reads nothing. The
+    /// caller must have looked them up after every commit that could change those entries.
+    pub fn stage_looked_up(
+        &mut self,
+        candidates: Vec<Candidate>,
+        already_seen: Vec<bool>,
+        now: UnixMillis,
+    ) -> Staged {
         assert!(
             self.staged.is_none(),
             "a table accumulator stages one change at a time"
         );
-        let objects: Vec<(&str, &str)> = candidates
-            .iter()
-            .map(|candidate| (candidate.bucket.as_str(), candidate.key.as_str()))
-            .collect();
-        let already_seen = store.seen(&objects)?;
-
+        assert_eq!(
+            candidates.len(),
+            already_seen.len(),
+            "one lookup per candidate"
+        );
         let mut state = self.snapshot.state.clone();
         let mut partitions: BTreeMap<String, PartitionCounts> = BTreeMap::new();
         let mut in_this_batch = HashSet::new();
@@ -239,7 +259,7 @@ impl Accumulator {
             state,
             partitions: PartitionUpdate::Merge(partitions.into_iter().collect()),
         }));
-        Ok(staged)
+        staged
     }
 
     /// Adopts the staged change when its commit succeeded, drops it otherwise.

@@ -202,7 +202,17 @@ pub struct ServiceConfig {
     /// the next start), and how long notifications may take to go out.
     #[serde(default = "default_shutdown_timeout_seconds")]
     pub shutdown_timeout_seconds: i64,
+    /// Threads the table accumulators run on (table `i` on thread `i % n`); 0: one per core.
+    #[serde(default = "default_worker_threads")]
+    pub worker_threads: i64,
 }
+
+fn default_worker_threads() -> i64 {
+    0
+}
+
+/// More worker threads than this is a typo, not a machine.
+const MAX_WORKER_THREADS: i64 = 1024;
 
 fn default_http_listen() -> String {
     "127.0.0.1:9464".to_string()
@@ -227,6 +237,7 @@ impl Default for ServiceConfig {
             dedup_retention_days: default_dedup_retention_days(),
             http_listen: default_http_listen(),
             shutdown_timeout_seconds: default_shutdown_timeout_seconds(),
+            worker_threads: default_worker_threads(),
         }
     }
 }
@@ -718,6 +729,12 @@ impl ServiceConfig {
             return invalid(format!(
                 "service.dedup_retention_days: must be at least 1, got {}",
                 self.dedup_retention_days
+            ));
+        }
+        if !(0..=MAX_WORKER_THREADS).contains(&self.worker_threads) {
+            return invalid(format!(
+                "service.worker_threads: must be 0 (one per core) to {MAX_WORKER_THREADS}, got {}",
+                self.worker_threads
             ));
         }
         Ok(())
@@ -1457,6 +1474,26 @@ mod tests {
             message.contains("a.b") && message.contains("a.c"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn worker_threads_default_to_one_per_core_and_are_bounded() {
+        assert_eq!(Config::from_toml_str("").unwrap().service.worker_threads, 0);
+        let config = Config::from_toml_str(
+            "[service]
+worker_threads = 3
+",
+        )
+        .unwrap();
+        assert_eq!(config.service.worker_threads, 3);
+        for wrong in ["-1", "1025"] {
+            let message = error_of(&format!(
+                "[service]
+worker_threads = {wrong}
+"
+            ));
+            assert!(message.contains("service.worker_threads"), "{message}");
+        }
     }
 
     #[test]

@@ -234,6 +234,7 @@ impl Control {
         let map = self
             .pipeline
             .apply(&config)
+            .await
             .map_err(|error| format!("cannot load the state of a new table: {error}"))?;
         if let Some(notifier) = &self.notifier {
             notifier.do_send(SetSinks(sinks_from_config(&config)));
@@ -373,6 +374,9 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
     }
     if service.0.dedup_retention_days != service.1.dedup_retention_days {
         changed.push("service.dedup_retention_days".to_string());
+    }
+    if service.0.worker_threads != service.1.worker_threads {
+        changed.push("service.worker_threads".to_string());
     }
     let spark = (&old.spark, &new.spark);
     for (key, differs) in [

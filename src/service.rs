@@ -1,10 +1,15 @@
 //! Wiring: builds the actor pipeline (router, one accumulator per table, executor pool) over a
 //! state store, and applies a new configuration's table map to it while it runs. Shared by `run`,
 //! `replay` and `compact`, so all count and compact through exactly the same path.
+//!
+//! The accumulators run on worker threads of their own ([`Workers`], one per core by default),
+//! table `i` always on worker `i % n`: staging a group's tables goes on in parallel, and a busy
+//! table never holds up the router, the pollers, the timers or the HTTP API, which stay on the
+//! system's thread. Each table still has exactly one accumulator, its state's only writer.
 
 use std::sync::{Arc, RwLock};
 
-use actix::{Actor, Addr};
+use actix::{Actor, Addr, Arbiter, ArbiterHandle};
 use futures::future::join_all;
 
 use crate::accumulator::{Accumulator, FailureBackoff};
@@ -18,6 +23,7 @@ use crate::clock::Clock;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::routing::TableIndex;
 use crate::spark::runner::SparkRunner;
 use crate::status::StatusReport;
 use crate::store::{StateStore, StoreError};
@@ -33,6 +39,78 @@ pub struct Pipeline {
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     backoff: FailureBackoff,
+    workers: Arc<Workers>,
+}
+
+/// The threads the accumulators run on: one actix arbiter each.
+pub struct Workers {
+    arbiters: Vec<Arbiter>,
+    thread_ids: Vec<std::thread::ThreadId>,
+}
+
+impl Workers {
+    /// `num_threads` workers (0: one per core, at least one); must run inside an actix system.
+    pub fn start(num_threads: usize) -> Workers {
+        let num_threads = match num_threads {
+            0 => std::thread::available_parallelism().map_or(1, |cores| cores.get()),
+            n => n,
+        };
+        let arbiters: Vec<Arbiter> = (0..num_threads).map(|_| Arbiter::new()).collect();
+        let thread_ids = arbiters
+            .iter()
+            .map(|arbiter| {
+                let (sender, id) = std::sync::mpsc::channel();
+                arbiter.spawn_fn(move || {
+                    let _ = sender.send(std::thread::current().id());
+                });
+                id.recv().expect("a worker thread starts")
+            })
+            .collect();
+        Workers {
+            arbiters,
+            thread_ids,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.arbiters.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.arbiters.is_empty()
+    }
+
+    /// Where the table's accumulator runs, also after a restart.
+    pub fn for_table(&self, table: TableIndex) -> ArbiterHandle {
+        self.arbiters[table % self.arbiters.len()].handle()
+    }
+
+    /// Starts the table's accumulator on its worker (from any thread).
+    pub fn start_accumulator(
+        &self,
+        table: TableIndex,
+        actor: TableAccumulatorActor,
+    ) -> Addr<TableAccumulatorActor> {
+        TableAccumulatorActor::start_in_arbiter(&self.for_table(table), move |_ctx| actor)
+    }
+}
+
+impl Drop for Workers {
+    /// The worker threads end with the pipeline, and are waited for: their accumulators hold the
+    /// state store, which must be closed before the process exits (RocksDB's own threads and
+    /// static objects would be torn down under an open database otherwise).
+    fn drop(&mut self) {
+        for arbiter in &self.arbiters {
+            arbiter.stop();
+        }
+        if self.thread_ids.contains(&std::thread::current().id()) {
+            // Dropped on a worker itself: it cannot wait for its own end.
+            return;
+        }
+        for arbiter in self.arbiters.drain(..) {
+            let _ = arbiter.join();
+        }
+    }
 }
 
 /// How the pipeline compacts.
@@ -62,18 +140,21 @@ pub fn start_pipeline(
         notifier,
     )
     .start();
+    let workers = Arc::new(Workers::start(config.service.worker_threads as usize));
     // One copy of each table's spec, shared by the router, the pool and its accumulator.
     let specs: Vec<_> = config.table_specs().into_iter().map(Arc::new).collect();
     let mut accumulators = Vec::with_capacity(specs.len());
     for (index, spec) in specs.iter().enumerate() {
+        let accumulator = Accumulator::load(spec.clone(), store.as_ref())?;
         accumulators.push(start_accumulator(
+            &workers,
             index,
-            spec.clone(),
+            accumulator,
             &store,
             &clock,
             &pool,
             backoff,
-        )?);
+        ));
     }
     let map = Arc::new(TableMap::new(specs, accumulators, config.tenant_specs()));
     pool.do_send(SetTableMap(map.clone()));
@@ -93,6 +174,7 @@ pub fn start_pipeline(
         pool.clone(),
         backoff,
         metrics.clone(),
+        workers.clone(),
     )
     .start();
     Ok(Pipeline {
@@ -104,27 +186,30 @@ pub fn start_pipeline(
         store,
         clock,
         backoff,
+        workers,
     })
 }
 
 fn start_accumulator(
-    index: usize,
-    spec: Arc<crate::config::TableSpec>,
+    workers: &Workers,
+    index: TableIndex,
+    accumulator: Accumulator,
     store: &Arc<dyn StateStore>,
     clock: &Arc<dyn Clock>,
     pool: &Addr<CompactionPool>,
     backoff: FailureBackoff,
-) -> Result<Addr<TableAccumulatorActor>, StoreError> {
-    let accumulator = Accumulator::load(spec, store.as_ref())?;
-    Ok(TableAccumulatorActor::new(
+) -> Addr<TableAccumulatorActor> {
+    workers.start_accumulator(
         index,
-        accumulator,
-        store.clone(),
-        clock.clone(),
-        Some(pool.clone()),
-        backoff,
+        TableAccumulatorActor::new(
+            index,
+            accumulator,
+            store.clone(),
+            clock.clone(),
+            Some(pool.clone()),
+            backoff,
+        ),
     )
-    .start())
 }
 
 /// What a reload changed in the table map.
@@ -214,21 +299,45 @@ impl Pipeline {
     /// Applies a new (validated) configuration's tables, tenants and Spark settings: new tables
     /// start counting, removed ones stop (state kept), changed thresholds apply at once. Must run
     /// inside the actix system. Reloads must not run concurrently (the caller serialises them).
-    pub fn apply(&self, config: &Arc<Config>) -> Result<MapReport, StoreError> {
+    ///
+    /// Comparing the maps, loading the new tables' states (10,000 on a large reload) and starting
+    /// their accumulators on the workers happen on the blocking pool: intake, timers and the API
+    /// go on meanwhile.
+    pub async fn apply(&self, config: &Arc<Config>) -> Result<MapReport, StoreError> {
         let current = self.map();
-        let changes = plan_changes(&current, config.table_specs());
-        // Load every new table before anything changes: a failure leaves the running map as is.
-        let mut started = Vec::with_capacity(changes.added.len());
-        for (offset, spec) in changes.added.iter().enumerate() {
-            started.push(start_accumulator(
-                current.len() + offset,
-                spec.clone(),
-                &self.store,
-                &self.clock,
-                &self.pool,
-                self.backoff,
-            )?);
-        }
+        let (changes, started) = {
+            let (current, config) = (current.clone(), config.clone());
+            let (store, clock, pool) = (self.store.clone(), self.clock.clone(), self.pool.clone());
+            let (workers, backoff) = (self.workers.clone(), self.backoff);
+            tokio::task::spawn_blocking(move || {
+                let changes = plan_changes(&current, config.table_specs());
+                // Every new table is loaded before anything starts or changes: a failure leaves
+                // the running map as is.
+                let loaded = changes
+                    .added
+                    .iter()
+                    .map(|spec| Accumulator::load(spec.clone(), store.as_ref()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let started: Vec<_> = loaded
+                    .into_iter()
+                    .enumerate()
+                    .map(|(offset, accumulator)| {
+                        start_accumulator(
+                            &workers,
+                            current.len() + offset,
+                            accumulator,
+                            &store,
+                            &clock,
+                            &pool,
+                            backoff,
+                        )
+                    })
+                    .collect();
+                Ok::<_, StoreError>((changes, started))
+            })
+            .await
+            .map_err(|error| StoreError::Read(error.to_string()))??
+        };
         let next = Arc::new(current.apply(&changes, started, config.tenant_specs()));
         for &index in &changes.changed {
             next.accumulator(index).do_send(UpdateSpec {

@@ -6,7 +6,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, SpawnHandle, WrapFuture};
+use actix::{
+    Actor, ActorFutureExt, Addr, AsyncContext, AtomicResponse, Context, Handler, SpawnHandle,
+    WrapFuture,
+};
 use tracing::{error, info, warn};
 
 use super::executor::CompactionPool;
@@ -14,7 +17,7 @@ use super::messages::{
     Claimed, Forget, GetStatus, NotClaimed, RecoverRun, Reload, RequestCompaction, RunFinished,
     Settle, Stage, StartRun, Tick, UpdateSpec,
 };
-use crate::accumulator::{settle_run, Accumulator, FailureBackoff, Staged};
+use crate::accumulator::{object_keys, settle_run, Accumulator, FailureBackoff, Staged};
 use crate::clock::Clock;
 use crate::policy::DueReason;
 use crate::routing::TableIndex;
@@ -47,6 +50,10 @@ pub struct TableAccumulatorActor {
     started_millis: i64,
     /// `false` once a reload removed the table: it counts nothing new and asks for no runs.
     active: bool,
+    /// A commit of this actor's that changes `seen` entries (a settled run, a forget) may have
+    /// happened after the router looked the next group's keys up: the next [`Stage`] looks its
+    /// keys up again instead of using the router's answers.
+    lookups_stale: bool,
 }
 
 impl TableAccumulatorActor {
@@ -72,7 +79,15 @@ impl TableAccumulatorActor {
             started_millis,
             deferred: VecDeque::new(),
             active: true,
+            lookups_stale: false,
         }
+    }
+
+    /// A restarted accumulator: a commit its predecessor sent may still land, so its first
+    /// [`Stage`] looks the keys up itself.
+    pub fn restarted(mut self) -> Self {
+        self.lookups_stale = true;
+        self
     }
 
     /// Whether the current configuration has the table (a restarted accumulator of a removed
@@ -242,6 +257,8 @@ impl TableAccumulatorActor {
             .await
         };
         ctx.wait(settle.into_actor(self).map(move |result, actor, ctx| {
+            // The settlement may have written `seen` entries (the run's own outputs).
+            actor.lookups_stale = true;
             match result {
                 Ok(Ok(Some(change))) => {
                     actor.accumulator.adopt(change);
@@ -293,8 +310,11 @@ impl Actor for TableAccumulatorActor {
 }
 
 impl Handler<Stage> for TableAccumulatorActor {
-    type Result = Result<Staged, StoreError>;
+    /// Atomic: nothing else (a run's start, a settle) is handled while the keys are looked up.
+    type Result = AtomicResponse<Self, Result<Staged, StoreError>>;
 
+    /// Staging is pure computation on the router's answers; only when they may be stale (or
+    /// missing) are the keys looked up, on the blocking pool.
     fn handle(&mut self, message: Stage, _ctx: &mut Context<Self>) -> Self::Result {
         if crate::failpoint::accumulator_panics(self.table()) {
             panic!(
@@ -302,10 +322,34 @@ impl Handler<Stage> for TableAccumulatorActor {
                 self.table()
             );
         }
-        let now = self.clock.now_millis();
-        self.accumulator
-            .stage(message.candidates, self.store.as_ref(), now)
-            .inspect_err(|error| warn!(table = %self.accumulator.spec().table, %error, "cannot stage records"))
+        let answers = message.seen.filter(|_| !self.lookups_stale);
+        self.lookups_stale = false;
+        let candidates = message.candidates;
+        if let Some(seen) = answers {
+            let now = self.clock.now_millis();
+            let staged = self.accumulator.stage_looked_up(candidates, seen, now);
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Ok(staged))));
+        }
+        let store = self.store.clone();
+        let lookup = async move {
+            tokio::task::spawn_blocking(move || {
+                let seen = store.seen(&object_keys(&candidates));
+                (candidates, seen)
+            })
+            .await
+            .map_err(|error| StoreError::Read(error.to_string()))
+        };
+        AtomicResponse::new(Box::pin(lookup.into_actor(self).map(
+            |looked_up, actor, _ctx| {
+                let staged = looked_up.and_then(|(candidates, seen)| {
+                    let now = actor.clock.now_millis();
+                    Ok(actor.accumulator.stage_looked_up(candidates, seen?, now))
+                });
+                staged.inspect_err(
+                    |error| warn!(table = %actor.table(), %error, "cannot stage records"),
+                )
+            },
+        )))
     }
 }
 
@@ -394,20 +438,20 @@ impl Handler<Forget> for TableAccumulatorActor {
             })
             .await
         };
-        Box::pin(
-            forget
-                .into_actor(self)
-                .map(|result, actor, _ctx| match result {
-                    Ok(Ok((summary, fresh))) => {
-                        info!(table = %actor.table(), ?summary, "forgot the table's stored state");
-                        actor.accumulator = fresh;
-                        actor.reported_due = None;
-                        Ok(summary)
-                    }
-                    Ok(Err(error)) => Err(error.to_string()),
-                    Err(error) => Err(error.to_string()),
-                }),
-        )
+        Box::pin(forget.into_actor(self).map(|result, actor, _ctx| {
+            // Even a forget that failed may have deleted some of the `seen` entries.
+            actor.lookups_stale = true;
+            match result {
+                Ok(Ok((summary, fresh))) => {
+                    info!(table = %actor.table(), ?summary, "forgot the table's stored state");
+                    actor.accumulator = fresh;
+                    actor.reported_due = None;
+                    Ok(summary)
+                }
+                Ok(Err(error)) => Err(error.to_string()),
+                Err(error) => Err(error.to_string()),
+            }
+        }))
     }
 }
 
@@ -533,6 +577,7 @@ mod tests {
                         partition: String::new(),
                     })
                     .to_vec(),
+                seen: None,
             })
             .await
             .unwrap()
@@ -547,6 +592,77 @@ mod tests {
         assert!(status.due);
         assert_eq!(status.due_reason, Some("max_wait"));
         assert_eq!(status.pending_files, 2);
+    }
+
+    fn candidate(key: &str) -> Candidate {
+        Candidate {
+            bucket: "b".to_string(),
+            key: key.to_string(),
+            size: 5,
+            event_millis: 1_000_000,
+            partition: String::new(),
+        }
+    }
+
+    /// The router's answers are used as they are, unless a commit of the accumulator's own may
+    /// have changed the `seen` entries since (here: it was restarted, and its predecessor's
+    /// commit may still land); then it looks the keys up itself.
+    #[actix::test]
+    async fn stale_lookups_are_made_again_and_fresh_ones_are_trusted() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let seen = |key: &str| crate::store::Op::PutSeen {
+            bucket: "b".to_string(),
+            key: key.to_string(),
+            entry: crate::state::SeenEntry {
+                table: "n.t".to_string(),
+                first_seen_millis: 1,
+                seq: None,
+            },
+        };
+        store.commit(vec![seen("t/old.parquet")]).unwrap();
+        let clock = FakeClock::new(1_000_000);
+        let accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
+        let actor = TableAccumulatorActor::new(
+            0,
+            accumulator,
+            store.clone(),
+            Arc::new(clock),
+            None,
+            BACKOFF,
+        )
+        .restarted()
+        .start();
+        let staged = actor
+            .send(Stage {
+                candidates: vec![candidate("t/old.parquet"), candidate("t/new.parquet")],
+                seen: Some(vec![false, false]),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            staged.duplicate_positions,
+            [0],
+            "looked up again: old is known"
+        );
+        store.commit(staged.ops).unwrap();
+        actor.send(Settle { committed: true }).await.unwrap();
+
+        // Nothing of its own changed `seen` since: the answers are not read again (the store
+        // knows this key, the answer given says otherwise, and the answer is what counts).
+        store.commit(vec![seen("t/elsewhere.parquet")]).unwrap();
+        let staged = actor
+            .send(Stage {
+                candidates: vec![candidate("t/elsewhere.parquet")],
+                seen: Some(vec![false]),
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(staged.num_counted, 1, "the answer as it was given");
+        store.commit(staged.ops).unwrap();
+        actor.send(Settle { committed: true }).await.unwrap();
+        assert_eq!(actor.send(GetStatus).await.unwrap().pending_files, 2);
     }
 
     #[actix::test]
@@ -576,6 +692,7 @@ mod tests {
                         partition: String::new(),
                     })
                     .to_vec(),
+                seen: None,
             })
             .await
             .unwrap()

@@ -18,6 +18,10 @@ use crate::store::StoreError;
 #[rtype(result = "Result<Staged, StoreError>")]
 pub struct Stage {
     pub candidates: Vec<Candidate>,
+    /// Whether each candidate's object key has a `seen` entry, as the router looked them up for
+    /// the whole group off the actor threads. `None`, or answers older than a commit of the
+    /// accumulator's own that changed `seen` entries: it looks them up itself, off its thread.
+    pub seen: Option<Vec<bool>>,
 }
 
 /// Router → accumulator: the commit carrying the staged change succeeded (or not).

@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
 use super::messages::{Ingest, IngestReport, IntakeError, Reload, SetTableMap, Settle, Stage};
-use crate::accumulator::Candidate;
+use crate::accumulator::{object_keys, Candidate};
 use crate::clock::Clock;
 use crate::failpoint;
 use crate::intake::{plan_batch, InboundMessage, IntakePlan, IntakeSummary, Verdict};
@@ -324,11 +324,63 @@ async fn commit_group(
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
 ) -> GroupOutcome {
+    // Every object key of the group in one multi-get, off the actor threads: the accumulators'
+    // staging then reads nothing. No commit of this router's is in flight meanwhile (one group at
+    // a time); an accumulator whose own commits may have changed the answers looks its keys up
+    // again (see `Stage::seen`).
+    let looked_up = {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || {
+            let seen = {
+                let objects: Vec<(&str, &str)> = per_table
+                    .values()
+                    .flat_map(|(candidates, _)| object_keys(candidates))
+                    .collect();
+                store.seen(&objects)
+            };
+            (per_table, seen)
+        })
+        .await
+    };
+    let (per_table, seen) = match looked_up {
+        Ok((per_table, seen)) => (per_table, seen),
+        Err(error) => {
+            // The lookup task panicked and took the group's candidates: nothing was staged.
+            let error =
+                IntakeError::CommitTask(format!("the lookup of object keys failed: {error}"));
+            for member in members {
+                let _ = member.reply.send(Err(error.clone()));
+            }
+            return GroupOutcome::default();
+        }
+    };
     let mut involved = Vec::with_capacity(per_table.len());
     let mut staging = Vec::with_capacity(per_table.len());
-    for (table, (candidates, origins)) in per_table {
-        staging.push(map.accumulator(table).send(Stage { candidates }));
-        involved.push((table, origins));
+    match seen {
+        Ok(seen) => {
+            let mut seen = seen.into_iter();
+            for (table, (candidates, origins)) in per_table {
+                let answers = seen.by_ref().take(candidates.len()).collect();
+                staging.push(map.accumulator(table).send(Stage {
+                    candidates,
+                    seen: Some(answers),
+                }));
+                involved.push((table, origins));
+            }
+        }
+        Err(error) => {
+            // The store cannot be read: no table can stage; the batches without records go on.
+            warn!(%error, "cannot look up the group's object keys");
+            let involved: Vec<_> = per_table
+                .into_iter()
+                .map(|(table, (_, origins))| (table, origins))
+                .collect();
+            let failed = involved
+                .iter()
+                .map(|(table, _)| (*table, IntakeError::Store(error.clone())))
+                .collect();
+            return fail_tables(members, &involved, failed, &map);
+        }
     }
     let staging = join_all(staging).await;
 

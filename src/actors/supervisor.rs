@@ -20,6 +20,7 @@ use crate::accumulator::{Accumulator, FailureBackoff};
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::routing::TableIndex;
+use crate::service::Workers;
 use crate::store::StateStore;
 use crate::table_map::TableMap;
 
@@ -48,6 +49,8 @@ pub struct AccumulatorSupervisor {
     pool: Addr<CompactionPool>,
     backoff: FailureBackoff,
     metrics: Arc<Metrics>,
+    /// Where each table's accumulator runs: a restarted one runs on the same worker.
+    workers: Arc<Workers>,
     restarts: HashMap<TableIndex, Restarts>,
 }
 
@@ -59,6 +62,7 @@ impl AccumulatorSupervisor {
         pool: Addr<CompactionPool>,
         backoff: FailureBackoff,
         metrics: Arc<Metrics>,
+        workers: Arc<Workers>,
     ) -> Self {
         AccumulatorSupervisor {
             map,
@@ -67,6 +71,7 @@ impl AccumulatorSupervisor {
             pool,
             backoff,
             metrics,
+            workers,
             restarts: HashMap::new(),
         }
     }
@@ -145,8 +150,9 @@ impl AccumulatorSupervisor {
                 Some(supervisor.pool.clone()),
                 supervisor.backoff,
             )
-            .with_active(map.is_active(table));
-            map.replace_accumulator(table, actor.start());
+            .with_active(map.is_active(table))
+            .restarted();
+            map.replace_accumulator(table, supervisor.workers.start_accumulator(table, actor));
             supervisor.metrics.accumulator_up(&name);
             supervisor
                 .metrics
@@ -239,11 +245,15 @@ mod tests {
         assert_eq!(pending(&pipeline).await, vec![1, 1]);
 
         pipeline.accumulator(0).do_send(Crash);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(
-            !pipeline.accumulator(0).connected(),
-            "a's accumulator is gone"
-        );
+        // It panics on its worker thread (printing the backtrace can take a while).
+        let crashed = std::time::Instant::now();
+        while pipeline.accumulator(0).connected() {
+            assert!(
+                crashed.elapsed() < Duration::from_secs(10),
+                "a's accumulator is gone"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         // The first batch goes alone; the two others wait for its commit and share the next
         // group, where the one with a record for `a` fails and the one for `b` only is handed
         // back and counted in the group after.
