@@ -46,6 +46,19 @@ prefix = "{PREFIX}archive/"
     )
 }
 
+/// `/readyz` of the service on `port`: its status and body, `None` while it does not answer.
+async fn readyz(http: reqwest::Client, port: u16) -> Option<(u16, String)> {
+    let response = http
+        .get(format!("http://127.0.0.1:{port}/readyz"))
+        .send()
+        .await
+        .ok()?;
+    Some((
+        response.status().as_u16(),
+        response.text().await.unwrap_or_default(),
+    ))
+}
+
 fn record(bucket: &str, key: &str, size: u64) -> String {
     format!(
         r#"{{"eventVersion":"2.1","eventSource":"aws:s3","eventTime":"2024-05-01T12:00:00.000Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"{bucket}"}},"object":{{"key":"{key}","size":{size}}}}}}}"#
@@ -392,17 +405,7 @@ async fn an_unwritable_state_directory_deletes_nothing_and_fails_readiness() {
         disk_full.display()
     ));
     let http = reqwest::Client::new();
-    let readyz = |http: reqwest::Client| async move {
-        let response = http
-            .get(format!("http://127.0.0.1:{port}/readyz"))
-            .send()
-            .await
-            .ok()?;
-        Some((
-            response.status().as_u16(),
-            response.text().await.unwrap_or_default(),
-        ))
-    };
+    let readyz = |http: reqwest::Client| readyz(http, port);
 
     moto.send(
         &queue_url,
@@ -556,17 +559,7 @@ async fn a_full_disk_pauses_intake_without_aborting_and_nothing_reaches_the_dead
     let mut icepack = Icepack::with_config(&toml);
     let run = icepack.spawn_run("");
     let http = reqwest::Client::new();
-    let readyz = |http: reqwest::Client| async move {
-        let response = http
-            .get(format!("http://127.0.0.1:{port}/readyz"))
-            .send()
-            .await
-            .ok()?;
-        Some((
-            response.status().as_u16(),
-            response.text().await.unwrap_or_default(),
-        ))
-    };
+    let readyz = |http: reqwest::Client| readyz(http, port);
     let send = |from: usize, to: usize| {
         let moto = &moto;
         let queue_url = &queue_url;

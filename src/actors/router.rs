@@ -526,8 +526,10 @@ fn fail_tables(
     }
 }
 
+/// Also the supervisor's tests: a two-table pipeline (`n.a` under `a/`, `n.b` under `b/`) on a
+/// memory store, and messages of records under those prefixes.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::clock::FakeClock;
     use crate::compaction::{runner_from_config, CompactionSettings};
@@ -536,7 +538,7 @@ mod tests {
     use crate::service::{start_pipeline, Compaction, Pipeline};
     use crate::store::MemoryStore;
 
-    fn message(id: &str, keys: &[&str]) -> InboundMessage {
+    pub(crate) fn message(id: &str, keys: &[&str]) -> InboundMessage {
         let records: Vec<String> = keys
             .iter()
             .map(|key| {
@@ -553,7 +555,7 @@ mod tests {
 
     const NOW: i64 = 1_714_564_800_000;
 
-    fn pipeline(store: Arc<MemoryStore>) -> Pipeline {
+    pub(crate) fn pipeline(store: Arc<MemoryStore>) -> Pipeline {
         pipeline_at(store, NOW)
     }
 

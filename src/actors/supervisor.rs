@@ -179,50 +179,10 @@ mod tests {
 
     use crate::actors::accumulator::Crash;
     use crate::actors::messages::{Ingest, IntakeError};
-    use crate::clock::FakeClock;
-    use crate::compaction::{runner_from_config, CompactionSettings};
-    use crate::config::Config;
+    use crate::actors::router::tests::{message, pipeline};
     use crate::intake::InboundMessage;
-    use crate::metrics::Metrics;
-    use crate::service::{start_pipeline, Compaction, Pipeline};
+    use crate::service::Pipeline;
     use crate::store::MemoryStore;
-
-    fn message(id: &str, keys: &[&str]) -> InboundMessage {
-        let records: Vec<String> = keys
-            .iter()
-            .map(|key| {
-                format!(
-                    r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{key}","size":10}}}}}}"#
-                )
-            })
-            .collect();
-        InboundMessage {
-            id: id.to_string(),
-            body: format!(r#"{{"Records":[{}]}}"#, records.join(",")),
-        }
-    }
-
-    fn pipeline(store: Arc<MemoryStore>) -> Pipeline {
-        let config = Config::from_toml_str(
-            "[[tables]]\ntable = \"n.a\"\nbucket = \"lake\"\nprefix = \"a/\"\n\
-             [[tables]]\ntable = \"n.b\"\nbucket = \"lake\"\nprefix = \"b/\"\n",
-        )
-        .unwrap();
-        let settings = CompactionSettings::from_config(Arc::new(config.clone()));
-        let runner = runner_from_config(&config);
-        start_pipeline(
-            store,
-            Arc::new(FakeClock::new(1_714_564_800_000)),
-            Compaction {
-                settings,
-                runner,
-                enabled: false,
-            },
-            Arc::new(Metrics::default()),
-            None,
-        )
-        .unwrap()
-    }
 
     async fn pending(pipeline: &Pipeline) -> Vec<u64> {
         let status = pipeline.status().await;
