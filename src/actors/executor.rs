@@ -745,18 +745,7 @@ mod tests {
     async fn a_reload_reorders_the_line_and_drops_removed_tables() {
         let runner = Arc::new(Gated::default());
         let config = tenant_config("a");
-        let pipeline = start_pipeline(
-            Arc::new(MemoryStore::new()),
-            Arc::new(FakeClock::new(1_714_564_800_000)),
-            Compaction {
-                settings: CompactionSettings::from_config(config),
-                runner: runner.clone(),
-                enabled: true,
-            },
-            Arc::new(Metrics::default()),
-            None,
-        )
-        .unwrap();
+        let pipeline = pipeline_of(config, runner.clone());
         let record = |table: &str| {
             format!(
                 r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{table}/data/f.parquet","size":10}}}}}}"#
@@ -855,18 +844,7 @@ mod tests {
         }
         let config = Arc::new(Config::from_toml_str(&text).unwrap());
         let runner = Arc::new(Gated::default());
-        let pipeline = start_pipeline(
-            Arc::new(MemoryStore::new()),
-            Arc::new(FakeClock::new(1_714_564_800_000)),
-            Compaction {
-                settings: CompactionSettings::from_config(config),
-                runner: runner.clone(),
-                enabled: true,
-            },
-            Arc::new(Metrics::default()),
-            None,
-        )
-        .unwrap();
+        let pipeline = pipeline_of(config, runner.clone());
         let records: Vec<String> = tables
             .iter()
             .map(|(prefix, _)| format!(r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{prefix}/data/f.parquet","size":10}}}}}}"#))
@@ -909,12 +887,16 @@ mod tests {
             "[defaults]\nmax_wait_minutes = 0\nmin_files = 3\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
         )
         .unwrap();
-        let settings = CompactionSettings::from_config(Arc::new(config));
+        pipeline_of(Arc::new(config), runner)
+    }
+
+    /// A compacting pipeline of `config` on a memory store, its runs going to `runner`.
+    fn pipeline_of(config: Arc<Config>, runner: Arc<dyn SparkRunner>) -> Pipeline {
         start_pipeline(
             Arc::new(MemoryStore::new()),
             Arc::new(FakeClock::new(1_714_564_800_000)),
             Compaction {
-                settings,
+                settings: CompactionSettings::from_config(config),
                 runner,
                 enabled: true,
             },
