@@ -49,23 +49,7 @@ fn measure(tables: usize, under_load: bool) -> Vec<f64> {
     }
     let config = Config::from_toml_str(&toml).unwrap();
     let store = Arc::new(RocksStore::open(&work.path().join("state")).unwrap());
-    // Notes when each run starts and ends it at once as a failure (the table backs off; harmless).
-    let (sender, mut started) = mpsc::unbounded_channel();
-    let sender = Mutex::new(sender);
-    let runner = Arc::new(StandInRunner {
-        delay: Duration::ZERO,
-        output: EngineOutput {
-            exit_code: 1,
-            stderr: "benchmark runner".to_string(),
-            ..EngineOutput::default()
-        },
-        on_start: Box::new(move |job: &SparkJob| {
-            let _ = sender
-                .lock()
-                .unwrap()
-                .send((job.table.clone(), Instant::now()));
-        }),
-    });
+    let (runner, mut started) = noting_runner();
     let system = actix::System::new();
     system.block_on(async move {
         let pipeline = pipeline(&config, store, Some(runner));
@@ -151,22 +135,7 @@ fn measure_during_reload(fed: usize, added: usize) -> (Vec<f64>, f64) {
     // Parsed beforehand: a reload parses off the actors' thread already (§7).
     let bigger = Arc::new(Config::from_toml_str(&bigger).unwrap());
     let store = Arc::new(RocksStore::open(&work.path().join("state")).unwrap());
-    let (sender, mut started) = mpsc::unbounded_channel();
-    let sender = Mutex::new(sender);
-    let runner = Arc::new(StandInRunner {
-        delay: Duration::ZERO,
-        output: EngineOutput {
-            exit_code: 1,
-            stderr: "benchmark runner".to_string(),
-            ..EngineOutput::default()
-        },
-        on_start: Box::new(move |job: &SparkJob| {
-            let _ = sender
-                .lock()
-                .unwrap()
-                .send((job.table.clone(), Instant::now()));
-        }),
-    });
+    let (runner, mut started) = noting_runner();
     let system = actix::System::new();
     system.block_on(async move {
         let pipeline = pipeline(&config, store, Some(runner));
@@ -293,4 +262,29 @@ fn main() {
         repeats,
         median(&mut reload_ms)
     );
+}
+
+/// A runner that notes when each run starts (table, instant) and ends it at once as a failure
+/// (the table backs off; harmless).
+fn noting_runner() -> (
+    Arc<StandInRunner>,
+    mpsc::UnboundedReceiver<(String, Instant)>,
+) {
+    let (sender, started) = mpsc::unbounded_channel();
+    let sender = Mutex::new(sender);
+    let runner = Arc::new(StandInRunner {
+        delay: Duration::ZERO,
+        output: EngineOutput {
+            exit_code: 1,
+            stderr: "benchmark runner".to_string(),
+            ..EngineOutput::default()
+        },
+        on_start: Box::new(move |job: &SparkJob| {
+            let _ = sender
+                .lock()
+                .unwrap()
+                .send((job.table.clone(), Instant::now()));
+        }),
+    });
+    (runner, started)
 }
