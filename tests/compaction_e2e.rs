@@ -1,16 +1,21 @@
-//! Compaction end to end on the real stack: an Iceberg table on the local S3 server (JDBC catalog
-//! on SQLite), Spark appending small batches, S3 notifications through SQS into icepack, the
-//! threshold firing, and the Docker runner compacting through the Docker Engine API (podman).
+//! Compaction end to end on the real stack: an Iceberg table on the local S3 server (in Iceberg's
+//! REST catalog server, with a client credential; one test on a JDBC catalog on SQLite), Spark
+//! appending small batches, S3 notifications through SQS into icepack, the threshold firing, and
+//! the Docker runner compacting through the Docker Engine API (podman).
 
 mod support;
 
 use std::time::Duration;
 
+use icepack::testing::http_receiver::Receiver;
 use support::spark::{icepack_containers, row_with, stack_available, Lakehouse};
 use support::{unique, wait_until, Icepack, Moto};
 
 const TABLE: &str = "analytics.orders";
 const MISSING: &str = "analytics.missing";
+/// The REST catalog's OAuth2 client credential (`client_id:client_secret`).
+const CATALOG_SECRET: &str = "catalog-secret-5521";
+const CATALOG_CREDENTIAL: &str = "icepack-e2e:catalog-secret-5521";
 
 /// `count` commits of a few rows each, every one a small data file (Spark runs with one task).
 fn inserts(first_batch: i64, count: i64) -> Vec<String> {
@@ -122,7 +127,15 @@ async fn a_due_table_is_compacted_in_a_container_and_its_state_settles() {
     moto.create_bucket_notifying(&bucket, &queue).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
+    // The reference's catalog: Iceberg's REST catalog, here with an OAuth2 client credential
+    // (exchanged at the server's token endpoint) that must never come out of icepack.
+    let lakehouse = Lakehouse::rest(
+        dir.path(),
+        &moto.endpoint,
+        &bucket,
+        &[("credential", CATALOG_CREDENTIAL)],
+    )
+    .await;
 
     // A micro-batch writer: 12 commits of a few rows, each one small data file.
     let mut statements = create_table();
@@ -137,8 +150,11 @@ async fn a_due_table_is_compacted_in_a_container_and_its_state_settles() {
     moto.put_object(&bucket, "warehouse/analytics/missing/data/b.parquet", 100)
         .await;
 
-    let config = config(&moto, &queue_url, &bucket, &lakehouse);
+    let hook = Receiver::start().await;
+    let config = config(&moto, &queue_url, &bucket, &lakehouse)
+        + "\n[[webhooks]]\nurl_env = \"TEST_HOOK_URL\"\nnotify_on = [\"success\", \"failure\"]\n";
     let mut icepack = Icepack::with_config(&config);
+    icepack.env = vec![("TEST_HOOK_URL".to_string(), hook.url("/hook"))];
     let run = icepack.spawn_run("");
 
     let orders = wait_until("the compaction to settle", Duration::from_secs(300), || {
@@ -214,7 +230,36 @@ async fn a_due_table_is_compacted_in_a_container_and_its_state_settles() {
     );
     assert!(missing_again["in_flight_run"].is_null());
 
+    // Both runs were reported; the catalog's credential (which the runs got through their
+    // properties file) is in no alert, status or log line.
+    wait_until("both alerts", Duration::from_secs(30), || async {
+        (hook.received().len() >= 2).then_some(())
+    })
+    .await;
+    let status = icepack.status().to_string();
     assert!(icepack.terminate(run).await.success());
+    let alerts: Vec<String> = hook
+        .received()
+        .iter()
+        .map(|request| request.body.to_string())
+        .collect();
+    assert!(
+        alerts
+            .iter()
+            .any(|alert| alert.contains("compaction_succeeded")),
+        "{alerts:?}"
+    );
+    for (what, text) in [
+        ("the alerts", alerts.join("\n")),
+        ("the status", status),
+        ("icepack's log", icepack.log(run)),
+    ] {
+        assert!(!text.is_empty(), "{what} is empty");
+        assert!(
+            !text.contains(CATALOG_SECRET),
+            "the catalog credential leaked into {what}:\n{text}"
+        );
+    }
     assert!(
         icepack_containers(&icepack.state_dir()).await.is_empty(),
         "no container is left behind"
@@ -240,7 +285,7 @@ async fn a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_
     let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
     moto.create_bucket_notifying(&bucket, &queue).await;
     let dir = tempfile::tempdir().unwrap();
-    let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
+    let lakehouse = Lakehouse::rest(dir.path(), &moto.endpoint, &bucket, &[]).await;
     let mut statements = create_table();
     statements.extend(inserts(0, 12));
     let before = lakehouse.sql(&(statements.join(";\n") + ";\n" + &table_facts()));

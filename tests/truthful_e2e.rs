@@ -1,5 +1,5 @@
-//! Truthful table state on the real stack: settling from the table's committed metadata,
-//! per-partition decisions, and reconciliation without events.
+//! Truthful table state on the real stack (Iceberg's REST catalog server): settling from the
+//! table's committed metadata, per-partition decisions, and reconciliation without events.
 
 mod support;
 
@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use support::spark::{row_with, stack_available, Lakehouse};
 use support::{unique, wait_until, Icepack, Moto};
+
+const TOKEN: &str = "catalog-token-8893";
 
 fn table_status(icepack: &Icepack, table: &str) -> serde_json::Value {
     icepack.status()["tables"]
@@ -40,7 +42,8 @@ async fn partitions_left_behind_stay_pending_orphans_drop_and_reconcile_heals() 
     moto.create_bucket_notifying(&quiet_bucket, &unique("unused"))
         .await;
     let dir = tempfile::tempdir().unwrap();
-    let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
+    // Iceberg's REST catalog, its client authenticating with a bearer token (never shown).
+    let lakehouse = Lakehouse::rest(dir.path(), &moto.endpoint, &bucket, &[("token", TOKEN)]).await;
 
     // Files failed writers uploaded and never committed, under the table's data prefix: one just
     // now (its writer may still be committing: kept within the grace), one announced long ago
@@ -201,4 +204,16 @@ prefix = "warehouse/analytics/quiet/"
     let quiet = table_status(&icepack, "analytics.quiet");
     assert_eq!(quiet["pending_files"], 3, "{quiet}");
     assert_eq!(quiet["partitions"][0]["from_metadata"], 3);
+
+    // The catalog token reached neither the log, the status nor the reconcile command's output.
+    for (what, text) in [
+        ("icepack's log", icepack.log(run)),
+        ("the status", icepack.status().to_string()),
+        ("reconcile's output", format!("{stdout}\n{stderr}")),
+    ] {
+        assert!(
+            !text.contains(TOKEN),
+            "the catalog token leaked into {what}:\n{text}"
+        );
+    }
 }

@@ -3,8 +3,9 @@
 #   - a podman service answering the Docker Engine API (DOCKER_HOST),
 #   - the Spark + Iceberg image built without a registry (deploy/spark/build-image-rootfs.sh),
 #   - a host Spark with the same jars, to create and check tables (deploy/local/spark-dist.sh),
-#   - Spark 4.0 with Iceberg for the Spark Connect servers tests start (deploy/local/spark-connect.sh).
-# The S3 + SQS server (moto) is started by each test itself.
+#   - Spark 4.0 with Iceberg for the Spark Connect servers tests start (deploy/local/spark-connect.sh),
+#   - Iceberg's REST catalog server, assembled from Maven (deploy/local/rest-catalog.sh).
+# The S3 + SQS server (moto) and the REST catalog servers are started by each test itself.
 #
 #   deploy/local/with-stack.sh cargo test --all-targets
 set -euo pipefail
@@ -36,6 +37,9 @@ eval "$(./deploy/local/spark-dist.sh --env)"
 
 step "Spark 4.0 + Iceberg for Spark Connect servers (tests start their own: deploy/local/spark-connect.sh)"
 ./deploy/local/spark-connect.sh prepare
+
+step "Iceberg REST catalog server (tests start their own: deploy/local/rest-catalog.sh)"
+./deploy/local/rest-catalog.sh prepare
 
 export ICEPACK_E2E=1
 export ICEPACK_TEST_SPARK_IMAGE="$image"

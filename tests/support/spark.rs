@@ -1,12 +1,14 @@
-//! The local Spark + Iceberg stack for end-to-end tests: a JDBC catalog on SQLite in a test's
-//! directory, a warehouse on the moto S3 server, and a host spark-sql (same jars as the image) to
-//! create tables and check them. Set up by `deploy/local/with-stack.sh` (`make test`).
+//! The local Spark + Iceberg stack for end-to-end tests: a catalog (Iceberg's REST catalog server,
+//! or a JDBC catalog on SQLite) in a test's directory, a warehouse on the moto S3 server, and a
+//! host spark-sql (same jars as the image) to create tables and check them. Set up by
+//! `deploy/local/with-stack.sh` (`make test`).
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use icepack::config::{CatalogConfig, SparkConfig};
 use icepack::spark::command::spark_sql_args;
@@ -28,15 +30,114 @@ pub fn env(name: &str) -> String {
         .unwrap_or_else(|_| panic!("{name} is not set: run through deploy/local/with-stack.sh"))
 }
 
-/// An Iceberg catalog on SQLite whose warehouse lives in a bucket of the test's S3 server.
+/// An Iceberg catalog whose warehouse lives in a bucket of the test's S3 server: Iceberg's REST
+/// catalog server ([`Lakehouse::rest`]) or a JDBC catalog on SQLite ([`Lakehouse::new`]).
 pub struct Lakehouse {
     pub catalog_dir: PathBuf,
     pub catalog: CatalogConfig,
     pub s3_endpoint: String,
     pub bucket: String,
+    /// The REST catalog server, for a REST lakehouse (killed on drop).
+    pub rest: Option<RestCatalogServer>,
+}
+
+/// Iceberg's REST catalog server (`RESTCatalogServer`, deploy/local/rest-catalog.sh): a JDBC
+/// catalog on SQLite behind it, S3FileIO on the test's S3 server.
+pub struct RestCatalogServer {
+    child: Child,
+    pub uri: String,
+    pub log: PathBuf,
+}
+
+impl RestCatalogServer {
+    pub async fn start(dir: &Path, s3_endpoint: &str, warehouse: &str) -> RestCatalogServer {
+        let port = super::free_port();
+        let log = dir.join("rest-catalog.log");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/local/rest-catalog.sh");
+        let child = Command::new(script)
+            .arg("run")
+            .arg(dir)
+            .args([s3_endpoint, warehouse, &port.to_string()])
+            .envs(super::AWS_ENV)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::from(
+                std::fs::File::options().append(true).open(&log).unwrap(),
+            ))
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {script}: {error}"));
+        let server = RestCatalogServer {
+            child,
+            uri: format!("http://127.0.0.1:{port}"),
+            log,
+        };
+        let http = reqwest::Client::new();
+        let config = format!("{}/v1/config", server.uri);
+        super::wait_until(
+            "the REST catalog server to answer",
+            Duration::from_secs(60),
+            || {
+                let request = http.get(&config).send();
+                async move {
+                    request
+                        .await
+                        .ok()
+                        .filter(|response| response.status().is_success())
+                        .map(|_| ())
+                }
+            },
+        )
+        .await;
+        server
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for RestCatalogServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Lakehouse {
+    /// A REST catalog server of its own, and the catalog section icepack and Spark use for it;
+    /// `properties` are further client properties (`credential`, `token` ...).
+    pub async fn rest(
+        dir: &Path,
+        s3_endpoint: &str,
+        bucket: &str,
+        properties: &[(&str, &str)],
+    ) -> Lakehouse {
+        let catalog_dir = dir.join("catalog");
+        std::fs::create_dir_all(&catalog_dir).unwrap();
+        let warehouse = format!("s3://{bucket}/warehouse");
+        let server = RestCatalogServer::start(&catalog_dir, s3_endpoint, &warehouse).await;
+        let mut client = BTreeMap::from([("client.region".to_string(), "us-east-1".to_string())]);
+        client.extend(
+            properties
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string())),
+        );
+        Lakehouse {
+            catalog_dir,
+            catalog: CatalogConfig {
+                catalog_impl: "org.apache.iceberg.rest.RESTCatalog".to_string(),
+                uri: server.uri.clone(),
+                warehouse,
+                io_impl: "org.apache.iceberg.aws.s3.S3FileIO".to_string(),
+                s3_endpoint: s3_endpoint.to_string(),
+                properties: client,
+            },
+            s3_endpoint: s3_endpoint.to_string(),
+            bucket: bucket.to_string(),
+            rest: Some(server),
+        }
+    }
+
+    /// A JDBC catalog on SQLite in `dir`.
     pub fn new(dir: &Path, s3_endpoint: &str, bucket: &str) -> Lakehouse {
         let catalog_dir = dir.join("catalog");
         std::fs::create_dir_all(&catalog_dir).unwrap();
@@ -58,6 +159,7 @@ impl Lakehouse {
             catalog,
             s3_endpoint: s3_endpoint.to_string(),
             bucket: bucket.to_string(),
+            rest: None,
         }
     }
 
