@@ -3,8 +3,9 @@
 the Spark + Iceberg image and a host Spark):
 
 1. a local S3 + SQS server (moto) with real S3 event notifications into a queue with a DLQ;
-2. an Iceberg table (JDBC catalog on SQLite, warehouse on that S3) written by a micro-batch job
-   that commits many tiny files;
+2. Iceberg's REST catalog server (the reference's catalog, `org.apache.iceberg.rest.RESTCatalog`;
+   deploy/local/rest-catalog.sh) keeping an Iceberg table whose warehouse is on that S3, written by
+   a micro-batch job that commits many tiny files;
 3. icepack counting them from the notifications and compacting the table in a Spark container
    started through the Docker Engine API when the threshold is crossed;
 4. a before/after table: data files, average file size, rows, and a scan query's time.
@@ -22,10 +23,13 @@ import sys
 import tempfile
 import time
 import json
+import urllib.request
 
 import boto3
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ICEBERG_VERSION = os.environ.get("ICEBERG_VERSION") or re.search(
+    r'ICEBERG_VERSION:=([^}]+)}', open(os.path.join(ROOT, "deploy", "spark", "versions.env")).read()).group(1)
 BUCKET = "lakehouse-data"
 PREFIX = "warehouse/analytics/customer_orders/"
 TABLE = "analytics.customer_orders"
@@ -96,19 +100,44 @@ class Demo:
             "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "warehouse/"}]}}}]})
         print(f"S3 + SQS on {self.endpoint}: s3://{BUCKET}/warehouse/ notifies {self.queue_url}")
 
+    def start_rest_catalog(self):
+        """Iceberg's REST catalog server: its own JDBC catalog on SQLite, S3FileIO on moto."""
+        port = free_port()
+        self.catalog_uri = f"http://127.0.0.1:{port}"
+        self.start([os.path.join(ROOT, "deploy", "local", "rest-catalog.sh"), "run", os.path.join(self.work, "catalog"),
+                    self.endpoint, f"s3://{BUCKET}/warehouse", str(port)], os.path.join(self.work, "rest-catalog.log"))
+        deadline = time.time() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.catalog_uri}/v1/config", timeout=1) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                print(open(os.path.join(self.work, "rest-catalog.log")).read()[-3000:], file=sys.stderr)
+                raise SystemExit("the REST catalog server did not answer within 60 s")
+            time.sleep(0.2)
+        print(f"Iceberg REST catalog on {self.catalog_uri} (RESTCatalogServer, Iceberg {ICEBERG_VERSION}), "
+              f"warehouse s3://{BUCKET}/warehouse")
+
+    def catalog_table(self):
+        """The table as the REST catalog serves it (LoadTable): metadata file and current snapshot."""
+        namespace, name = TABLE.split(".")
+        with urllib.request.urlopen(f"{self.catalog_uri}/v1/namespaces/{namespace}/tables/{name}", timeout=10) as r:
+            loaded = json.load(r)
+        metadata = loaded["metadata"]
+        current = next(s for s in metadata["snapshots"] if s["snapshot-id"] == metadata["current-snapshot-id"])
+        return (f"{len(metadata['snapshots'])} snapshots, current {current['snapshot-id']} "
+                f"({current['summary']['operation']}), metadata {loaded['metadata-location'].rsplit('/', 1)[-1]}")
+
     def catalog_confs(self):
-        catalog = os.path.join(self.work, "catalog")
-        os.makedirs(catalog, exist_ok=True)
-        self.catalog_dir = catalog
         prefix = "spark.sql.catalog.lakehouse"
         return {
             "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
             prefix: "org.apache.iceberg.spark.SparkCatalog",
-            f"{prefix}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-            f"{prefix}.uri": f"jdbc:sqlite:{catalog}/catalog.db",
-            f"{prefix}.jdbc.journal_mode": "WAL",
-            f"{prefix}.jdbc.busy_timeout": "10000",
-            f"{prefix}.jdbc.schema-version": "V1",
+            f"{prefix}.catalog-impl": "org.apache.iceberg.rest.RESTCatalog",
+            f"{prefix}.uri": self.catalog_uri,
             f"{prefix}.warehouse": f"s3://{BUCKET}/warehouse",
             f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
             f"{prefix}.s3.endpoint": self.endpoint,
@@ -135,8 +164,6 @@ class Demo:
     def start_icepack(self):
         self.http = f"127.0.0.1:{free_port()}"
         config = os.path.join(self.work, "icepack.toml")
-        props = ", ".join(f'"{k[len("spark.sql.catalog.lakehouse."):]}" = "{v}"' for k, v in self.confs.items()
-                          if k.startswith("spark.sql.catalog.lakehouse.jdbc.") or k.endswith("client.region"))
         with open(config, "w") as f:
             f.write(f'''[service]
 state_dir = "{self.work}/state"
@@ -152,18 +179,17 @@ min_files = {BATCHES}
 max_wait_minutes = 30
 
 [catalogs.lakehouse]
-impl = "org.apache.iceberg.jdbc.JdbcCatalog"
-uri = "jdbc:sqlite:{self.catalog_dir}/catalog.db"
+impl = "org.apache.iceberg.rest.RESTCatalog"
+uri = "{self.catalog_uri}"
 warehouse = "s3://{BUCKET}/warehouse"
 s3_endpoint = "{self.endpoint}"
-properties = {{ {props} }}
+properties = {{ "client.region" = "us-east-1" }}
 
 [spark]
 runner = "docker"
 image = "{self.image}"
 packages = []
 network = "host"
-binds = ["{self.catalog_dir}:{self.catalog_dir}:rw"]
 env = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
 conf = {{ "spark.master" = "local[2]" }}
 timeout_minutes = 10
@@ -216,6 +242,8 @@ def main():
     try:
         step("starting a local S3 + SQS server (moto) with S3 event notifications")
         demo.start_s3_and_sqs()
+        step("starting Iceberg's REST catalog server (the reference's catalog)")
+        demo.start_rest_catalog()
         demo.confs = demo.catalog_confs()
         step("starting icepack (Docker runner through podman's Docker API)")
         demo.start_icepack()
@@ -236,6 +264,7 @@ def main():
         stdout, stderr = demo.spark_sql(statements)
         before = stats(stdout, stderr, SCANS)
         print(f"{BATCHES} commits in {time.time() - writer_started:.0f} s (one JVM): {before['files']} data files")
+        print(f"REST catalog: {demo.catalog_table()}")
 
         step("icepack counts the notifications and compacts when the threshold is crossed")
         last = None
@@ -259,6 +288,8 @@ def main():
             raise SystemExit(f"no successful compaction: {run}")
         print(f"  run {run['run_id']}: {run['rewritten_data_files']} files rewritten into {run['added_data_files']} "
               f"in {run['duration_ms'] / 1000:.1f} s (trigger: {run['trigger']})")
+
+        print(f"REST catalog: {demo.catalog_table()}")
 
         step("reading the table again")
         stdout, stderr = demo.spark_sql(FACTS + [SCAN] * SCANS)
