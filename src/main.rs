@@ -86,28 +86,7 @@ enum Command {
     },
     /// Compare compaction policies on an ingestion trace with a simulated clock: icepack's (the real
     /// accumulator and decision code), the reference workflow's, and a fixed schedule.
-    Simulate {
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
-        #[arg(long, default_value_t = 5)]
-        tables: usize,
-        #[arg(long, default_value_t = 3)]
-        days: u32,
-        /// Average small files per table and day (bursty, busier by day).
-        #[arg(long, default_value_t = 240)]
-        files_per_day: u32,
-        /// Share of runs that fail.
-        #[arg(long, default_value_t = 0.1)]
-        failure_rate: f64,
-        #[arg(long, default_value_t = 15)]
-        schedule_minutes: i64,
-        /// A trace file (`seconds,table,size_bytes[,partition]` per line) instead of a generated one.
-        #[arg(long)]
-        trace: Option<PathBuf>,
-        /// Write the pending-files plot here (SVG).
-        #[arg(long)]
-        svg: Option<PathBuf>,
-    },
+    Simulate(SimulateArgs),
     /// Forward MinIO bucket-notification webhooks (POST /minio) to the configured SQS queue.
     Bridge {
         #[arg(long, env = "ICEPACK_CONFIG")]
@@ -173,25 +152,7 @@ fn main() -> ExitCode {
         Command::Compact { config, table } => compact(&config, &table),
         Command::Bridge { config, listen } => bridge(&config, listen),
         Command::Reconcile { config, table } => reconcile(&config, table.as_deref()),
-        Command::Simulate {
-            seed,
-            tables,
-            days,
-            files_per_day,
-            failure_rate,
-            schedule_minutes,
-            trace,
-            svg,
-        } => simulate(
-            seed,
-            tables,
-            days,
-            files_per_day,
-            failure_rate,
-            schedule_minutes,
-            trace,
-            svg,
-        ),
+        Command::Simulate(args) => simulate(args),
         Command::Status { config, json } => status(&config, json),
         Command::Forget { config, table } => forget(&config, &table),
     };
@@ -513,59 +474,122 @@ fn compact(path: &Path, table: &str) -> Result<()> {
     Ok(())
 }
 
-/// The running service's view over its HTTP API, if it answers.
-#[allow(clippy::too_many_arguments)]
-fn simulate(
+/// `icepack simulate`: the trace, the run cost model and the output.
+#[derive(clap::Args, Debug)]
+struct SimulateArgs {
+    #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Tables of the generated `bursty` trace.
+    #[arg(long, default_value_t = 5)]
     tables: usize,
+    #[arg(long, default_value_t = 3)]
     days: u32,
+    /// Average small files per table and day of the `bursty` trace (busier by day).
+    #[arg(long, default_value_t = 240)]
     files_per_day: u32,
+    /// The generated trace: `bursty` (day/night, bursts, daily partitions) or `mixed` (a
+    /// streaming writer, an 8-writer micro-batch, an hourly ETL job, CDC with late data, a quiet
+    /// table).
+    #[arg(long, default_value = "bursty", value_parser = ["bursty", "mixed"])]
+    workload: String,
+    /// Share of runs that fail.
+    #[arg(long, default_value_t = 0.1)]
     failure_rate: f64,
+    #[arg(long, default_value_t = 15)]
     schedule_minutes: i64,
-    trace_path: Option<PathBuf>,
+    /// A run's fixed cost in seconds (a JVM and a session per run: ~90; a warm Spark Connect
+    /// server: ~1).
+    #[arg(long, default_value_t = 90.0)]
+    run_base_seconds: f64,
+    /// A run's cost per GiB it rewrites, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    seconds_per_gib: f64,
+    /// A trace file (`seconds,table,size_bytes[,partition]` per line; table a name or an
+    /// index) instead of a generated one.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Write the plot here (SVG): pending small files and cumulative compute over time.
+    #[arg(long)]
     svg: Option<PathBuf>,
-) -> Result<()> {
+}
+
+fn simulate(args: SimulateArgs) -> Result<()> {
     use icepack::simulate::*;
+    let SimulateArgs {
+        seed,
+        tables,
+        days,
+        files_per_day,
+        workload,
+        failure_rate,
+        schedule_minutes,
+        run_base_seconds,
+        seconds_per_gib,
+        trace: trace_path,
+        svg,
+    } = args;
     if !(0.0..=1.0).contains(&failure_rate) || schedule_minutes < 1 || tables == 0 {
         bail!("--failure-rate must be within 0..1, --schedule-minutes and --tables at least 1");
     }
-    let trace = match &trace_path {
-        Some(path) => read_trace(
-            &std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?,
-        )
-        .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
-        None => generate_trace(seed, tables, days, files_per_day),
+    if !(run_base_seconds >= 0.0 && seconds_per_gib >= 0.0) {
+        bail!("--run-base-seconds and --seconds-per-gib must not be negative");
+    }
+    let (trace, source) = match &trace_path {
+        Some(path) => (
+            read_trace(
+                &std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?,
+            )
+            .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
+            path.display().to_string(),
+        ),
+        None if workload == "mixed" => (
+            generate_mixed_trace(seed, days),
+            format!("mixed workload, seed {seed}"),
+        ),
+        None => (
+            generate_trace(seed, tables, days, files_per_day),
+            format!("bursty workload, seed {seed}"),
+        ),
     };
-    let tables = trace
-        .iter()
-        .map(|arrival| arrival.table + 1)
-        .max()
-        .unwrap_or(tables)
-        .max(tables);
+    if trace.arrivals.is_empty() {
+        bail!("{source}: the trace has no files");
+    }
     let scenario = Scenario {
         failure_rate,
         schedule_minutes,
         seed,
+        run_base_millis: (run_base_seconds * 1000.0) as i64,
+        seconds_per_gib,
         ..Scenario::default()
     };
     let reports = [
-        simulate_icepack(&trace, tables, &scenario),
-        simulate_reference(&trace, tables, &scenario),
-        simulate_schedule(&trace, tables, &scenario),
+        simulate_icepack(&trace, &scenario),
+        simulate_reference(&trace, &scenario),
+        simulate_schedule(&trace, &scenario),
     ];
+    let gib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0 * 1024.0);
+    let thresholds = &scenario.thresholds;
     println!(
-        "trace: {} files over {} tables (seed {seed}); thresholds 10 files / 256 MiB / 120 min, min-input-files 10, failure rate {failure_rate}\n",
-        trace.len(),
-        tables
+        "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB\n",
+        trace.arrivals.len(),
+        gib(trace.bytes()),
+        trace.tables.len(),
+        trace.tables.join(", "),
+        thresholds.min_files,
+        thresholds.min_total_bytes / (1024 * 1024),
+        thresholds.max_wait_millis.map_or(0, |millis| millis / 60_000),
+        scenario.rule.min_input_files,
     );
     println!(
-        "{:<10} {:>6} {:>11} {:>7} {:>12} {:>12} {:>12} {:>11} {:>12} {:>12}",
+        "{:<10} {:>6} {:>11} {:>7} {:>12} {:>6} {:>12} {:>12} {:>12} {:>11} {:>12} {:>12}",
         "policy",
         "runs",
         "empty runs",
         "failed",
         "GiB rewrit.",
+        "WA",
+        "compute s",
         "max pending",
         "mean pending",
         "left small",
@@ -576,12 +600,14 @@ fn simulate(
         |value: Option<f64>| value.map_or("-".to_string(), |value| format!("{value:.0} min"));
     for report in &reports {
         println!(
-            "{:<10} {:>6} {:>11} {:>7} {:>12.2} {:>12} {:>12.1} {:>11} {:>12} {:>12}",
+            "{:<10} {:>6} {:>11} {:>7} {:>12.2} {:>6.2} {:>12.0} {:>12} {:>12.1} {:>11} {:>12} {:>12}",
             report.policy,
             report.runs,
             report.empty_runs,
             report.failed_runs,
-            report.bytes_rewritten as f64 / (1024.0 * 1024.0 * 1024.0),
+            gib(report.bytes_rewritten),
+            report.write_amplification,
+            report.compute_seconds,
             report.max_pending_files,
             report.mean_pending_files,
             report.left_small,

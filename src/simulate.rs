@@ -31,8 +31,35 @@ pub struct Arrival {
     pub partition: String,
 }
 
+/// An ingestion trace: the files landing, in time order, and the tables' names (indexed by
+/// [`Arrival::table`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Trace {
+    pub arrivals: Vec<Arrival>,
+    pub tables: Vec<String>,
+}
+
+impl Trace {
+    fn new(mut arrivals: Vec<Arrival>, tables: Vec<String>) -> Trace {
+        arrivals.sort_by_key(|arrival| arrival.at_millis);
+        Trace { arrivals, tables }
+    }
+
+    /// Every byte that landed.
+    pub fn bytes(&self) -> u64 {
+        self.arrivals.iter().map(|arrival| arrival.size).sum()
+    }
+}
+
 /// A bursty day/night trace: busier from 08:00 to 20:00, occasional bursts, daily partitions.
-pub fn generate_trace(seed: u64, tables: usize, days: u32, files_per_day: u32) -> Vec<Arrival> {
+pub fn generate_trace(seed: u64, tables: usize, days: u32, files_per_day: u32) -> Trace {
+    Trace::new(
+        generate_arrivals(seed, tables, days, files_per_day),
+        (0..tables).map(|table| format!("t{table}")).collect(),
+    )
+}
+
+fn generate_arrivals(seed: u64, tables: usize, days: u32, files_per_day: u32) -> Vec<Arrival> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut arrivals = Vec::new();
     for table in 0..tables {
@@ -59,13 +86,87 @@ pub fn generate_trace(seed: u64, tables: usize, days: u32, files_per_day: u32) -
             }
         }
     }
-    arrivals.sort_by_key(|arrival| arrival.at_millis);
     arrivals
 }
 
-/// Reads a trace: one `seconds,table,size_bytes[,partition]` line per file (`#` comments).
-pub fn read_trace(text: &str) -> Result<Vec<Arrival>, String> {
+/// Five tables of the writers a lakehouse has, over `days`:
+/// - `streaming`: a streaming writer committing one 0.5–4 MiB file a minute into hourly partitions;
+/// - `microbatch`: eight writers committing together every 5 minutes, 0.25–8 MiB each, daily
+///   partitions;
+/// - `etl`: an hourly job writing 40–120 files of 8–60 MiB within two minutes, daily partitions;
+/// - `cdc`: a change stream, a 1–6 MiB file every 2 minutes, 10% of them late into one of the
+///   last 7 days' partitions;
+/// - `quiet`: a handful of small files a day.
+pub fn generate_mixed_trace(seed: u64, days: u32) -> Trace {
+    let mut rng = fastrand::Rng::with_seed(seed);
     let mut arrivals = Vec::new();
+    let mut land = |at_millis: i64, table: usize, size: u64, partition: String| {
+        arrivals.push(Arrival {
+            at_millis,
+            table,
+            size,
+            partition,
+        })
+    };
+    let mib = |rng: &mut fastrand::Rng, low: f64, high: f64| -> u64 {
+        (MIB as f64 * (low + (high - low) * rng.f64())) as u64
+    };
+    let minutes = days as i64 * 24 * 60;
+    for minute in 0..minutes {
+        let at = minute * MINUTE;
+        let (hour, day) = (minute / 60, minute / (24 * 60));
+        land(
+            at + rng.i64(0..MINUTE),
+            0,
+            mib(&mut rng, 0.5, 4.0),
+            format!("hour={hour}"),
+        );
+        if minute % 5 == 0 {
+            for _ in 0..8 {
+                let size = mib(&mut rng, 0.25, 8.0);
+                land(at + rng.i64(0..20_000), 1, size, format!("dt={day}"));
+            }
+        }
+        if minute % 60 == 7 {
+            for _ in 0..rng.u32(40..=120) {
+                let size = mib(&mut rng, 8.0, 60.0);
+                land(at + rng.i64(0..2 * MINUTE), 2, size, format!("dt={day}"));
+            }
+        }
+        if minute % 2 == 0 {
+            let late = rng.f64() < 0.1;
+            let partition_day = if late {
+                (day - rng.i64(1..=7)).max(0)
+            } else {
+                day
+            };
+            let size = mib(&mut rng, 1.0, 6.0);
+            land(
+                at + rng.i64(0..MINUTE),
+                3,
+                size,
+                format!("dt={partition_day}"),
+            );
+        }
+        if rng.f64() < 4.0 / (24.0 * 60.0) {
+            let size = mib(&mut rng, 0.1, 2.0);
+            land(at, 4, size, format!("dt={day}"));
+        }
+    }
+    Trace::new(
+        arrivals,
+        ["streaming", "microbatch", "etl", "cdc", "quiet"]
+            .map(str::to_string)
+            .to_vec(),
+    )
+}
+
+/// Reads a trace: one `seconds,table,size_bytes[,partition]` line per file (`#` comments). The
+/// table is a name (`orders`, letters, digits and `_`) or, when every line gives a number, an
+/// index.
+pub fn read_trace(text: &str) -> Result<Trace, String> {
+    let mut arrivals = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
     for (number, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -78,18 +179,52 @@ pub fn read_trace(text: &str) -> Result<Vec<Arrival>, String> {
                 .and_then(|field| field.parse::<f64>().ok())
                 .ok_or_else(|| format!("line {}: {what} is not a number", number + 1))
         };
+        let label = fields.get(1).copied().unwrap_or_default();
+        if label.is_empty() || !label.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!(
+                "line {}: table `{}` is not a name (letters, digits, `_`) or an index",
+                number + 1,
+                label.escape_debug()
+            ));
+        }
+        let seconds = parse(0, "seconds")?;
+        let size = parse(2, "size_bytes")?;
+        if seconds < 0.0 || size < 0.0 {
+            return Err(format!(
+                "line {}: seconds and size_bytes must not be negative",
+                number + 1
+            ));
+        }
+        let index = match labels.iter().position(|known| known == label) {
+            Some(index) => index,
+            None => {
+                labels.push(label.to_string());
+                labels.len() - 1
+            }
+        };
         arrivals.push(Arrival {
-            at_millis: (parse(0, "seconds")? * 1000.0) as i64,
-            table: parse(1, "table")? as usize,
-            size: parse(2, "size_bytes")? as u64,
+            at_millis: (seconds * 1000.0) as i64,
+            table: index,
+            size: size as u64,
             partition: fields
                 .get(3)
                 .map(|partition| partition.to_string())
                 .unwrap_or_default(),
         });
     }
-    arrivals.sort_by_key(|arrival| arrival.at_millis);
-    Ok(arrivals)
+    // Indices as given when every table is a number, else names in order of first appearance.
+    let numbers: Option<Vec<usize>> = labels.iter().map(|label| label.parse().ok()).collect();
+    let tables = match numbers {
+        Some(numbers) => {
+            for arrival in &mut arrivals {
+                arrival.table = numbers[arrival.table];
+            }
+            let count = numbers.iter().max().map_or(0, |max| max + 1);
+            (0..count).map(|table| format!("t{table}")).collect()
+        }
+        None => labels,
+    };
+    Ok(Trace::new(arrivals, tables))
 }
 
 /// What the policies share.
@@ -136,6 +271,8 @@ impl Default for Scenario {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PolicyReport {
     pub policy: String,
+    /// Every byte that landed (the same for every policy on a trace).
+    pub bytes_ingested: u64,
     pub runs: u64,
     /// Runs that rewrote nothing (no partition had enough small files).
     pub empty_runs: u64,
@@ -147,8 +284,17 @@ pub struct PolicyReport {
     pub left_small: u64,
     pub latency_p50_minutes: Option<f64>,
     pub latency_p99_minutes: Option<f64>,
+    /// Modelled compute of every run started, failed ones included: `run_base_millis` plus
+    /// `seconds_per_gib` per GiB the run takes (what a user pays for).
+    pub compute_seconds: f64,
+    /// GiB rewritten per GiB ingested.
+    pub write_amplification: f64,
+    /// Pending small files over time: (millis, files).
     #[serde(skip)]
     pub series: Vec<(i64, u64)>,
+    /// Cumulative modelled compute over time: (millis, seconds), a point per run started.
+    #[serde(skip)]
+    pub compute_series: Vec<(i64, f64)>,
 }
 
 /// Tracks pending files over time, latencies and run counts.
@@ -162,6 +308,22 @@ struct Meter {
 }
 
 impl Meter {
+    fn started(trace: &[Arrival]) -> Meter {
+        let mut meter = Meter::default();
+        meter.report.bytes_ingested = trace.iter().map(|arrival| arrival.size).sum();
+        meter
+    }
+
+    /// A run taking `bytes` starts at `now`: its modelled duration, counted as compute.
+    fn run_started(&mut self, now: i64, scenario: &Scenario, bytes: u64) -> i64 {
+        let millis = run_millis(scenario, bytes);
+        self.report.compute_seconds += millis as f64 / 1000.0;
+        self.report
+            .compute_series
+            .push((now, self.report.compute_seconds));
+        millis
+    }
+
     fn set_pending(&mut self, now: i64, pending: u64) {
         self.weighted += self.pending as f64 * (now - self.last_time).max(0) as f64;
         self.last_time = now;
@@ -181,6 +343,11 @@ impl Meter {
             0.0
         };
         self.report.left_small = left_small;
+        self.report.write_amplification = if self.report.bytes_ingested > 0 {
+            self.report.bytes_rewritten as f64 / self.report.bytes_ingested as f64
+        } else {
+            0.0
+        };
         self.latencies.sort_unstable();
         let quantile = |q: f64| -> Option<f64> {
             (!self.latencies.is_empty()).then(|| {
@@ -224,15 +391,18 @@ fn rewrite(rule: &RewriteRule, files: Vec<SimpleFile>) -> (Vec<SimpleFile>, Vec<
 }
 
 /// icepack: the real accumulator, decisions, claims and settlements, per table.
-pub fn simulate_icepack(trace: &[Arrival], tables: usize, scenario: &Scenario) -> PolicyReport {
+pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
+    let (tables, names, trace) = (trace.tables.len(), &trace.tables, &trace.arrivals);
     let store = Arc::new(MemoryStore::new());
     let mut rng = fastrand::Rng::with_seed(scenario.seed);
-    let specs: Vec<Arc<TableSpec>> = (0..tables)
-        .map(|table| {
+    let mut meter = Meter::started(trace);
+    let specs: Vec<Arc<TableSpec>> = names
+        .iter()
+        .map(|name| {
             let mut spec = TableSpec::for_tests(
-                &format!("sim.t{table}"),
+                &format!("sim.{name}"),
                 "lake",
-                &format!("t{table}/"),
+                &format!("{name}/"),
                 scenario.thresholds,
             );
             spec.min_input_files = scenario.rule.min_input_files;
@@ -247,7 +417,6 @@ pub fn simulate_icepack(trace: &[Arrival], tables: usize, scenario: &Scenario) -
     // Per table: (run id, finishes at, succeeds, the files it rewrites).
     type Flight = Option<(String, i64, bool, Vec<FileEntry>)>;
     let mut in_flight: Vec<Flight> = vec![None; tables];
-    let mut meter = Meter::default();
     let end = trace.last().map_or(0, |last| last.at_millis) + 6 * HOUR;
     let mut next_arrival = 0;
     let mut now = 0;
@@ -268,8 +437,8 @@ pub fn simulate_icepack(trace: &[Arrival], tables: usize, scenario: &Scenario) -
             batches.entry(arrival.table).or_default().push(Candidate {
                 bucket: "lake".to_string(),
                 key: format!(
-                    "t{}/data/{}/f{next_arrival}.parquet",
-                    arrival.table, arrival.partition
+                    "{}/data/{}/f{next_arrival}.parquet",
+                    names[arrival.table], arrival.partition
                 ),
                 size: arrival.size,
                 event_millis: arrival.at_millis,
@@ -359,7 +528,7 @@ pub fn simulate_icepack(trace: &[Arrival], tables: usize, scenario: &Scenario) -
                     let succeeds = rng.f64() >= scenario.failure_rate;
                     in_flight[table] = Some((
                         run_id,
-                        now + run_millis(scenario, bytes),
+                        now + meter.run_started(now, scenario, bytes),
                         succeeds,
                         rewritten,
                     ));
@@ -426,15 +595,14 @@ fn truth_after_run(
 /// The reference workflow: counts files and bytes only (max-wait ignored), one execution at a
 /// time (arrivals during a run wait), a success resets the counters whatever the rewrite left,
 /// a failure keeps them and the next event fires a new run.
-pub fn simulate_reference(trace: &[Arrival], tables: usize, scenario: &Scenario) -> PolicyReport {
-    simulate_simple(trace, tables, scenario, "reference", None)
+pub fn simulate_reference(trace: &Trace, scenario: &Scenario) -> PolicyReport {
+    simulate_simple(trace, scenario, "reference", None)
 }
 
 /// A fixed schedule: every `schedule_minutes`, each table with pending files gets a run.
-pub fn simulate_schedule(trace: &[Arrival], tables: usize, scenario: &Scenario) -> PolicyReport {
+pub fn simulate_schedule(trace: &Trace, scenario: &Scenario) -> PolicyReport {
     simulate_simple(
         trace,
-        tables,
         scenario,
         "schedule",
         Some(scenario.schedule_minutes * MINUTE),
@@ -442,14 +610,14 @@ pub fn simulate_schedule(trace: &[Arrival], tables: usize, scenario: &Scenario) 
 }
 
 fn simulate_simple(
-    trace: &[Arrival],
-    tables: usize,
+    trace: &Trace,
     scenario: &Scenario,
     name: &str,
     every: Option<i64>,
 ) -> PolicyReport {
+    let (tables, trace) = (trace.tables.len(), &trace.arrivals);
     let mut rng = fastrand::Rng::with_seed(scenario.seed);
-    let mut meter = Meter::default();
+    let mut meter = Meter::started(trace);
     // What is really small in the table, what the policy's counters say, what a run holds.
     let mut small: Vec<Vec<SimpleFile>> = vec![Vec::new(); tables];
     let mut counted: Vec<(u64, u64)> = vec![(0, 0); tables];
@@ -534,7 +702,7 @@ fn simulate_simple(
                 meter.report.runs += 1;
                 let bytes = small[table].iter().map(|file| file.size).sum();
                 running[table] = Some((
-                    now + run_millis(scenario, bytes),
+                    now + meter.run_started(now, scenario, bytes),
                     rng.f64() >= scenario.failure_rate,
                 ));
             }
@@ -548,40 +716,106 @@ fn simulate_simple(
     meter.finish(name, end, left)
 }
 
-/// An SVG line chart of pending small files over time, one line per policy.
+/// An SVG chart, one line per policy: pending small files over time above, cumulative modelled
+/// compute below.
 pub fn render_svg(reports: &[PolicyReport]) -> String {
-    let (width, height, margin) = (960.0, 420.0, 50.0);
+    let (width, panel, margin) = (960.0, 300.0, 50.0);
     let end = reports
         .iter()
         .flat_map(|report| report.series.last().map(|(t, _)| *t))
         .max()
         .unwrap_or(1)
         .max(1) as f64;
-    let top = reports
-        .iter()
-        .map(|report| report.max_pending_files)
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+    let height = 2.0 * panel + margin;
     let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{margin}\" y=\"20\" font-size=\"14\">Pending small files over time (all tables)</text>\n<line x1=\"{margin}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n<line x1=\"{margin}\" y1=\"{margin}\" x2=\"{margin}\" y2=\"{}\" stroke=\"black\"/>\n<text x=\"{}\" y=\"{}\">hours</text>\n<text x=\"5\" y=\"{}\">{top}</text>\n",
-        height - margin, width - margin, height - margin, height - margin, width - margin - 30.0, height - 15.0, margin + 4.0
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    );
+    let pending: Vec<Vec<(f64, f64)>> = reports
+        .iter()
+        .map(|report| {
+            report
+                .series
+                .iter()
+                .map(|(t, files)| (*t as f64, *files as f64))
+                .collect()
+        })
+        .collect();
+    let compute: Vec<Vec<(f64, f64)>> = reports
+        .iter()
+        .map(|report| {
+            let mut points = vec![(0.0, 0.0)];
+            points.extend(
+                report
+                    .compute_series
+                    .iter()
+                    .map(|(t, s)| (*t as f64, *s / 3600.0)),
+            );
+            points.push((end, report.compute_seconds / 3600.0));
+            points
+        })
+        .collect();
+    let names: Vec<&str> = reports
+        .iter()
+        .map(|report| report.policy.as_str())
+        .collect();
+    svg.push_str(&svg_panel(
+        "Pending small files over time (all tables)",
+        0.0,
+        (width, panel, margin),
+        end,
+        &names,
+        &pending,
+    ));
+    svg.push_str(&svg_panel(
+        "Cumulative modelled compute (hours)",
+        panel,
+        (width, panel, margin),
+        end,
+        &names,
+        &compute,
+    ));
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// One panel of [`render_svg`]: lines of (millis, value) points, an hour axis, the top value.
+fn svg_panel(
+    title: &str,
+    top_y: f64,
+    (width, height, margin): (f64, f64, f64),
+    end: f64,
+    names: &[&str],
+    lines: &[Vec<(f64, f64)>],
+) -> String {
+    let colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+    let top = lines
+        .iter()
+        .flatten()
+        .map(|(_, value)| *value)
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    let (bottom, plot_top) = (top_y + height - margin / 2.0, top_y + margin);
+    let mut svg = format!(
+        "<text x=\"{margin}\" y=\"{}\" font-size=\"14\">{title}</text>\n<line x1=\"{margin}\" y1=\"{bottom}\" x2=\"{}\" y2=\"{bottom}\" stroke=\"black\"/>\n<line x1=\"{margin}\" y1=\"{plot_top}\" x2=\"{margin}\" y2=\"{bottom}\" stroke=\"black\"/>\n<text x=\"{}\" y=\"{}\">hours</text>\n<text x=\"5\" y=\"{}\">{top:.0}</text>\n",
+        top_y + 20.0,
+        width - margin,
+        width - margin - 30.0,
+        bottom + 16.0,
+        plot_top + 4.0
     );
     for hour in (0..=(end / HOUR as f64) as i64).step_by(24) {
         let x = margin + (hour * HOUR) as f64 / end * (width - 2.0 * margin);
         svg.push_str(&format!(
             "<text x=\"{x:.0}\" y=\"{}\">{hour}</text>\n",
-            height - margin + 16.0
+            bottom + 16.0
         ));
     }
-    for (index, report) in reports.iter().enumerate() {
-        let points: Vec<String> = report
-            .series
+    for (index, points) in lines.iter().enumerate() {
+        let points: Vec<String> = points
             .iter()
-            .map(|(t, pending)| {
-                let x = margin + *t as f64 / end * (width - 2.0 * margin);
-                let y = height - margin - *pending as f64 / top * (height - 2.0 * margin);
+            .map(|(t, value)| {
+                let x = margin + t / end * (width - 2.0 * margin);
+                let y = bottom - value / top * (bottom - plot_top);
                 format!("{x:.1},{y:.1}")
             })
             .collect();
@@ -593,11 +827,10 @@ pub fn render_svg(reports: &[PolicyReport]) -> String {
         svg.push_str(&format!(
             "<text x=\"{}\" y=\"{}\" fill=\"{colour}\">{}</text>\n",
             width - margin - 120.0,
-            margin + 16.0 * index as f64,
-            report.policy
+            plot_top + 16.0 * index as f64,
+            names.get(index).copied().unwrap_or_default()
         ));
     }
-    svg.push_str("</svg>\n");
     svg
 }
 
@@ -609,8 +842,8 @@ mod tests {
     fn the_same_seed_gives_the_same_figures() {
         let trace = generate_trace(3, 2, 2, 60);
         let scenario = Scenario::default();
-        let first = simulate_icepack(&trace, 2, &scenario);
-        let second = simulate_icepack(&trace, 2, &scenario);
+        let first = simulate_icepack(&trace, &scenario);
+        let second = simulate_icepack(&trace, &scenario);
         assert_eq!(
             (first.runs, first.failed_runs, first.bytes_rewritten),
             (second.runs, second.failed_runs, second.bytes_rewritten)
@@ -622,8 +855,8 @@ mod tests {
     fn icepack_starts_no_empty_run_and_forgets_nothing() {
         let trace = generate_trace(11, 3, 3, 40);
         let scenario = Scenario::default();
-        let icepack = simulate_icepack(&trace, 3, &scenario);
-        let reference = simulate_reference(&trace, 3, &scenario);
+        let icepack = simulate_icepack(&trace, &scenario);
+        let reference = simulate_reference(&trace, &scenario);
         assert_eq!(icepack.empty_runs, 0);
         // Every file is either compacted (a latency recorded) or still pending at the end.
         assert!(icepack.latency_p50_minutes.is_some());
@@ -633,10 +866,10 @@ mod tests {
     }
 
     #[test]
-    fn traces_read_from_csv() {
+    fn traces_read_from_csv_with_indices_or_names() {
         let trace = read_trace("# seconds,table,size\n60,0,1000,dt=1\n0,1,2000\n").unwrap();
         assert_eq!(
-            trace[0],
+            trace.arrivals[0],
             Arrival {
                 at_millis: 0,
                 table: 1,
@@ -644,7 +877,77 @@ mod tests {
                 partition: String::new()
             }
         );
-        assert_eq!(trace[1].partition, "dt=1");
+        assert_eq!(trace.arrivals[1].partition, "dt=1");
+        assert_eq!(trace.tables, ["t0", "t1"]);
         assert!(read_trace("x,0,1").unwrap_err().contains("line 1"));
+
+        let named = read_trace("0,orders,10\n5,events,20,day=1\n9,orders,30\n").unwrap();
+        assert_eq!(named.tables, ["orders", "events"]);
+        let tables: Vec<usize> = named.arrivals.iter().map(|arrival| arrival.table).collect();
+        assert_eq!(tables, [0, 1, 0]);
+        assert_eq!(named.bytes(), 60);
+        let error = read_trace("0,orders,10\n1,or ders,1\n").unwrap_err();
+        assert!(
+            error.contains("line 2") && error.contains("or ders"),
+            "{error}"
+        );
+        assert!(read_trace("0,orders,-1\n")
+            .unwrap_err()
+            .contains("negative"));
+    }
+
+    #[test]
+    fn compute_and_write_amplification_follow_the_run_cost_model() {
+        let trace = generate_trace(5, 2, 1, 120);
+        let mut scenario = Scenario {
+            failure_rate: 0.0,
+            ..Scenario::default()
+        };
+        let report = simulate_reference(&trace, &scenario);
+        assert_eq!(report.bytes_ingested, trace.bytes());
+        let gib = |bytes: u64| bytes as f64 / (1024.0 * MIB as f64);
+        // Every run costs the base; a reference run takes everything counted, at least what it
+        // rewrote.
+        assert!(report.compute_seconds >= report.runs as f64 * 90.0);
+        assert!(
+            report.compute_seconds
+                >= report.runs as f64 * 90.0 + gib(report.bytes_rewritten) * 60.0 - 1.0
+        );
+        assert!(
+            (report.write_amplification - gib(report.bytes_rewritten) / gib(trace.bytes())).abs()
+                < 1e-9
+        );
+        assert_eq!(
+            report.compute_series.last().map(|(_, seconds)| *seconds),
+            Some(report.compute_seconds)
+        );
+        // A warm engine: the fixed cost per run is one second instead of 90.
+        scenario.run_base_millis = 1_000;
+        let warm = simulate_reference(&trace, &scenario);
+        assert!(warm.compute_seconds < report.compute_seconds);
+    }
+
+    #[test]
+    fn the_mixed_trace_has_its_five_writers() {
+        let trace = generate_mixed_trace(1, 1);
+        assert_eq!(
+            trace.tables,
+            ["streaming", "microbatch", "etl", "cdc", "quiet"]
+        );
+        let count = |table: usize| trace.arrivals.iter().filter(|a| a.table == table).count();
+        assert_eq!(count(0), 1440, "one file a minute");
+        assert_eq!(count(1), 8 * 288, "eight writers every five minutes");
+        assert!((24 * 40..=24 * 120).contains(&count(2)), "{}", count(2));
+        assert_eq!(count(3), 720);
+        assert!(trace
+            .arrivals
+            .windows(2)
+            .all(|w| w[0].at_millis <= w[1].at_millis));
+        // Late CDC data lands in earlier days' partitions (from the second day on).
+        let two_days = generate_mixed_trace(1, 3);
+        assert!(two_days
+            .arrivals
+            .iter()
+            .any(|a| a.table == 3 && a.partition != format!("dt={}", a.at_millis / (24 * HOUR))));
     }
 }
