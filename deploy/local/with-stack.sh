@@ -3,8 +3,9 @@
 #   - a podman service answering the Docker Engine API (DOCKER_HOST),
 #   - the Spark + Iceberg image built without a registry (deploy/spark/build-image-rootfs.sh),
 #   - a host Spark with the same jars, to create and check tables (deploy/local/spark-dist.sh),
-#   - Spark 4.0 with Iceberg for the Spark Connect servers tests start (deploy/local/spark-connect.sh).
-# The S3 + SQS server (moto) is started by each test itself.
+#   - Spark 4.0 with Iceberg for the Spark Connect servers tests start (deploy/local/spark-connect.sh),
+#   - ElasticMQ's jars, a second SQS server beside moto (deploy/local/elasticmq.sh).
+# The S3 + SQS server (moto) and ElasticMQ are started by each test itself.
 #
 #   deploy/local/with-stack.sh cargo test --all-targets
 set -euo pipefail
@@ -37,7 +38,11 @@ eval "$(./deploy/local/spark-dist.sh --env)"
 step "Spark 4.0 + Iceberg for Spark Connect servers (tests start their own: deploy/local/spark-connect.sh)"
 ./deploy/local/spark-connect.sh prepare
 
+step "ElasticMQ, a second SQS server (tests start their own: tests/support/elasticmq.rs)"
+eval "$(./deploy/local/elasticmq.sh --env)"
+
 export ICEPACK_E2E=1
+export ICEPACK_TEST_ELASTICMQ_CLASSPATH
 export ICEPACK_TEST_SPARK_IMAGE="$image"
 export ICEPACK_TEST_SPARK_HOME="$SPARK_HOME"
 export ICEPACK_TEST_SPARK_JARS="$ICEPACK_SPARK_JARS"
