@@ -6,7 +6,8 @@
 #
 #   deploy/local/elasticmq.sh prepare                # install (idempotent, fast when cached)
 #   eval "$(deploy/local/elasticmq.sh --env)"        # prepare, then print only KEY=VALUE lines
-#   export ICEPACK_TEST_ELASTICMQ_CLASSPATH           # (eval sets it; cargo sees it once exported)
+#   export ICEPACK_TEST_ELASTICMQ_CLASSPATH           # eval only sets it: export it for cargo
+#                                                     # (or: set -a; eval ...; set +a)
 #
 # Env:
 #   ELASTICMQ_VERSION   default 1.7.1 (the newest 1.7.x on Maven Central)

@@ -77,12 +77,12 @@ impl QueueServer for ElasticMq {
         if std::env::var_os("ICEPACK_E2E").is_some() || std::env::var_os("CI").is_some() {
             panic!(
                 "{test} needs ElasticMQ: {CLASSPATH_ENV} is not set; run it through `make test` \
-                 (deploy/local/with-stack.sh) or eval \"$(deploy/local/elasticmq.sh --env)\""
+                 (deploy/local/with-stack.sh) or `set -a; eval \"$(deploy/local/elasticmq.sh --env)\"; set +a`"
             );
         }
         eprintln!(
             "skipping {test} on ElasticMQ: {CLASSPATH_ENV} is not set \
-             (eval \"$(deploy/local/elasticmq.sh --env)\")"
+             (`set -a; eval \"$(deploy/local/elasticmq.sh --env)\"; set +a`)"
         );
         false
     }
