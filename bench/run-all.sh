@@ -5,7 +5,8 @@
 #   deploy/local/with-stack.sh bench/run-all.sh --smoke   every benchmark, small, debug build (CI)
 #
 # with-stack.sh provides the container engine, the Spark image and the host Spark that the
-# compaction benchmark needs; the others need only moto (installed by `make deps`).
+# compaction benchmark needs; the others need only moto (installed by `make deps`) and, for the
+# SQS benchmark's second server, ElasticMQ's jars (deploy/local/elasticmq.sh, run by with-stack.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 step() { printf '\n\033[1m[bench]\033[0m %s\n' "$*"; }
@@ -27,7 +28,7 @@ fi
 
 step "1. intake ceiling"
 cargo bench --bench intake
-step "2. through a real SQS server (moto)"
+step "2. through a real SQS server (moto, and ElasticMQ when its classpath is exported)"
 cargo bench --bench sqs
 step "3. memory"
 cargo bench --bench memory

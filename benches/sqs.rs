@@ -1,11 +1,15 @@
 //! Through a real SQS server: messages per second icepack's pollers consume (count, commit,
-//! delete) from a queue on the local SQS server (moto, started here), beside a bare aws-sdk-sqs
-//! ReceiveMessage + DeleteMessageBatch loop with the same concurrency on the same server, runs
-//! alternating, median of the repeats.
+//! delete) from a queue on a local SQS server (moto and/or ElasticMQ, started here), beside a
+//! bare aws-sdk-sqs ReceiveMessage + DeleteMessageBatch loop with the same concurrency on the
+//! same server, runs alternating, median of the repeats.
 //!
-//!   cargo bench --bench sqs [-- --messages N --repeats N]
+//!   cargo bench --bench sqs [-- --server moto|elasticmq|both --messages N --repeats N]
 //!
-//! Needs `moto_server` on PATH (installed by `make deps`) or ICEPACK_TEST_MOTO_SERVER.
+//! Needs `moto_server` on PATH (installed by `make deps`) or ICEPACK_TEST_MOTO_SERVER; ElasticMQ
+//! needs ICEPACK_TEST_ELASTICMQ_CLASSPATH (`deploy/local/elasticmq.sh --env`, exported). The
+//! default is both servers when that is set, moto alone otherwise. `--messages` defaults to 500
+//! on moto and 5,000 on ElasticMQ (which is faster); ElasticMQ's JVM is warmed up first by one
+//! unmeasured bare run.
 
 mod common;
 #[path = "../tests/support/mod.rs"]
@@ -21,11 +25,13 @@ use futures::future::join_all;
 use icepack::actors::poller::{PolledQueue, PollerSettings, SqsPoller};
 use icepack::clock::SystemClock;
 use icepack::config::Config;
+use icepack::queue::{FailedEntry, Queue, QueueError, Receipt, ReceivedMessage};
 use icepack::store::RocksStore;
 use tokio::sync::{oneshot, watch};
 
 use common::*;
-use support::Moto;
+use support::elasticmq::DEFAULT_JAVA_OPTIONS;
+use support::{ElasticMq, Moto, QueueServer, SqsEndpoint};
 
 async fn fill(client: &Client, queue_url: &str, messages: u64, offset: u64) {
     let chunks: Vec<u64> = (0..messages.div_ceil(10)).collect();
@@ -59,6 +65,63 @@ async fn fill(client: &Client, queue_url: &str, messages: u64, offset: u64) {
     }
 }
 
+/// icepack's queue with the time its pollers spend inside SQS calls added up: the rest of a
+/// cycle is icepack's own (count, synced commit, actor hops).
+struct TimedQueue {
+    queue: icepack::queue::SqsQueue,
+    nanos_in_calls: Arc<AtomicU64>,
+}
+
+impl TimedQueue {
+    async fn timed<T>(&self, call: impl std::future::Future<Output = T>) -> T {
+        let started = Instant::now();
+        let result = call.await;
+        self.nanos_in_calls
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        result
+    }
+}
+
+#[async_trait::async_trait]
+impl Queue for TimedQueue {
+    async fn receive(
+        &self,
+        max_messages: i32,
+        wait_time_seconds: i32,
+        visibility_timeout_seconds: i32,
+    ) -> Result<Vec<ReceivedMessage>, QueueError> {
+        self.timed(
+            self.queue
+                .receive(max_messages, wait_time_seconds, visibility_timeout_seconds),
+        )
+        .await
+    }
+
+    async fn delete(&self, receipts: &[Receipt]) -> Result<Vec<FailedEntry>, QueueError> {
+        self.timed(self.queue.delete(receipts)).await
+    }
+
+    async fn extend_visibility(
+        &self,
+        receipts: &[Receipt],
+        visibility_timeout_seconds: i32,
+    ) -> Result<Vec<FailedEntry>, QueueError> {
+        self.timed(
+            self.queue
+                .extend_visibility(receipts, visibility_timeout_seconds),
+        )
+        .await
+    }
+}
+
+/// CPU seconds this process has used (user + system), all threads.
+fn process_cpu_seconds() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |time: libc::timeval| time.tv_sec as f64 + time.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 async fn new_queue(client: &Client) -> String {
     client
         .create_queue()
@@ -71,13 +134,23 @@ async fn new_queue(client: &Client) -> String {
         .to_string()
 }
 
-/// icepack's pollers over a RocksDB-backed pipeline; seconds until `messages` are deleted.
-async fn icepack_consume(moto: &Moto, queue_url: &str, messages: u64, pollers: usize) -> f64 {
+/// icepack's pollers over a RocksDB-backed pipeline; seconds until `messages` are deleted, and
+/// the share of the pollers' time spent inside SQS calls.
+async fn icepack_consume(
+    server: &SqsEndpoint,
+    queue_url: &str,
+    messages: u64,
+    pollers: usize,
+) -> (f64, f64) {
     let work = tempfile::tempdir().unwrap();
     let config = Config::from_toml_str(&config_toml(100, "")).unwrap();
     let store = Arc::new(RocksStore::open(&work.path().join("state")).unwrap());
     let pipeline = pipeline(&config, store, None);
-    let queue: Arc<dyn icepack::queue::Queue> = Arc::new(moto.sqs_queue(queue_url).await);
+    let nanos_in_calls = Arc::new(AtomicU64::new(0));
+    let queue: Arc<dyn Queue> = Arc::new(TimedQueue {
+        queue: server.sqs_queue(queue_url).await,
+        nanos_in_calls: nanos_in_calls.clone(),
+    });
     let health = icepack::queue::QueueHealth::named("bench");
     let (shutdown_sender, shutdown) = watch::channel(false);
     let mut stopped = Vec::new();
@@ -106,18 +179,23 @@ async fn icepack_consume(moto: &Moto, queue_url: &str, messages: u64, pollers: u
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let in_calls = nanos_in_calls.load(Ordering::Relaxed) as f64 / 1e9 / (elapsed * pollers as f64);
     shutdown_sender.send(true).unwrap();
     join_all(stopped).await;
-    elapsed
+    (elapsed, in_calls.min(1.0))
 }
 
-/// The bare loop: receive up to 10, delete them in one batch; seconds until `messages` are gone.
+/// The bare loop: receive up to 10, delete them in one batch; seconds until `messages` are gone
+/// (taken when the last delete returns, as for icepack: not when every loop's last long poll of
+/// an empty queue has timed out too, which would add up to a wait time to the figure).
 async fn bare_consume(client: &Client, queue_url: &str, messages: u64, loops: usize) -> f64 {
     let deleted = Arc::new(AtomicU64::new(0));
+    let finished_nanos = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     join_all((0..loops).map(|_| {
         let client = client.clone();
         let deleted = deleted.clone();
+        let finished_nanos = finished_nanos.clone();
         let queue_url = queue_url.to_string();
         async move {
             while deleted.load(Ordering::Relaxed) < messages {
@@ -160,62 +238,109 @@ async fn bare_consume(client: &Client, queue_url: &str, messages: u64, loops: us
                     "the server refused deletes: {:?}",
                     answer.failed()
                 );
-                deleted.fetch_add(count, Ordering::Relaxed);
+                if deleted.fetch_add(count, Ordering::Relaxed) + count >= messages {
+                    finished_nanos
+                        .fetch_max(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                }
             }
         }
     }))
     .await;
-    started.elapsed().as_secs_f64()
+    finished_nanos.load(Ordering::Relaxed) as f64 / 1e9
+}
+
+/// icepack's pollers and the bare loop with 1 and 4 of them on `server`, alternating; prints the
+/// medians.
+async fn compare(server: &SqsEndpoint, name: &str, messages: u64, repeats: usize, warm_up: bool) {
+    let client = server.sqs().await;
+    let mut offset = 0;
+    if warm_up {
+        let queue_url = new_queue(&client).await;
+        fill(&client, &queue_url, messages, offset).await;
+        offset += messages;
+        bare_consume(&client, &queue_url, messages, 4).await;
+    }
+    println!(
+        "SQS consumption on {name}: {messages} messages (one S3 record each), median of {repeats}, runs alternating"
+    );
+    println!(
+        "{:>8} {:>15} {:>15} {:>9} {:>14} {:>13} {:>10}",
+        "pollers",
+        "icepack msg/s",
+        "bare msg/s",
+        "ratio",
+        "in SQS calls",
+        "icepack CPU",
+        "bare CPU"
+    );
+    for pollers in [1usize, 2, 4] {
+        let mut ours = Vec::new();
+        let mut bare = Vec::new();
+        let mut ratios = Vec::new();
+        let mut in_calls = Vec::new();
+        let mut our_cpu = Vec::new();
+        let mut bare_cpu = Vec::new();
+        for _ in 0..repeats {
+            // A fresh queue per run: a receive abandoned at a poller's stop may still take
+            // messages sent after it (they come back after the visibility timeout).
+            let queue_url = new_queue(&client).await;
+            fill(&client, &queue_url, messages, offset).await;
+            offset += messages;
+            let cpu = process_cpu_seconds();
+            let (seconds, share) = icepack_consume(server, &queue_url, messages, pollers).await;
+            our_cpu.push((process_cpu_seconds() - cpu) / seconds);
+            let icepack_rate = messages as f64 / seconds;
+            in_calls.push(share);
+            let queue_url = new_queue(&client).await;
+            fill(&client, &queue_url, messages, offset).await;
+            offset += messages;
+            let cpu = process_cpu_seconds();
+            let seconds = bare_consume(&client, &queue_url, messages, pollers).await;
+            bare_cpu.push((process_cpu_seconds() - cpu) / seconds);
+            let bare_rate = messages as f64 / seconds;
+            ours.push(icepack_rate);
+            bare.push(bare_rate);
+            ratios.push(icepack_rate / bare_rate);
+        }
+        println!(
+            "{:>8} {:>15.0} {:>15.0} {:>9.2} {:>13.0}% {:>13.2} {:>10.2}",
+            pollers,
+            median(&mut ours),
+            median(&mut bare),
+            median(&mut ratios),
+            median(&mut in_calls) * 100.0,
+            median(&mut our_cpu),
+            median(&mut bare_cpu)
+        );
+    }
 }
 
 fn main() {
     let full = full_run();
-    let messages: u64 = arg("--messages")
-        .map(|value| value.parse().expect("--messages N"))
-        .unwrap_or(if full { 500 } else { 60 });
+    let messages: Option<u64> = arg("--messages").map(|value| value.parse().expect("--messages N"));
     let repeats: usize = arg("--repeats")
         .map(|value| value.parse().expect("--repeats N"))
         .unwrap_or(if full { 3 } else { 1 });
+    let (on_moto, on_elasticmq) = match arg("--server").as_deref() {
+        Some("moto") => (true, false),
+        Some("elasticmq") => (false, true),
+        Some("both") => (true, true),
+        Some(other) => panic!("--server moto|elasticmq|both, not {other}"),
+        None => (true, ElasticMq::available("the SQS benchmark")),
+    };
     let system = actix::System::new();
     system.block_on(async move {
-        let moto = Moto::start().await;
-        let client = moto.sqs().await;
-        println!(
-            "SQS consumption on moto: {messages} messages (one S3 record each), median of {repeats}, runs alternating"
-        );
-        println!(
-            "{:>8} {:>15} {:>15} {:>9}",
-            "pollers", "icepack msg/s", "bare msg/s", "ratio"
-        );
-        let mut offset = 0;
-        for pollers in [1usize, 4] {
-            let mut ours = Vec::new();
-            let mut bare = Vec::new();
-            let mut ratios = Vec::new();
-            for _ in 0..repeats {
-                // A fresh queue per run: a receive abandoned at a poller's stop may still take
-                // messages sent after it (they come back after the visibility timeout).
-                let queue_url = new_queue(&client).await;
-                fill(&client, &queue_url, messages, offset).await;
-                offset += messages;
-                let icepack_rate =
-                    messages as f64 / icepack_consume(&moto, &queue_url, messages, pollers).await;
-                let queue_url = new_queue(&client).await;
-                fill(&client, &queue_url, messages, offset).await;
-                offset += messages;
-                let bare_rate =
-                    messages as f64 / bare_consume(&client, &queue_url, messages, pollers).await;
-                ours.push(icepack_rate);
-                bare.push(bare_rate);
-                ratios.push(icepack_rate / bare_rate);
-            }
-            println!(
-                "{:>8} {:>15.0} {:>15.0} {:>9.2}",
-                pollers,
-                median(&mut ours),
-                median(&mut bare),
-                median(&mut ratios)
-            );
+        if on_moto {
+            let moto = Moto::start().await;
+            let messages = messages.unwrap_or(if full { 500 } else { 60 });
+            compare(&moto, Moto::NAME, messages, repeats, false).await;
+        }
+        if on_elasticmq {
+            let elasticmq =
+                ElasticMq::start_with_java_options(support::free_port(), DEFAULT_JAVA_OPTIONS)
+                    .await;
+            let messages = messages.unwrap_or(if full { 5_000 } else { 60 });
+            compare(&elasticmq, ElasticMq::NAME, messages, repeats, full).await;
         }
     });
 }

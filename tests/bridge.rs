@@ -1,18 +1,29 @@
 //! The MinIO bridge: MinIO's webhook notifications, posted over HTTP, land in the SQS queue
-//! unchanged and count like any S3 notification.
+//! unchanged and count like any S3 notification; on moto and on ElasticMQ.
 
 mod support;
 
 use std::time::Duration;
 
-use support::{free_port, unique, wait_until, Icepack, Moto};
+use support::{free_port, unique, wait_until, ElasticMq, Icepack, Moto, QueueServer};
 
 const MINIO_EVENT: &str = r#"{"EventName":"s3:ObjectCreated:Put","Key":"lakehouse-data/warehouse/analytics/customer_orders/data/00001.parquet","Records":[{"eventVersion":"2.0","eventSource":"minio:s3","awsRegion":"","eventTime":"2024-05-01T12:00:00.000Z","eventName":"s3:ObjectCreated:Put","userIdentity":{"principalId":"minio"},"requestParameters":{},"responseElements":{},"s3":{"s3SchemaVersion":"1.0","configurationId":"Config","bucket":{"name":"lakehouse-data","ownerIdentity":{"principalId":"minio"},"arn":"arn:aws:s3:::lakehouse-data"},"object":{"key":"warehouse%2Fanalytics%2Fcustomer_orders%2Fdata%2F00001.parquet","size":2048,"eTag":"x","sequencer":"17A"}}}]}"#;
 
 #[tokio::test]
-async fn minio_webhooks_reach_the_queue_and_count() {
-    let moto = Moto::start().await;
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&unique("landing"), 5).await;
+async fn minio_webhooks_reach_the_queue_and_count_on_moto() {
+    minio_webhooks_reach_the_queue_and_count::<Moto>().await;
+}
+
+#[tokio::test]
+async fn minio_webhooks_reach_the_queue_and_count_on_elasticmq() {
+    minio_webhooks_reach_the_queue_and_count::<ElasticMq>().await;
+}
+
+async fn minio_webhooks_reach_the_queue_and_count<S: QueueServer>() {
+    let Some(server) = S::start_for("minio_webhooks_reach_the_queue_and_count").await else {
+        return;
+    };
+    let (queue_url, _dlq) = server.create_queue_with_dlq(&unique("landing"), 5).await;
     let port = free_port();
     let config = format!(
         r#"
@@ -30,7 +41,7 @@ table = "analytics.customer_orders"
 bucket = "lakehouse-data"
 prefix = "warehouse/analytics/customer_orders/"
 "#,
-        endpoint = moto.endpoint
+        endpoint = server.endpoint
     );
     let mut icepack = Icepack::with_config(&config);
     icepack.env = vec![(
@@ -80,7 +91,7 @@ prefix = "warehouse/analytics/customer_orders/"
         || async { (icepack.pending_files("analytics.customer_orders") == 1).then_some(()) },
     )
     .await;
-    assert_eq!(moto.queue_depth(&queue_url).await, 0);
+    assert_eq!(server.queue_depth(&queue_url).await, 0);
     assert!(icepack.terminate(run).await.success());
     let _ = bridge.kill();
     let _ = bridge.wait();

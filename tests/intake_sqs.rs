@@ -1,5 +1,7 @@
 //! Intake against a real SQS + S3 server (moto on 127.0.0.1): real PutObject calls fire real S3
-//! notifications into a queue with a dead-letter queue, and `icepack run` counts them.
+//! notifications into a queue with a dead-letter queue, and `icepack run` counts them. The tests
+//! that need no S3 events (dead-letter redrive, the server down and back) also run against
+//! ElasticMQ, a second SQS server (`*_on_moto` / `*_on_elasticmq` over one body).
 
 mod support;
 
@@ -7,12 +9,17 @@ mod support;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
-use support::{free_port, unique, wait_until, Icepack, Moto};
+use support::{free_port, unique, wait_until, ElasticMq, Icepack, Moto, QueueServer, SqsEndpoint};
 
 const TABLE: &str = "analytics.customer_orders";
 const PREFIX: &str = "warehouse/analytics/customer_orders/";
 
-fn config(moto: &Moto, queue_url: &str, bucket: &str, visibility_timeout_seconds: u32) -> String {
+fn config(
+    server: &SqsEndpoint,
+    queue_url: &str,
+    bucket: &str,
+    visibility_timeout_seconds: u32,
+) -> String {
     format!(
         r#"
 [service]
@@ -42,7 +49,7 @@ table = "analytics.customer_orders_archive"
 bucket = "{bucket}"
 prefix = "{PREFIX}archive/"
 "#,
-        endpoint = moto.endpoint
+        endpoint = server.endpoint
     )
 }
 
@@ -141,8 +148,21 @@ async fn s3_notifications_are_counted_once_and_deleted() {
 }
 
 #[tokio::test]
-async fn a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue() {
-    let moto = Moto::start().await;
+async fn a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue_on_moto() {
+    a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue::<Moto>().await;
+}
+
+#[tokio::test]
+async fn a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue_on_elasticmq() {
+    a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue::<ElasticMq>().await;
+}
+
+async fn a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue<S: QueueServer>() {
+    let Some(moto) =
+        S::start_for("a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue").await
+    else {
+        return;
+    };
     let queue = unique("landing");
     let bucket = unique("lake");
     let (queue_url, dlq_url) = moto.create_queue_with_dlq(&queue, 2).await;
@@ -305,7 +325,28 @@ async fn a_second_process_on_the_same_state_directory_fails_at_once() {
 }
 
 #[tokio::test]
-async fn the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back() {
+async fn the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back_on_moto(
+) {
+    the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back::<Moto>(
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back_on_elasticmq(
+) {
+    the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back::<
+        ElasticMq,
+    >()
+    .await;
+}
+
+async fn the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back<
+    S: QueueServer,
+>() {
+    if !S::available("the_queue_server_down_backs_off_*") {
+        return;
+    }
     // Nothing listens on this port: every receive fails.
     let dead_port = free_port();
     let toml = format!(
@@ -340,29 +381,15 @@ prefix = "{PREFIX}"
 
     // The server comes up (a fresh one: the queue is created again) and gets an event: the poller
     // finds it after its back-off, counts it and deletes it.
-    let moto = Moto::start_on(dead_port).await;
-    let client = moto.sqs().await;
-    let queue_url = client
-        .create_queue()
-        .queue_name("nowhere")
-        .send()
-        .await
-        .unwrap()
-        .queue_url()
-        .unwrap()
-        .to_string();
-    moto.send(
-        &queue_url,
-        &format!(
+    let mut server = S::start_on(dead_port).await;
+    let event = |name: &str| {
+        format!(
             r#"{{"Records":[{}]}}"#,
-            record(
-                "lake-bucket",
-                &format!("{PREFIX}data/after-outage.parquet"),
-                10
-            )
-        ),
-    )
-    .await;
+            record("lake-bucket", &format!("{PREFIX}data/{name}.parquet"), 10)
+        )
+    };
+    let queue_url = server.create_queue("nowhere").await;
+    server.send(&queue_url, &event("after-outage")).await;
     wait_until(
         "the event after the outage to be counted",
         Duration::from_secs(90),
@@ -372,7 +399,40 @@ prefix = "{PREFIX}"
     wait_until(
         "its message to be deleted",
         Duration::from_secs(30),
-        || async { (moto.queue_depth(&queue_url).await == 0).then_some(()) },
+        || async { (server.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
+
+    // Down again while the poller long-polls, and back on the same port: it backs off anew, then
+    // resumes (the back-off was reset by the successful receives).
+    let failures_before = icepack
+        .log(run)
+        .matches("cannot receive from the queue")
+        .count();
+    server.stop();
+    wait_until(
+        "receives to fail again",
+        Duration::from_secs(30),
+        || async {
+            let log = icepack.log(run);
+            (log.matches("cannot receive from the queue").count() >= failures_before + 2)
+                .then_some(())
+        },
+    )
+    .await;
+    server.restart().await;
+    let queue_url = server.create_queue("nowhere").await;
+    server.send(&queue_url, &event("after-second-outage")).await;
+    wait_until(
+        "the event after the second outage to be counted",
+        Duration::from_secs(90),
+        || async { (icepack.pending_files(TABLE) == 2).then_some(()) },
+    )
+    .await;
+    wait_until(
+        "its message to be deleted",
+        Duration::from_secs(30),
+        || async { (server.queue_depth(&queue_url).await == 0).then_some(()) },
     )
     .await;
     assert!(

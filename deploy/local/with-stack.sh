@@ -4,8 +4,10 @@
 #   - the Spark + Iceberg image built without a registry (deploy/spark/build-image-rootfs.sh),
 #   - a host Spark with the same jars, to create and check tables (deploy/local/spark-dist.sh),
 #   - Spark 4.0 with Iceberg for the Spark Connect servers tests start (deploy/local/spark-connect.sh),
-#   - Iceberg's REST catalog server, assembled from Maven (deploy/local/rest-catalog.sh).
-# The S3 + SQS server (moto) and the REST catalog servers are started by each test itself.
+#   - Iceberg's REST catalog server, assembled from Maven (deploy/local/rest-catalog.sh),
+#   - ElasticMQ's jars, a second SQS server beside moto (deploy/local/elasticmq.sh).
+# The S3 + SQS server (moto), the REST catalog servers and ElasticMQ are started by each test
+# itself, on free ports.
 #
 #   deploy/local/with-stack.sh cargo test --all-targets
 set -euo pipefail
@@ -41,7 +43,11 @@ step "Spark 4.0 + Iceberg for Spark Connect servers (tests start their own: depl
 step "Iceberg REST catalog server (tests start their own: deploy/local/rest-catalog.sh)"
 ./deploy/local/rest-catalog.sh prepare
 
+step "ElasticMQ, a second SQS server (tests start their own: tests/support/elasticmq.rs)"
+eval "$(./deploy/local/elasticmq.sh --env)"
+
 export ICEPACK_E2E=1
+export ICEPACK_TEST_ELASTICMQ_CLASSPATH
 export ICEPACK_TEST_SPARK_IMAGE="$image"
 export ICEPACK_TEST_SPARK_HOME="$SPARK_HOME"
 export ICEPACK_TEST_SPARK_JARS="$ICEPACK_SPARK_JARS"

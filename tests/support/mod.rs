@@ -1,14 +1,19 @@
-//! Test harness for the real local stack: a moto server (S3 + SQS on one port), queues with
-//! dead-letter queues, buckets whose ObjectCreated notifications go to a queue, and icepack
-//! processes run from the built binary. Every name is unique per test; every process is killed
-//! when its handle drops.
+//! Test harness for the real local stack: a moto server (S3 + SQS on one port) and an ElasticMQ
+//! (a second, independent SQS server), queues with dead-letter queues, buckets whose
+//! ObjectCreated notifications go to a queue, and icepack processes run from the built binary.
+//! Every name is unique per test; every process is killed when its handle drops.
 
 #![allow(dead_code)]
 
 pub mod connect;
+pub mod elasticmq;
 pub mod spark;
 
+#[allow(unused_imports)]
+pub use elasticmq::ElasticMq;
+
 use std::net::TcpListener;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -76,46 +81,63 @@ where
     }
 }
 
-/// A moto server on a free loopback port, serving S3 and SQS.
-pub struct Moto {
-    child: Child,
-    pub endpoint: String,
-    log: PathBuf,
-}
+/// An SQS server a test started (moto or ElasticMQ), so that one test body runs against both:
+///
+/// ```ignore
+/// #[tokio::test]
+/// async fn x_on_moto() { x::<Moto>().await }
+/// #[tokio::test]
+/// async fn x_on_elasticmq() { x::<ElasticMq>().await }
+/// async fn x<S: QueueServer>() { let Some(server) = S::start_for("x").await else { return }; ... }
+/// ```
+///
+/// The queue operations are [`SqsEndpoint`]'s, which every server derefs to.
+#[allow(async_fn_in_trait)]
+pub trait QueueServer: Deref<Target = SqsEndpoint> + Sized {
+    /// For messages: "moto", "ElasticMQ".
+    const NAME: &'static str;
 
-impl Moto {
-    pub async fn start() -> Moto {
+    /// Whether this server can run here; when it cannot, panics in CI and says so elsewhere.
+    fn available(test: &str) -> bool;
+
+    /// A server on a given port (e.g. one an icepack was pointed at before it was up); returns
+    /// once it answers.
+    async fn start_on(port: u16) -> Self;
+
+    async fn start() -> Self {
         Self::start_on(free_port()).await
     }
 
-    /// A moto on a given port (e.g. one an icepack was pointed at before it was up).
-    pub async fn start_on(port: u16) -> Moto {
-        set_aws_env();
-        let log = std::env::temp_dir().join(format!("moto-{port}.log"));
-        let moto =
-            std::env::var("ICEPACK_TEST_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_string());
-        let child = Command::new(&moto)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap_or_else(|error| {
-                panic!("cannot start `{moto}` ({error}); run `make test` or `pip install 'moto[server]'`")
-            });
-        let endpoint = format!("http://127.0.0.1:{port}");
-        let moto = Moto {
-            child,
-            endpoint: endpoint.clone(),
-            log,
-        };
-        let http = reqwest::Client::new();
-        wait_until("moto to answer", Duration::from_secs(30), || {
-            let http = http.clone();
-            let url = format!("{endpoint}/moto-api/");
-            async move { http.get(url).send().await.ok().map(|_| ()) }
-        })
-        .await;
-        moto
+    /// A server for `test`, or `None` (the test is skipped) where it is not [`available`].
+    ///
+    /// [`available`]: QueueServer::available
+    async fn start_for(test: &str) -> Option<Self> {
+        if !Self::available(test) {
+            return None;
+        }
+        Some(Self::start().await)
+    }
+
+    /// Kills the server: its port refuses connections until [`restart`](QueueServer::restart).
+    fn stop(&mut self);
+
+    /// A fresh server on the same port (queues created through the API are gone); returns once
+    /// it answers.
+    async fn restart(&mut self);
+}
+
+/// What a test does with an SQS server through the API (the same on every server).
+pub struct SqsEndpoint {
+    pub endpoint: String,
+    pub port: u16,
+}
+
+impl SqsEndpoint {
+    pub fn on_port(port: u16) -> SqsEndpoint {
+        SqsEndpoint {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            port,
+        }
     }
 
     pub async fn sqs(&self) -> Client {
@@ -133,6 +155,20 @@ impl Moto {
             pollers: 1,
         })
         .await
+    }
+
+    /// A queue without a redrive policy; returns its URL.
+    pub async fn create_queue(&self, name: &str) -> String {
+        self.sqs()
+            .await
+            .create_queue()
+            .queue_name(name)
+            .send()
+            .await
+            .unwrap()
+            .queue_url()
+            .unwrap()
+            .to_string()
     }
 
     /// A queue with a dead-letter queue after `max_receive_count` receives; returns both URLs.
@@ -214,6 +250,81 @@ impl Moto {
             .iter()
             .filter_map(|message| message.body().map(str::to_string))
             .collect()
+    }
+}
+
+/// A moto server on a free loopback port, serving S3 and SQS.
+pub struct Moto {
+    child: Option<Child>,
+    server: SqsEndpoint,
+    log: PathBuf,
+}
+
+impl Deref for Moto {
+    type Target = SqsEndpoint;
+
+    fn deref(&self) -> &SqsEndpoint {
+        &self.server
+    }
+}
+
+impl QueueServer for Moto {
+    const NAME: &'static str = "moto";
+
+    /// moto comes with `make deps`; [`QueueServer::start_on`] says how to install it.
+    fn available(_test: &str) -> bool {
+        true
+    }
+
+    async fn start_on(port: u16) -> Moto {
+        let mut moto = Moto {
+            child: None,
+            server: SqsEndpoint::on_port(port),
+            log: std::env::temp_dir().join(format!("moto-{port}.log")),
+        };
+        moto.restart().await;
+        moto
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    async fn restart(&mut self) {
+        self.stop();
+        set_aws_env();
+        let moto =
+            std::env::var("ICEPACK_TEST_MOTO_SERVER").unwrap_or_else(|_| "moto_server".to_string());
+        let child = Command::new(&moto)
+            .args(["-H", "127.0.0.1", "-p", &self.port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&self.log).unwrap())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!("cannot start `{moto}` ({error}); run `make test` or `pip install 'moto[server]'`")
+            });
+        self.child = Some(child);
+        let http = reqwest::Client::new();
+        let url = format!("{}/moto-api/", self.endpoint);
+        wait_until("moto to answer", Duration::from_secs(30), || {
+            let http = http.clone();
+            let url = url.clone();
+            async move { http.get(url).send().await.ok().map(|_| ()) }
+        })
+        .await;
+    }
+}
+
+impl Moto {
+    pub async fn start() -> Moto {
+        <Moto as QueueServer>::start().await
+    }
+
+    pub async fn start_on(port: u16) -> Moto {
+        <Moto as QueueServer>::start_on(port).await
     }
 
     /// A bucket whose ObjectCreated notifications go to the queue (moto first sends s3:TestEvent).
@@ -299,8 +410,7 @@ impl Moto {
 
 impl Drop for Moto {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
         let _ = std::fs::remove_file(&self.log);
     }
 }
