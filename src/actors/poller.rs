@@ -4,6 +4,11 @@
 //! a message received then could only come back, one receive closer to the dead-letter queue.
 //! What a poller sees of its queue (receives, deletes, failed calls, the last success and error)
 //! goes to the queue's [`QueueHealth`], which `/metrics` and `/readyz` read by queue.
+//!
+//! A batch's delete runs beside the next receive: once a batch is durable, deleting it is the
+//! only work left for it, so the poller does not wait for the round trip before receiving again.
+//! At most one delete is outstanding per poller (the next batch's delete waits for it), a failed
+//! one makes the next cycle back off, and the poller stops only after it has finished.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -49,7 +54,12 @@ pub struct SqsPoller {
     clock: Arc<dyn Clock>,
     backoff: Backoff,
     on_stopped: Option<oneshot::Sender<()>>,
+    /// The last batch's delete, running beside the next receive.
+    deleting: Option<Deleting>,
 }
+
+/// A batch's delete in progress; it resolves to whether every call succeeded.
+type Deleting = tokio::task::JoinHandle<bool>;
 
 impl SqsPoller {
     pub fn new(
@@ -70,12 +80,30 @@ impl SqsPoller {
             clock,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
             on_stopped: Some(on_stopped),
+            deleting: None,
+        }
+    }
+
+    /// Stops once the outstanding delete (if any) has finished: a counted message is deleted
+    /// before the poller reports itself stopped.
+    fn stop_after_delete(&mut self, ctx: &mut Context<Self>) {
+        match self.deleting.take() {
+            Some(deleting) => {
+                ctx.wait(
+                    async move {
+                        let _ = deleting.await;
+                    }
+                    .into_actor(self)
+                    .map(|_, _, ctx| ctx.stop()),
+                );
+            }
+            None => ctx.stop(),
         }
     }
 
     fn after_cycle(&mut self, outcome: CycleOutcome, ctx: &mut Context<Self>) {
-        if *self.shutdown.borrow() {
-            ctx.stop();
+        if *self.shutdown.borrow() || outcome == CycleOutcome::ShuttingDown {
+            self.stop_after_delete(ctx);
             return;
         }
         match outcome {
@@ -102,7 +130,7 @@ impl SqsPoller {
                 );
                 ctx.notify_later(PollOnce, delay);
             }
-            CycleOutcome::ShuttingDown => ctx.stop(),
+            CycleOutcome::ShuttingDown => unreachable!("handled above"),
         }
     }
 }
@@ -164,51 +192,97 @@ impl Handler<PollOnce> for SqsPoller {
             self.shutdown.clone(),
             self.metrics.clone(),
             self.clock.clone(),
+            self.deleting.take(),
         );
-        AtomicResponse::new(Box::pin(
-            cycle
-                .into_actor(self)
-                .map(|outcome, poller, ctx| poller.after_cycle(outcome, ctx)),
-        ))
+        AtomicResponse::new(Box::pin(cycle.into_actor(self).map(
+            |(outcome, deleting), poller, ctx| {
+                poller.deleting = deleting;
+                poller.after_cycle(outcome, ctx)
+            },
+        )))
     }
 }
 
-/// One receive → ingest → delete round.
+/// One receive → ingest → delete round; the delete is left running (returned), and the previous
+/// round's (`previous`) is waited for before this one's starts.
 async fn poll_cycle(
+    polled: PolledQueue,
+    router: Addr<IntakeRouter>,
+    settings: PollerSettings,
+    shutdown: watch::Receiver<bool>,
+    metrics: Arc<Metrics>,
+    clock: Arc<dyn Clock>,
+    mut previous: Option<Deleting>,
+) -> (CycleOutcome, Option<Deleting>) {
+    let outcome = receive_and_count(
+        polled.clone(),
+        router,
+        settings,
+        shutdown,
+        metrics,
+        clock.clone(),
+    )
+    .await;
+    let (outcome, deletable) = match outcome {
+        Counted::Deletable(receipts) => (CycleOutcome::Processed, receipts),
+        Counted::Done(outcome) => return (outcome, previous),
+    };
+    let mut outcome = outcome;
+    if let Some(previous) = previous.take() {
+        if !previous.await.unwrap_or(false) {
+            outcome = CycleOutcome::Failed;
+        }
+    }
+    if deletable.is_empty() {
+        return (outcome, None);
+    }
+    let deleting = actix::spawn(delete_counted(polled, clock, deletable));
+    (outcome, Some(deleting))
+}
+
+/// What counting a batch leaves: receipts to delete, or the cycle's outcome.
+enum Counted {
+    Deletable(Vec<Receipt>),
+    Done(CycleOutcome),
+}
+
+/// Receive, then count durably: what may be deleted.
+async fn receive_and_count(
     polled: PolledQueue,
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
     mut shutdown: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
-) -> CycleOutcome {
+) -> Counted {
+    use Counted::Done;
     if *shutdown.borrow() {
-        return CycleOutcome::ShuttingDown;
+        return Done(CycleOutcome::ShuttingDown);
     }
     let PolledQueue { queue, health } = polled;
     if !metrics.store.is_writable() {
         info!("the state store refuses writes: receiving is paused");
         tokio::select! {
             _ = metrics.store.writable() => info!("the state store takes writes again: receiving resumes"),
-            _ = shutdown.wait_for(|stop| *stop) => return CycleOutcome::ShuttingDown,
+            _ = shutdown.wait_for(|stop| *stop) => return Done(CycleOutcome::ShuttingDown),
         }
     }
     let received = tokio::select! {
         received = queue.receive(settings.max_messages, settings.wait_time_seconds, settings.visibility_timeout_seconds) => received,
         // Nothing received yet is lost by abandoning the call: messages stay in the queue.
-        _ = shutdown.wait_for(|stop| *stop) => return CycleOutcome::ShuttingDown,
+        _ = shutdown.wait_for(|stop| *stop) => return Done(CycleOutcome::ShuttingDown),
     };
     let messages = match received {
         Ok(messages) => messages,
         Err(error) => {
             health.failed(&error, clock.now_millis());
             warn!(queue = %health.label(), %error, "cannot receive from the queue");
-            return CycleOutcome::Failed;
+            return Done(CycleOutcome::Failed);
         }
     };
     health.received(messages.len(), clock.now_millis());
     if messages.is_empty() {
-        return CycleOutcome::Empty;
+        return Done(CycleOutcome::Empty);
     }
     let receipts: Vec<Receipt> = messages.iter().map(Receipt::from).collect();
     let inbound: Vec<InboundMessage> = messages
@@ -243,18 +317,18 @@ async fn poll_cycle(
         Ok(Err(error)) => {
             error!(%error, num_messages = receipts.len(), "cannot count the batch durably; no message of it is deleted");
             if !metrics.store.is_writable() {
-                return CycleOutcome::StoreRefused;
+                return Done(CycleOutcome::StoreRefused);
             }
             // One table's accumulator is being restarted: the batch comes back after its
             // visibility timeout; no reason to hold up the other tables' messages.
             if matches!(error, IntakeError::AccumulatorGone(_)) {
-                return CycleOutcome::Processed;
+                return Done(CycleOutcome::Processed);
             }
-            return CycleOutcome::Failed;
+            return Done(CycleOutcome::Failed);
         }
         Err(error) => {
             error!(%error, "intake router unavailable; no message deleted");
-            return CycleOutcome::Failed;
+            return Done(CycleOutcome::Failed);
         }
     };
 
@@ -275,7 +349,22 @@ async fn poll_cycle(
             }
         }
     }
-    let mut outcome = CycleOutcome::Processed;
+    debug!(
+        messages = report.summary.messages,
+        counted = report.summary.counted,
+        "batch counted"
+    );
+    Counted::Deletable(deletable)
+}
+
+/// Deletes counted messages, ten a call; whether every call went through.
+async fn delete_counted(
+    polled: PolledQueue,
+    clock: Arc<dyn Clock>,
+    deletable: Vec<Receipt>,
+) -> bool {
+    let PolledQueue { queue, health } = polled;
+    let mut ok = true;
     for chunk in deletable.chunks(10) {
         match queue.delete(chunk).await {
             Ok(failed) => {
@@ -299,16 +388,11 @@ async fn poll_cycle(
                     .fetch_add(chunk.len() as u64, Ordering::Relaxed);
                 health.failed(&error, clock.now_millis());
                 warn!(queue = %health.label(), %error, "cannot delete counted messages; a redelivery will not be counted twice");
-                outcome = CycleOutcome::Failed;
+                ok = false;
             }
         }
     }
-    debug!(
-        messages = report.summary.messages,
-        counted = report.summary.counted,
-        "batch done"
-    );
-    outcome
+    ok
 }
 
 #[cfg(test)]
@@ -500,6 +584,72 @@ mod tests {
             1,
             "both messages were committed in one write"
         );
+    }
+
+    /// Deletes slowly, and notes whether a receive was in progress while a delete was.
+    #[derive(Default)]
+    struct SlowDelete {
+        queue: MemoryQueue,
+        deleting: std::sync::atomic::AtomicBool,
+        receiving: std::sync::atomic::AtomicU32,
+        received_while_deleting: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait]
+    impl Queue for SlowDelete {
+        async fn receive(
+            &self,
+            max: i32,
+            wait: i32,
+            visibility: i32,
+        ) -> Result<Vec<ReceivedMessage>, QueueError> {
+            self.receiving.fetch_add(1, Ordering::SeqCst);
+            let received = self.queue.receive(max, wait, visibility).await;
+            self.receiving.fetch_sub(1, Ordering::SeqCst);
+            received
+        }
+        async fn delete(&self, receipts: &[Receipt]) -> Result<Vec<FailedEntry>, QueueError> {
+            self.deleting.store(true, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            if self.receiving.load(Ordering::SeqCst) > 0 {
+                self.received_while_deleting.store(true, Ordering::SeqCst);
+            }
+            let failed = self.queue.delete(receipts).await;
+            self.deleting.store(false, Ordering::SeqCst);
+            failed
+        }
+        async fn extend_visibility(
+            &self,
+            receipts: &[Receipt],
+            visibility: i32,
+        ) -> Result<Vec<FailedEntry>, QueueError> {
+            self.queue.extend_visibility(receipts, visibility).await
+        }
+    }
+
+    #[actix::test]
+    async fn the_next_receive_does_not_wait_for_the_delete_and_stopping_does() {
+        let store = Arc::new(MemoryStore::new());
+        let pipeline = pipeline(store.clone());
+        let queue = Arc::new(SlowDelete::default());
+        queue.queue.push(body(&["a.parquet"]));
+        let (_, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
+        wait_for("a receive while the first batch is deleted", || {
+            queue.received_while_deleting.load(Ordering::SeqCst)
+        })
+        .await;
+        wait_for("the first delete", || queue.queue.deleted_ids().len() == 1).await;
+
+        // A stop while a delete is in progress: the poller reports stopped only after it.
+        queue.queue.push(body(&["b.parquet"]));
+        wait_for("the second delete to begin", || {
+            queue.deleting.load(Ordering::SeqCst)
+        })
+        .await;
+        shutdown.send(true).unwrap();
+        stopped.await.unwrap();
+        assert_eq!(queue.queue.deleted_ids().len(), 2, "deleted before stopping");
+        assert_eq!(pending_files(&pipeline).await, 2);
     }
 
     #[actix::test]
