@@ -30,6 +30,7 @@ step "1. intake ceiling"
 cargo bench --bench intake
 step "2. through a real SQS server (moto, and ElasticMQ when its classpath is exported)"
 cargo bench --bench sqs
+cargo bench --bench sqs -- --server elasticmq --rtt-ms 10 --messages 2000
 step "3. memory"
 cargo bench --bench memory
 step "4. trigger latency"

@@ -3,13 +3,14 @@
 //! bare aws-sdk-sqs ReceiveMessage + DeleteMessageBatch loop with the same concurrency on the
 //! same server, runs alternating, median of the repeats.
 //!
-//!   cargo bench --bench sqs [-- --server moto|elasticmq|both --messages N --repeats N]
+//!   cargo bench --bench sqs [-- --server moto|elasticmq|both --messages N --repeats N --rtt-ms N]
 //!
 //! Needs `moto_server` on PATH (installed by `make deps`) or ICEPACK_TEST_MOTO_SERVER; ElasticMQ
 //! needs ICEPACK_TEST_ELASTICMQ_CLASSPATH (`deploy/local/elasticmq.sh --env`, exported). The
 //! default is both servers when that is set, moto alone otherwise. `--messages` defaults to 500
 //! on moto and 5,000 on ElasticMQ (which is faster); ElasticMQ's JVM is warmed up first by one
-//! unmeasured bare run.
+//! unmeasured bare run. `--rtt-ms N` adds N ms before every SQS call of both sides (a server
+//! across a network).
 
 mod common;
 #[path = "../tests/support/mod.rs"]
@@ -72,9 +73,21 @@ struct TimedQueue {
     nanos_in_calls: Arc<AtomicU64>,
 }
 
+/// A round trip added before every SQS call of both sides (`--rtt-ms`), to stand for a server
+/// across a network (SQS in a region answers in milliseconds, a local server in microseconds).
+static ADDED_RTT_MILLIS: AtomicU64 = AtomicU64::new(0);
+
+async fn network_round_trip() {
+    let millis = ADDED_RTT_MILLIS.load(Ordering::Relaxed);
+    if millis > 0 {
+        tokio::time::sleep(Duration::from_millis(millis)).await;
+    }
+}
+
 impl TimedQueue {
     async fn timed<T>(&self, call: impl std::future::Future<Output = T>) -> T {
         let started = Instant::now();
+        network_round_trip().await;
         let result = call.await;
         self.nanos_in_calls
             .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -199,6 +212,7 @@ async fn bare_consume(client: &Client, queue_url: &str, messages: u64, loops: us
         let queue_url = queue_url.to_string();
         async move {
             while deleted.load(Ordering::Relaxed) < messages {
+                network_round_trip().await;
                 let received = client
                     .receive_message()
                     .queue_url(&queue_url)
@@ -224,6 +238,7 @@ async fn bare_consume(client: &Client, queue_url: &str, messages: u64, loops: us
                     continue;
                 }
                 let count = entries.len() as u64;
+                network_round_trip().await;
                 let answer = client
                     .delete_message_batch()
                     .queue_url(&queue_url)
@@ -260,8 +275,10 @@ async fn compare(server: &SqsEndpoint, name: &str, messages: u64, repeats: usize
         offset += messages;
         bare_consume(&client, &queue_url, messages, 4).await;
     }
+    let rtt = ADDED_RTT_MILLIS.load(Ordering::Relaxed);
     println!(
-        "SQS consumption on {name}: {messages} messages (one S3 record each), median of {repeats}, runs alternating"
+        "SQS consumption on {name}: {messages} messages (one S3 record each), median of {repeats}, runs alternating{}",
+        if rtt > 0 { format!(", {rtt} ms added before every call") } else { String::new() }
     );
     println!(
         "{:>8} {:>15} {:>15} {:>9} {:>14} {:>13} {:>10}",
@@ -328,6 +345,9 @@ fn main() {
         Some(other) => panic!("--server moto|elasticmq|both, not {other}"),
         None => (true, ElasticMq::available("the SQS benchmark")),
     };
+    if let Some(rtt) = arg("--rtt-ms") {
+        ADDED_RTT_MILLIS.store(rtt.parse().expect("--rtt-ms N"), Ordering::Relaxed);
+    }
     let system = actix::System::new();
     system.block_on(async move {
         if on_moto {
