@@ -648,7 +648,11 @@ mod tests {
         .await;
         shutdown.send(true).unwrap();
         stopped.await.unwrap();
-        assert_eq!(queue.queue.deleted_ids().len(), 2, "deleted before stopping");
+        assert_eq!(
+            queue.queue.deleted_ids().len(),
+            2,
+            "deleted before stopping"
+        );
         assert_eq!(pending_files(&pipeline).await, 2);
     }
 
