@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The local demo (`make demo`): S3 + SQS (moto) with real event notifications, an Iceberg table in
-# Iceberg's REST catalog server written in small commits by Spark, icepack counting and compacting it in a Spark container
-# through the Docker Engine API (podman), and a before/after table. Leaves nothing running.
+# Iceberg's REST catalog server written in small commits by Spark, icepack counting and compacting
+# it in a Spark container through the Docker Engine API (podman), and a before/after table.
+# Leaves nothing running.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
