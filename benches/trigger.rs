@@ -32,6 +32,30 @@ fn message(id: u64, body: String) -> InboundMessage {
     }
 }
 
+/// Tables `0..tables` get 9 small files each (not due at min_files = 10); returns the last
+/// message id used.
+async fn nine_files_each(pipeline: &icepack::service::Pipeline, tables: usize) -> u64 {
+    let mut id = 0;
+    for table in 0..tables {
+        let messages = (0..9)
+            .map(|file| {
+                id += 1;
+                message(
+                    id,
+                    format!(r#"{{"Records":[{}]}}"#, s3_record(table, file, 1024)),
+                )
+            })
+            .collect();
+        pipeline
+            .router
+            .send(Ingest { messages })
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    id
+}
+
 /// `tables` tables get 9 files each (not due at min_files = 10), then one table at a time its
 /// 10th; returns the latencies in milliseconds.
 fn measure(tables: usize, under_load: bool) -> Vec<f64> {
@@ -53,24 +77,7 @@ fn measure(tables: usize, under_load: bool) -> Vec<f64> {
     let system = actix::System::new();
     system.block_on(async move {
         let pipeline = pipeline(&config, store, Some(runner));
-        let mut id = 0;
-        for table in 0..tables {
-            let messages = (0..9)
-                .map(|file| {
-                    id += 1;
-                    message(
-                        id,
-                        format!(r#"{{"Records":[{}]}}"#, s3_record(table, file, 1024)),
-                    )
-                })
-                .collect();
-            pipeline
-                .router
-                .send(Ingest { messages })
-                .await
-                .unwrap()
-                .unwrap();
-        }
+        let mut id = nine_files_each(&pipeline, tables).await;
         let stop = Arc::new(AtomicBool::new(false));
         let mut flood = Vec::new();
         if under_load {
@@ -139,24 +146,7 @@ fn measure_during_reload(fed: usize, added: usize) -> (Vec<f64>, f64) {
     let system = actix::System::new();
     system.block_on(async move {
         let pipeline = pipeline(&config, store, Some(runner));
-        let mut id = 0;
-        for table in 0..fed {
-            let messages = (0..9)
-                .map(|file| {
-                    id += 1;
-                    message(
-                        id,
-                        format!(r#"{{"Records":[{}]}}"#, s3_record(table, file, 1024)),
-                    )
-                })
-                .collect();
-            pipeline
-                .router
-                .send(Ingest { messages })
-                .await
-                .unwrap()
-                .unwrap();
-        }
+        nine_files_each(&pipeline, fed).await;
         let stop = Arc::new(AtomicBool::new(false));
         let sampler = {
             let router = pipeline.router.clone();
