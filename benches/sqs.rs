@@ -135,18 +135,6 @@ fn process_cpu_seconds() -> f64 {
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
-async fn new_queue(client: &Client) -> String {
-    client
-        .create_queue()
-        .queue_name(support::unique("bench"))
-        .send()
-        .await
-        .unwrap()
-        .queue_url()
-        .unwrap()
-        .to_string()
-}
-
 /// icepack's pollers over a RocksDB-backed pipeline; seconds until `messages` are deleted, and
 /// the share of the pollers' time spent inside SQS calls.
 async fn icepack_consume(
@@ -270,7 +258,7 @@ async fn compare(server: &SqsEndpoint, name: &str, messages: u64, repeats: usize
     let client = server.sqs().await;
     let mut offset = 0;
     if warm_up {
-        let queue_url = new_queue(&client).await;
+        let queue_url = server.create_queue(&support::unique("bench")).await;
         fill(&client, &queue_url, messages, offset).await;
         offset += messages;
         bare_consume(&client, &queue_url, messages, 4).await;
@@ -300,7 +288,7 @@ async fn compare(server: &SqsEndpoint, name: &str, messages: u64, repeats: usize
         for _ in 0..repeats {
             // A fresh queue per run: a receive abandoned at a poller's stop may still take
             // messages sent after it (they come back after the visibility timeout).
-            let queue_url = new_queue(&client).await;
+            let queue_url = server.create_queue(&support::unique("bench")).await;
             fill(&client, &queue_url, messages, offset).await;
             offset += messages;
             let cpu = process_cpu_seconds();
@@ -308,7 +296,7 @@ async fn compare(server: &SqsEndpoint, name: &str, messages: u64, repeats: usize
             our_cpu.push((process_cpu_seconds() - cpu) / seconds);
             let icepack_rate = messages as f64 / seconds;
             in_calls.push(share);
-            let queue_url = new_queue(&client).await;
+            let queue_url = server.create_queue(&support::unique("bench")).await;
             fill(&client, &queue_url, messages, offset).await;
             offset += messages;
             let cpu = process_cpu_seconds();
