@@ -68,23 +68,14 @@ queues {{}}
 impl QueueServer for ElasticMq {
     const NAME: &'static str = "ElasticMQ";
 
-    /// Like `spark::stack_available`: a missing classpath fails in CI (`ICEPACK_E2E` or `CI`
-    /// set), so a run there can never skip ElasticMQ silently.
+    /// A missing classpath fails in CI, so a run there can never skip ElasticMQ silently.
     fn available(test: &str) -> bool {
-        if std::env::var_os(CLASSPATH_ENV).is_some() {
-            return true;
-        }
-        if std::env::var_os("ICEPACK_E2E").is_some() || std::env::var_os("CI").is_some() {
-            panic!(
-                "{test} needs ElasticMQ: {CLASSPATH_ENV} is not set; run it through `make test` \
-                 (deploy/local/with-stack.sh) or `set -a; eval \"$(deploy/local/elasticmq.sh --env)\"; set +a`"
-            );
-        }
-        eprintln!(
-            "skipping {test} on ElasticMQ: {CLASSPATH_ENV} is not set \
-             (`set -a; eval \"$(deploy/local/elasticmq.sh --env)\"; set +a`)"
-        );
-        false
+        super::needed_here(
+            test,
+            std::env::var_os(CLASSPATH_ENV).is_some(),
+            &format!("ElasticMQ ({CLASSPATH_ENV} is not set)"),
+            " or `set -a; eval \"$(deploy/local/elasticmq.sh --env)\"; set +a`",
+        )
     }
 
     async fn start_on(port: u16) -> ElasticMq {

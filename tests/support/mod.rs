@@ -81,6 +81,24 @@ where
     }
 }
 
+/// Whether a part of the stack `test` needs is here (`present`). Its absence fails the test in CI
+/// (`ICEPACK_E2E` or `CI` set: a run there never skips silently) and skips it elsewhere; `what`
+/// names the part, `hint` says how to provide it beside `make test`.
+pub fn needed_here(test: &str, present: bool, what: &str, hint: &str) -> bool {
+    if present {
+        return true;
+    }
+    if std::env::var_os("ICEPACK_E2E").is_some() || std::env::var_os("CI").is_some() {
+        panic!(
+            "{test} needs {what}: run it through `make test` (deploy/local/with-stack.sh){hint}"
+        );
+    }
+    eprintln!(
+        "skipping {test}: no {what} (run `make test` or deploy/local/with-stack.sh cargo test{hint})"
+    );
+    false
+}
+
 /// An SQS server a test started (moto or ElasticMQ), so that one test body runs against both:
 ///
 /// ```ignore

@@ -15,14 +15,12 @@ use icepack::spark::command::spark_sql_args;
 
 /// Whether the stack is there; in CI its absence is an error, elsewhere the test is skipped.
 pub fn stack_available(test: &str) -> bool {
-    if std::env::var("ICEPACK_E2E").is_ok() {
-        return true;
-    }
-    if std::env::var("CI").is_ok() {
-        panic!("{test} needs the local stack in CI: run it through `make test` (deploy/local/with-stack.sh)");
-    }
-    eprintln!("skipping {test}: no local stack (run `make test` or deploy/local/with-stack.sh cargo test)");
-    false
+    super::needed_here(
+        test,
+        std::env::var_os("ICEPACK_E2E").is_some(),
+        "the local stack",
+        "",
+    )
 }
 
 pub fn env(name: &str) -> String {
