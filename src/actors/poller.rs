@@ -212,9 +212,9 @@ async fn poll_cycle(
     shutdown: watch::Receiver<bool>,
     metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
-    mut previous: Option<Deleting>,
+    previous: Option<Deleting>,
 ) -> (CycleOutcome, Option<Deleting>) {
-    let outcome = receive_and_count(
+    let counted = receive_and_count(
         polled.clone(),
         router,
         settings,
@@ -223,21 +223,23 @@ async fn poll_cycle(
         clock.clone(),
     )
     .await;
-    let (outcome, deletable) = match outcome {
-        Counted::Deletable(receipts) => (CycleOutcome::Processed, receipts),
+    let deletable = match counted {
+        Counted::Deletable(receipts) => receipts,
         Counted::Done(outcome) => return (outcome, previous),
     };
-    let mut outcome = outcome;
-    if let Some(previous) = previous.take() {
-        if !previous.await.unwrap_or(false) {
-            outcome = CycleOutcome::Failed;
-        }
-    }
-    if deletable.is_empty() {
-        return (outcome, None);
-    }
-    let deleting = actix::spawn(delete_counted(polled, clock, deletable));
-    (outcome, Some(deleting))
+    // One delete outstanding: the previous batch's finishes before this one's starts.
+    let previous_deleted = match previous {
+        Some(previous) => previous.await.unwrap_or(false),
+        None => true,
+    };
+    let outcome = if previous_deleted {
+        CycleOutcome::Processed
+    } else {
+        CycleOutcome::Failed
+    };
+    let deleting =
+        (!deletable.is_empty()).then(|| actix::spawn(delete_counted(polled, clock, deletable)));
+    (outcome, deleting)
 }
 
 /// What counting a batch leaves: receipts to delete, or the cycle's outcome.
