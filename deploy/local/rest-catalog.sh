@@ -46,7 +46,6 @@ prepare() {
   log "assembling the REST catalog server (Iceberg $REST_CATALOG_ICEBERG_VERSION) from Maven"
   rm -rf "$CACHE"
   mkdir -p "$CACHE"
-  local dep
   dep() { # groupId artifactId version [classifier]
     printf '    <dependency><groupId>%s</groupId><artifactId>%s</artifactId><version>%s</version>%s</dependency>\n' \
       "$1" "$2" "$3" "${4:+<classifier>$4</classifier>}"
