@@ -7,7 +7,7 @@
 use std::ops::Deref;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{set_aws_env, QueueServer, SqsEndpoint, ACCOUNT, REGION};
 
@@ -106,8 +106,9 @@ impl QueueServer for ElasticMq {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|error| panic!("cannot start ElasticMQ with `java` ({error})"));
-        self.child = Some(child);
-        self.wait_until_it_answers(Duration::from_secs(60)).await;
+        let url = format!("{}/?Action=ListQueues", self.endpoint);
+        let child = self.child.insert(child);
+        super::wait_for_answer("ElasticMQ", child, &url, &self.log, Duration::from_secs(60)).await;
     }
 }
 
@@ -129,38 +130,6 @@ impl ElasticMq {
         };
         server.restart().await;
         server
-    }
-
-    /// Polls `ListQueues` until it answers 200; fails at once (with the log) if the JVM exits.
-    async fn wait_until_it_answers(&mut self, timeout: Duration) {
-        let http = reqwest::Client::new();
-        let url = format!("{}/?Action=ListQueues", self.endpoint);
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Ok(response) = http.get(&url).send().await {
-                if response.status().is_success() {
-                    return;
-                }
-            }
-            let exited = self
-                .child
-                .as_mut()
-                .and_then(|child| child.try_wait().unwrap());
-            if let Some(status) = exited {
-                panic!(
-                    "ElasticMQ exited ({status}) before answering:\n{}",
-                    self.log()
-                );
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "ElasticMQ did not answer on {} within {timeout:?}:\n{}",
-                    self.endpoint,
-                    self.log()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
 
     /// The server's log so far (for failure messages).

@@ -81,6 +81,34 @@ where
     }
 }
 
+/// Waits until a server `child` started answers `url` with a success; fails at once, with its
+/// `log`, if the process exits first, and with the log after `timeout`.
+pub async fn wait_for_answer(
+    what: &str,
+    child: &mut Child,
+    url: &str,
+    log: &Path,
+    timeout: Duration,
+) {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + timeout;
+    let log = || std::fs::read_to_string(log).unwrap_or_default();
+    loop {
+        if let Ok(response) = http.get(url).send().await {
+            if response.status().is_success() {
+                return;
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("{what} exited ({status}) before answering:\n{}", log());
+        }
+        if Instant::now() > deadline {
+            panic!("{what} did not answer {url} within {timeout:?}:\n{}", log());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Whether a part of the stack `test` needs is here (`present`). Its absence fails the test in CI
 /// (`ICEPACK_E2E` or `CI` set: a run there never skips silently) and skips it elsewhere; `what`
 /// names the part, `hint` says how to provide it beside `make test`.
@@ -324,15 +352,9 @@ impl QueueServer for Moto {
             .unwrap_or_else(|error| {
                 panic!("cannot start `{moto}` ({error}); run `make test` or `pip install 'moto[server]'`")
             });
-        self.child = Some(child);
-        let http = reqwest::Client::new();
         let url = format!("{}/moto-api/", self.endpoint);
-        wait_until("moto to answer", Duration::from_secs(30), || {
-            let http = http.clone();
-            let url = url.clone();
-            async move { http.get(url).send().await.ok().map(|_| ()) }
-        })
-        .await;
+        let child = self.child.insert(child);
+        wait_for_answer("moto", child, &url, &self.log, Duration::from_secs(30)).await;
     }
 }
 

@@ -63,26 +63,18 @@ impl RestCatalogServer {
             ))
             .spawn()
             .unwrap_or_else(|error| panic!("cannot start {script}: {error}"));
-        let server = RestCatalogServer {
+        let mut server = RestCatalogServer {
             child,
             uri: format!("http://127.0.0.1:{port}"),
             log,
         };
-        let http = reqwest::Client::new();
         let config = format!("{}/v1/config", server.uri);
-        super::wait_until(
-            "the REST catalog server to answer",
+        super::wait_for_answer(
+            "the REST catalog server",
+            &mut server.child,
+            &config,
+            &server.log,
             Duration::from_secs(60),
-            || {
-                let request = http.get(&config).send();
-                async move {
-                    request
-                        .await
-                        .ok()
-                        .filter(|response| response.status().is_success())
-                        .map(|_| ())
-                }
-            },
         )
         .await;
         server
