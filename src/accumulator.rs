@@ -405,6 +405,7 @@ impl Accumulator {
             &self.snapshot.partitions,
             &self.spec.thresholds,
             &self.spec.rewrite_rule(),
+            &self.spec.pacing,
             now,
         )
     }
@@ -421,7 +422,12 @@ impl Accumulator {
     /// The next moment the max-wait threshold makes a partition worth a run by itself, if any is
     /// still ahead (a partition whose time has passed is already part of the decision).
     pub fn next_deadline(&self, now: UnixMillis) -> Option<UnixMillis> {
-        next_max_wait_deadline(&self.snapshot.partitions, &self.spec.thresholds, now)
+        let max_wait =
+            next_max_wait_deadline(&self.snapshot.partitions, &self.spec.thresholds, now);
+        match self.decision(now) {
+            Decision::Waiting { until, .. } => Some(max_wait.map_or(until, |at| at.min(until))),
+            _ => max_wait,
+        }
     }
 }
 
@@ -826,6 +832,7 @@ mod tests {
                 files: 2,
                 bytes: 40,
                 oldest_event_millis: Some(500),
+                newest_event_millis: Some(900),
                 ..Default::default()
             }
         );
@@ -835,13 +842,14 @@ mod tests {
                 files: 1,
                 bytes: 20,
                 oldest_event_millis: Some(300),
+                newest_event_millis: Some(300),
                 ..Default::default()
             }
         );
         assert_eq!(
             accumulator.decision(1_000),
-            Decision::NothingToRewrite(DueReason::Files),
-            "3 files, but no partition holds min_input_files (3) of them"
+            Decision::NotDue,
+            "3 files, but only 2 of them can be improved (min_files 3)"
         );
 
         let reloaded = Accumulator::load(spec(), &store).unwrap();

@@ -46,6 +46,7 @@ impl CompactionSettings {
             catalog: spec.catalog.clone(),
             table: spec.table.clone(),
             target_file_bytes: spec.target_file_bytes,
+            min_file_size_bytes: spec.rewrite_floor_bytes(),
             min_input_files: if ticket.min_input_files > 0 {
                 ticket.min_input_files
             } else {

@@ -102,6 +102,10 @@ pub struct TenantDefaults {
     pub target_file_mb: Option<i64>,
     pub max_wait_minutes: Option<i64>,
     pub file_suffixes: Option<Vec<String>>,
+    pub run_cost_seconds: Option<i64>,
+    pub file_hour_cost_seconds: Option<i64>,
+    pub settle_seconds: Option<i64>,
+    pub settle_max_seconds: Option<i64>,
 }
 
 /// A tenant with its settings resolved.
@@ -318,6 +322,27 @@ pub struct TableDefaults {
     pub max_wait_minutes: i64,
     #[serde(default = "default_file_suffixes")]
     pub file_suffixes: Vec<String>,
+    /// What one run costs on the engine whatever it rewrites, in seconds (pacing).
+    #[serde(default = "default_run_cost_seconds")]
+    pub run_cost_seconds: i64,
+    /// What one small file left waiting an hour costs, in engine seconds; 0 (the default for
+    /// now) turns the cost rule off: a run as soon as a threshold is crossed.
+    #[serde(default)]
+    pub file_hour_cost_seconds: i64,
+    /// A due table waits until no file has landed for this long (0, the default for now: off) ...
+    #[serde(default)]
+    pub settle_seconds: i64,
+    /// ... but not past this long after the oldest pending file landed.
+    #[serde(default = "default_settle_max_seconds")]
+    pub settle_max_seconds: i64,
+}
+
+fn default_run_cost_seconds() -> i64 {
+    90
+}
+
+fn default_settle_max_seconds() -> i64 {
+    300
 }
 
 fn default_small_file_mb() -> i64 {
@@ -353,6 +378,10 @@ impl Default for TableDefaults {
             target_file_mb: default_target_file_mb(),
             max_wait_minutes: default_max_wait_minutes(),
             file_suffixes: default_file_suffixes(),
+            run_cost_seconds: default_run_cost_seconds(),
+            file_hour_cost_seconds: 0,
+            settle_seconds: 0,
+            settle_max_seconds: default_settle_max_seconds(),
         }
     }
 }
@@ -386,6 +415,10 @@ pub struct TableConfig {
     pub reconcile_every_hours: Option<i64>,
     /// The `[tenants.<name>]` owning the table; required when tenants are configured.
     pub tenant: Option<String>,
+    pub run_cost_seconds: Option<i64>,
+    pub file_hour_cost_seconds: Option<i64>,
+    pub settle_seconds: Option<i64>,
+    pub settle_max_seconds: Option<i64>,
 }
 
 /// A table with every default applied: what the rest of icepack works with.
@@ -404,6 +437,8 @@ pub struct TableSpec {
     pub expire_snapshots_older_than_hours: Option<u64>,
     pub reconcile_every_millis: Option<i64>,
     pub tenant: String,
+    /// When a due table's run starts: its cost against the files it fixes, the settle window.
+    pub pacing: crate::policy::Pacing,
 }
 
 impl TableSpec {
@@ -412,6 +447,22 @@ impl TableSpec {
             min_input_files: self.min_input_files,
             target_file_bytes: self.target_file_bytes,
         }
+    }
+
+    /// `min-file-size-bytes` of a run: the files it may rewrite. Small files (the fragments
+    /// icepack counts) and mid-sized ones up to twice that size, which join their partition's
+    /// fragments — so the tail of a partition merges into its last output instead of staying a
+    /// small file — but never start a run; larger files are never rewritten again. Below
+    /// three quarters of the target (Iceberg's own default floor, which it must stay under).
+    /// `None` when the small-file size is too close to the target for such a floor: Iceberg's
+    /// default then.
+    pub fn rewrite_floor_bytes(&self) -> Option<u64> {
+        let small = self.thresholds.small_file_bytes;
+        let floor = small
+            .saturating_mul(2)
+            .min(self.target_file_bytes / 4 * 3)
+            .max(small);
+        (floor < self.target_file_bytes).then_some(floor)
     }
 
     /// A spec with compaction defaults, for tests and benchmarks.
@@ -431,6 +482,7 @@ impl TableSpec {
             expire_snapshots_older_than_hours: None,
             reconcile_every_millis: None,
             tenant: DEFAULT_TENANT.to_string(),
+            pacing: crate::policy::Pacing::OFF,
         }
     }
 }
@@ -699,8 +751,16 @@ impl TenantDefaults {
                 check_positive(&format!("{key}.{field}"), value)?;
             }
         }
-        if let Some(minutes) = self.max_wait_minutes {
-            check_not_negative(&format!("{key}.max_wait_minutes"), minutes)?;
+        for (field, value) in [
+            ("max_wait_minutes", self.max_wait_minutes),
+            ("run_cost_seconds", self.run_cost_seconds),
+            ("file_hour_cost_seconds", self.file_hour_cost_seconds),
+            ("settle_seconds", self.settle_seconds),
+            ("settle_max_seconds", self.settle_max_seconds),
+        ] {
+            if let Some(value) = value {
+                check_not_negative(&format!("{key}.{field}"), value)?;
+            }
         }
         if let Some(suffixes) = &self.file_suffixes {
             check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
@@ -787,6 +847,13 @@ impl TableDefaults {
         check_positive("defaults.min_total_mb", self.min_total_mb)?;
         check_positive("defaults.target_file_mb", self.target_file_mb)?;
         check_not_negative("defaults.max_wait_minutes", self.max_wait_minutes)?;
+        check_not_negative("defaults.run_cost_seconds", self.run_cost_seconds)?;
+        check_not_negative(
+            "defaults.file_hour_cost_seconds",
+            self.file_hour_cost_seconds,
+        )?;
+        check_not_negative("defaults.settle_seconds", self.settle_seconds)?;
+        check_not_negative("defaults.settle_max_seconds", self.settle_max_seconds)?;
         check_suffixes("defaults.file_suffixes", &self.file_suffixes)
     }
 }
@@ -816,6 +883,10 @@ impl TableConfig {
             target_file_mb: self.target_file_mb,
             max_wait_minutes: self.max_wait_minutes,
             file_suffixes: self.file_suffixes.clone(),
+            run_cost_seconds: self.run_cost_seconds,
+            file_hour_cost_seconds: self.file_hour_cost_seconds,
+            settle_seconds: self.settle_seconds,
+            settle_max_seconds: self.settle_max_seconds,
         }
         .validate(key)?;
         if let Some(files) = self.min_input_files {
@@ -856,6 +927,7 @@ impl TableConfig {
         tenant_name: &str,
     ) -> TableSpec {
         let mib = |value: i64| value as u64 * MIB;
+        let seconds = |value: i64| value.saturating_mul(1000);
         let max_wait_minutes = self
             .max_wait_minutes
             .or(tenant.max_wait_minutes)
@@ -901,6 +973,28 @@ impl TableConfig {
                 .map(|hours| hours as u64),
             reconcile_every_millis: self.reconcile_every_hours.map(|hours| hours * 3_600_000),
             tenant: tenant_name.to_string(),
+            pacing: crate::policy::Pacing {
+                run_cost_millis: seconds(
+                    self.run_cost_seconds
+                        .or(tenant.run_cost_seconds)
+                        .unwrap_or(defaults.run_cost_seconds),
+                ) as u64,
+                file_hour_cost_millis: seconds(
+                    self.file_hour_cost_seconds
+                        .or(tenant.file_hour_cost_seconds)
+                        .unwrap_or(defaults.file_hour_cost_seconds),
+                ) as u64,
+                settle_millis: seconds(
+                    self.settle_seconds
+                        .or(tenant.settle_seconds)
+                        .unwrap_or(defaults.settle_seconds),
+                ),
+                settle_max_millis: seconds(
+                    self.settle_max_seconds
+                        .or(tenant.settle_max_seconds)
+                        .unwrap_or(defaults.settle_max_seconds),
+                ),
+            },
         }
     }
 }

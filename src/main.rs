@@ -504,6 +504,14 @@ struct SimulateArgs {
     /// A run's cost per GiB it rewrites, in seconds.
     #[arg(long, default_value_t = 60.0)]
     seconds_per_gib: f64,
+    /// icepack's pacing: what a small file waiting an hour costs, in engine seconds (0: off);
+    /// its run cost is `--run-base-seconds`.
+    #[arg(long, default_value_t = 40.0)]
+    file_hour_cost_seconds: f64,
+    /// icepack's pacing: a due table waits until no file landed for this long (0: off), at
+    /// most five times as long after its oldest pending file.
+    #[arg(long, default_value_t = 60)]
+    settle_seconds: i64,
     /// A trace file (`seconds,table,size_bytes[,partition]` per line; table a name or an
     /// index) instead of a generated one.
     #[arg(long)]
@@ -525,14 +533,20 @@ fn simulate(args: SimulateArgs) -> Result<()> {
         schedule_minutes,
         run_base_seconds,
         seconds_per_gib,
+        file_hour_cost_seconds,
+        settle_seconds,
         trace: trace_path,
         svg,
     } = args;
     if !(0.0..=1.0).contains(&failure_rate) || schedule_minutes < 1 || tables == 0 {
         bail!("--failure-rate must be within 0..1, --schedule-minutes and --tables at least 1");
     }
-    if !(run_base_seconds >= 0.0 && seconds_per_gib >= 0.0) {
-        bail!("--run-base-seconds and --seconds-per-gib must not be negative");
+    if !(run_base_seconds >= 0.0
+        && seconds_per_gib >= 0.0
+        && file_hour_cost_seconds >= 0.0
+        && settle_seconds >= 0)
+    {
+        bail!("--run-base-seconds, --seconds-per-gib, --file-hour-cost-seconds and --settle-seconds must not be negative");
     }
     let (trace, source) = match &trace_path {
         Some(path) => (
@@ -561,6 +575,12 @@ fn simulate(args: SimulateArgs) -> Result<()> {
         seed,
         run_base_millis: (run_base_seconds * 1000.0) as i64,
         seconds_per_gib,
+        pacing: icepack::policy::Pacing {
+            run_cost_millis: (run_base_seconds * 1000.0) as u64,
+            file_hour_cost_millis: (file_hour_cost_seconds * 1000.0) as u64,
+            settle_millis: settle_seconds * 1000,
+            settle_max_millis: settle_seconds * 5000,
+        },
         ..Scenario::default()
     };
     let reports = [
@@ -571,7 +591,7 @@ fn simulate(args: SimulateArgs) -> Result<()> {
     let gib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0 * 1024.0);
     let thresholds = &scenario.thresholds;
     println!(
-        "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB\n",
+        "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB; icepack's pacing: a waiting small file costs {file_hour_cost_seconds} s an hour, settle {settle_seconds} s\n",
         trace.arrivals.len(),
         gib(trace.bytes()),
         trace.tables.len(),

@@ -20,6 +20,16 @@ pub struct Thresholds {
     pub max_wait_millis: Option<i64>,
 }
 
+impl Thresholds {
+    /// The same thresholds with max-wait twice as long (a run's hard limit).
+    pub fn doubled_wait(&self) -> Thresholds {
+        Thresholds {
+            max_wait_millis: self.max_wait_millis.map(|wait| wait.saturating_mul(2)),
+            ..*self
+        }
+    }
+}
+
 /// Why a table is due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -88,12 +98,72 @@ impl RewriteRule {
     }
 }
 
+/// How a table paces its runs once a threshold is crossed: a run costs `run_cost_millis` of
+/// engine time whatever it rewrites, and a small file left waiting costs `file_hour_cost_millis`
+/// an hour (slower scans, more requests). A run starts when the files it would fix have waited
+/// long enough, together, to be worth its cost — which makes a table that fills fast wait for
+/// more files per run, and one that fills slowly run at its thresholds — and not while files
+/// are still landing in a burst (the settle window).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    pub run_cost_millis: u64,
+    /// 0 turns the cost rule off: a run starts as soon as a threshold is crossed.
+    pub file_hour_cost_millis: u64,
+    /// A due table waits until no file has landed for this long (0: off) ...
+    pub settle_millis: i64,
+    /// ... but not past this long after its oldest pending file of the burst landed.
+    pub settle_max_millis: i64,
+}
+
+impl Pacing {
+    /// No pacing: a run as soon as a threshold is crossed.
+    pub const OFF: Pacing = Pacing {
+        run_cost_millis: 0,
+        file_hour_cost_millis: 0,
+        settle_millis: 0,
+        settle_max_millis: 0,
+    };
+
+    /// Whether runs are weighed against what they fix.
+    pub fn weighs_cost(&self) -> bool {
+        self.file_hour_cost_millis > 0
+    }
+
+    /// The file-seconds of waiting that make a run worth its cost.
+    pub fn worth_file_seconds(&self) -> f64 {
+        if self.file_hour_cost_millis == 0 {
+            return 0.0;
+        }
+        self.run_cost_millis as f64 / self.file_hour_cost_millis as f64 * 3600.0
+    }
+}
+
+/// Why a table whose thresholds are crossed still waits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Wait {
+    /// Files are still landing: a run now would leave the rest of the burst for another.
+    Settling,
+    /// The files a run would fix have not waited long enough, together, to be worth its cost.
+    Cost {
+        waited_file_hours: f64,
+        worth_file_hours: f64,
+    },
+}
+
 /// Whether to start a run, why, and which partitions it should rewrite.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     NotDue,
     /// Thresholds are crossed, but no partition has enough to rewrite: a run would rewrite nothing.
     NothingToRewrite(DueReason),
+    /// Thresholds are crossed; the run waits (see [`Pacing`]) until `until` at the latest, unless
+    /// more files make it worth it sooner.
+    Waiting {
+        reason: DueReason,
+        wait: Wait,
+        until: UnixMillis,
+    },
     Due {
         reason: DueReason,
         /// The partitions worth rewriting (paths; `""` for an unpartitioned table).
@@ -103,18 +173,47 @@ pub enum Decision {
 }
 
 /// The table's decision: its totals crossing a threshold, or one partition reaching
-/// `min_input_files`, and only when at least one partition is worth rewriting.
+/// `min_input_files`, or a partition waiting `max_wait` — and only when at least one partition
+/// has two small files or more. The run then takes every such partition (its fixed cost is paid
+/// once), after the settle window and once the files it fixes are worth its cost; a partition
+/// past max-wait starts it at once.
 pub fn table_decision(
     pending: &PendingCounts,
     partitions: &BTreeMap<String, PartitionCounts>,
     thresholds: &Thresholds,
     rule: &RewriteRule,
+    pacing: &Pacing,
     now: UnixMillis,
 ) -> Decision {
     let waited_long = |partition: &PartitionCounts| max_wait_ready(partition, thresholds, now);
-    // The totals decide files and bytes; max-wait is judged per partition below.
+    // Every partition a run can improve: one file alone cannot be (a run's earlier output, a
+    // late file in an old partition), and it counts toward no threshold until files join it
+    // (A table configured with `min_input_files = 1` rewrites single files too.)
+    let least = 2.min(rule.min_input_files).max(1);
+    let worth: Vec<(&String, &PartitionCounts)> = partitions
+        .iter()
+        .filter(|(_, counts)| counts.files >= least)
+        .collect();
+    // Their totals decide files and bytes; max-wait is judged per partition below. (A table
+    // whose partitions are not known yet — state from before partitions were kept — goes by
+    // its own totals.)
+    let fixable = if partitions.is_empty() {
+        pending.clone()
+    } else {
+        let mut fixable = PendingCounts {
+            oldest_event_millis: pending.oldest_event_millis,
+            newest_event_millis: pending.newest_event_millis,
+            ..PendingCounts::default()
+        };
+        for (_, counts) in &worth {
+            fixable.files += counts.files;
+            fixable.bytes += counts.bytes;
+        }
+        fixable
+    };
     let totals =
-        due_reason(pending, thresholds, now).filter(|reason| *reason != DueReason::MaxWait);
+        due_reason(&fixable, thresholds, now).filter(|reason| *reason != DueReason::MaxWait);
+    let overdue = partitions.values().any(waited_long);
     let reason = totals
         .or_else(|| {
             partitions
@@ -122,37 +221,104 @@ pub fn table_decision(
                 .any(|partition| partition.files >= rule.min_input_files)
                 .then_some(DueReason::Partition)
         })
-        .or_else(|| {
-            partitions
-                .values()
-                .any(waited_long)
-                .then_some(DueReason::MaxWait)
-        });
+        .or_else(|| overdue.then_some(DueReason::MaxWait));
     let Some(reason) = reason else {
         return Decision::NotDue;
     };
     let min_input_files = rule.min_input_files_for(reason);
-    // The partitions worth it by size, and those whose oldest file waited too long (two files or
-    // more: one file alone cannot be improved).
-    let worth: Vec<String> = partitions
-        .iter()
-        .filter(|(_, counts)| rule.worth_rewriting(counts, min_input_files) || waited_long(counts))
-        .map(|(path, _)| path.clone())
-        .collect();
-    if worth.is_empty() {
-        Decision::NothingToRewrite(reason)
+    // With a cost model, a run takes every partition it can improve (its fixed cost is paid
+    // once); without, those the rewrite rule finds worth it and those past max-wait.
+    let selected: Vec<(&String, &PartitionCounts)> = if pacing.weighs_cost() {
+        worth.clone()
     } else {
-        let min_input_files = if worth_only_by_age(partitions, &worth, rule, min_input_files) {
-            2.min(min_input_files)
-        } else {
-            min_input_files
-        };
-        Decision::Due {
-            reason,
-            partitions: worth,
-            min_input_files,
+        worth
+            .iter()
+            .filter(|(_, counts)| {
+                rule.worth_rewriting(counts, min_input_files) || waited_long(counts)
+            })
+            .copied()
+            .collect()
+    };
+    if selected.is_empty() {
+        return Decision::NothingToRewrite(reason);
+    }
+    // Past max-wait, a run is still weighed against what it fixes — up to twice max-wait, when
+    // it starts whatever it costs; it does not settle.
+    let hard_limit = partitions
+        .values()
+        .any(|partition| max_wait_ready(partition, &thresholds.doubled_wait(), now));
+    if !hard_limit {
+        if let Some((wait, until)) = pacing_wait(&worth, pacing, !overdue, now) {
+            let until = match next_max_wait_deadline(partitions, &thresholds.doubled_wait(), now) {
+                Some(deadline) => until.min(deadline),
+                None => until,
+            };
+            return Decision::Waiting {
+                reason,
+                wait,
+                until,
+            };
         }
     }
+    // A partition below `min_input_files` must be rewritten too: the run's goes down to 2.
+    let min_input_files = if selected
+        .iter()
+        .all(|(_, counts)| rule.worth_rewriting(counts, min_input_files))
+    {
+        min_input_files
+    } else {
+        2.min(min_input_files)
+    };
+    Decision::Due {
+        reason,
+        partitions: selected.into_iter().map(|(path, _)| path.clone()).collect(),
+        min_input_files,
+    }
+}
+
+/// Why and until when a run over these partitions waits, if it does.
+fn pacing_wait(
+    worth: &[(&String, &PartitionCounts)],
+    pacing: &Pacing,
+    settle: bool,
+    now: UnixMillis,
+) -> Option<(Wait, UnixMillis)> {
+    if settle && pacing.settle_millis > 0 {
+        let newest = worth
+            .iter()
+            .filter_map(|(_, counts)| counts.newest_event_millis)
+            .max();
+        let oldest = worth
+            .iter()
+            .filter_map(|(_, counts)| counts.oldest_event_millis)
+            .min();
+        if let (Some(newest), Some(oldest)) = (newest, oldest) {
+            let until = newest
+                .saturating_add(pacing.settle_millis)
+                .min(oldest.saturating_add(pacing.settle_max_millis));
+            if now < until {
+                return Some((Wait::Settling, until));
+            }
+        }
+    }
+    let worth_file_seconds = pacing.worth_file_seconds();
+    let waited: f64 = worth
+        .iter()
+        .map(|(_, counts)| counts.fixable_waited_file_seconds(now))
+        .sum();
+    if waited >= worth_file_seconds {
+        return None;
+    }
+    // Waiting grows by one file-second a second for each file a run would fix.
+    let fixable: u64 = worth.iter().map(|(_, counts)| counts.files - 1).sum();
+    let seconds = ((worth_file_seconds - waited) / fixable.max(1) as f64).ceil() as i64;
+    Some((
+        Wait::Cost {
+            waited_file_hours: waited / 3600.0,
+            worth_file_hours: worth_file_seconds / 3600.0,
+        },
+        now.saturating_add(seconds.max(1).saturating_mul(1000)),
+    ))
 }
 
 /// Whether a partition has waited `max_wait` with at least two small files.
@@ -183,19 +349,6 @@ pub fn next_max_wait_deadline(
         .map(|oldest| oldest.saturating_add(max_wait))
         .filter(|deadline| *deadline > now)
         .min()
-}
-
-/// A run that includes partitions only because they waited long enough must let
-/// `rewrite_data_files` rewrite them: its `min-input-files` goes down to 2.
-fn worth_only_by_age(
-    partitions: &BTreeMap<String, PartitionCounts>,
-    worth: &[String],
-    rule: &RewriteRule,
-    min_input_files: u64,
-) -> bool {
-    worth
-        .iter()
-        .any(|path| !rule.worth_rewriting(&partitions[path], min_input_files))
 }
 
 /// When the max-wait threshold will fire for the files pending now, if it is enabled and any are.
@@ -355,21 +508,69 @@ mod tests {
 
     #[test]
     fn only_partitions_worth_it_are_rewritten() {
-        // 12 + 6 small files: the table is due by files, only the 12-file partition is rewritten.
-        let parts = partitions(&[("d=1", 12, 12), ("d=2", 6, 6)]);
+        // 12 + 6 small files and one alone: the table is due by files; without a cost model
+        // only the 12-file partition is rewritten, with one every partition it can improve
+        // (its cost is paid once), `min-input-files` down to 2.
+        let parts = partitions(&[("d=1", 12, 12), ("d=2", 6, 6), ("d=3", 1, 1)]);
         assert_eq!(
-            table_decision(&pending(18, 18, Some(0)), &parts, &thresholds(), &RULE, 1),
+            table_decision(
+                &pending(19, 19, Some(0)),
+                &parts,
+                &thresholds(),
+                &RULE,
+                &Pacing::OFF,
+                1
+            ),
             Decision::Due {
                 reason: DueReason::Files,
                 partitions: vec!["d=1".to_string()],
                 min_input_files: 10
             }
         );
+        let costed = Pacing {
+            file_hour_cost_millis: 1,
+            ..Pacing::OFF
+        };
+        assert_eq!(
+            table_decision(
+                &pending(19, 19, Some(0)),
+                &parts,
+                &thresholds(),
+                &RULE,
+                &costed,
+                1
+            ),
+            Decision::Due {
+                reason: DueReason::Files,
+                partitions: vec!["d=1".to_string(), "d=2".to_string()],
+                min_input_files: 2
+            }
+        );
         // The 6 left behind: not due until the partition qualifies.
         let parts = partitions(&[("d=2", 6, 6)]);
         assert_eq!(
-            table_decision(&pending(6, 6, Some(0)), &parts, &thresholds(), &RULE, 1),
+            table_decision(
+                &pending(6, 6, Some(0)),
+                &parts,
+                &thresholds(),
+                &RULE,
+                &Pacing::OFF,
+                1
+            ),
             Decision::NotDue
+        );
+        let parts = partitions(&[("d=2", 9, 9), ("d=3", 1, 1)]);
+        assert_eq!(
+            table_decision(
+                &pending(10, 10, Some(0)),
+                &parts,
+                &thresholds(),
+                &RULE,
+                &costed,
+                1
+            ),
+            Decision::NotDue,
+            "ten pending, but the one alone cannot be improved and counts toward no threshold"
         );
     }
 
@@ -384,8 +585,15 @@ mod tests {
                 .collect::<Vec<_>>(),
         );
         assert_eq!(
-            table_decision(&pending(40, 40, Some(0)), &parts, &thresholds(), &RULE, 1),
-            Decision::NothingToRewrite(DueReason::Files)
+            table_decision(
+                &pending(40, 40, Some(0)),
+                &parts,
+                &thresholds(),
+                &RULE,
+                &Pacing::OFF,
+                1
+            ),
+            Decision::NotDue
         );
     }
 
@@ -397,7 +605,14 @@ mod tests {
         };
         let parts = partitions(&[("d=1", 10, 10), ("d=2", 3, 3)]);
         assert_eq!(
-            table_decision(&pending(13, 13, Some(0)), &parts, &lax, &RULE, 1),
+            table_decision(
+                &pending(13, 13, Some(0)),
+                &parts,
+                &lax,
+                &RULE,
+                &Pacing::OFF,
+                1
+            ),
             Decision::Due {
                 reason: DueReason::Partition,
                 partitions: vec!["d=1".to_string()],
@@ -407,7 +622,14 @@ mod tests {
         let parts = partitions(&[("d=1", 1, 1), ("d=2", 3, 3)]);
         let late = 120 * 60_000 + 1;
         assert_eq!(
-            table_decision(&pending(4, 4, Some(0)), &parts, &thresholds(), &RULE, late),
+            table_decision(
+                &pending(4, 4, Some(0)),
+                &parts,
+                &thresholds(),
+                &RULE,
+                &Pacing::OFF,
+                late
+            ),
             Decision::Due {
                 reason: DueReason::MaxWait,
                 partitions: vec!["d=2".to_string()],
@@ -422,6 +644,7 @@ mod tests {
                 &parts,
                 &thresholds(),
                 &RULE,
+                &Pacing::OFF,
                 1
             ),
             Decision::Due {
@@ -446,7 +669,14 @@ mod tests {
         );
         let now = 121 * 60_000;
         assert_eq!(
-            table_decision(&pending(3, 3, Some(0)), &parts, &thresholds(), &RULE, now),
+            table_decision(
+                &pending(3, 3, Some(0)),
+                &parts,
+                &thresholds(),
+                &RULE,
+                &Pacing::OFF,
+                now
+            ),
             Decision::NotDue
         );
         assert_eq!(
@@ -459,6 +689,7 @@ mod tests {
                 &parts,
                 &thresholds(),
                 &RULE,
+                &Pacing::OFF,
                 220 * 60_000
             ),
             Decision::Due {
@@ -486,6 +717,117 @@ mod tests {
         assert_eq!(backoff.next_delay_with(1.0), Duration::from_secs(1));
     }
 
+    fn landed(times_millis: &[i64]) -> PartitionCounts {
+        let mut counts = PartitionCounts::default();
+        for at in times_millis {
+            counts.add_file(MIB, *at);
+        }
+        counts
+    }
+
+    const PACED: Pacing = Pacing {
+        run_cost_millis: 90_000,
+        file_hour_cost_millis: 40_000,
+        settle_millis: 60_000,
+        settle_max_millis: 300_000,
+    };
+
+    fn decide(parts: &BTreeMap<String, PartitionCounts>, pacing: &Pacing, now: i64) -> Decision {
+        let mut totals = PendingCounts::default();
+        for counts in parts.values() {
+            totals.files += counts.files;
+            totals.bytes += counts.bytes;
+        }
+        totals.oldest_event_millis = parts.values().filter_map(|c| c.oldest_event_millis).min();
+        totals.newest_event_millis = parts.values().filter_map(|c| c.newest_event_millis).max();
+        table_decision(&totals, parts, &thresholds(), &RULE, pacing, now)
+    }
+
+    #[test]
+    fn a_burst_settles_into_one_run_and_a_stream_is_not_held_past_the_cap() {
+        let no_cost = Pacing {
+            file_hour_cost_millis: 0,
+            ..PACED
+        };
+        // 30 files over 90 s: due from the 10th, but the run waits a minute after the last.
+        let burst: Vec<i64> = (0..30).map(|i| i * 3_000).collect();
+        let parts = BTreeMap::from([("d=1".to_string(), landed(&burst))]);
+        assert_eq!(
+            decide(&parts, &no_cost, 90_000),
+            Decision::Waiting {
+                reason: DueReason::Files,
+                wait: Wait::Settling,
+                until: 87_000 + 60_000
+            }
+        );
+        assert!(matches!(
+            decide(&parts, &no_cost, 147_000),
+            Decision::Due { .. }
+        ));
+        // A file every 30 s: never a quiet minute, so the cap (5 min after the oldest) decides.
+        let stream: Vec<i64> = (0..20).map(|i| i * 30_000).collect();
+        let parts = BTreeMap::from([("d=1".to_string(), landed(&stream))]);
+        assert!(matches!(
+            decide(&parts, &no_cost, 290_000),
+            Decision::Waiting {
+                wait: Wait::Settling,
+                until: 300_000,
+                ..
+            }
+        ));
+        assert!(matches!(
+            decide(&parts, &no_cost, 300_000),
+            Decision::Due { .. }
+        ));
+    }
+
+    #[test]
+    fn a_run_waits_until_the_files_it_fixes_are_worth_its_cost() {
+        let no_settle = Pacing {
+            settle_millis: 0,
+            ..PACED
+        };
+        // Worth 90 s / 40 s an hour = 2.25 file-hours. Ten files landed just now: not yet.
+        let parts = BTreeMap::from([("d=1".to_string(), landed(&[0; 10]))]);
+        let Decision::Waiting { wait, until, .. } = decide(&parts, &no_settle, 0) else {
+            panic!("ten fresh files wait");
+        };
+        assert!(matches!(wait, Wait::Cost { .. }));
+        // Nine of them fixable: 2.25 h * 3600 / 9 = 900 s.
+        assert_eq!(until, 900_000);
+        assert!(matches!(
+            decide(&parts, &no_settle, 899_000),
+            Decision::Waiting { .. }
+        ));
+        assert!(matches!(
+            decide(&parts, &no_settle, 900_000),
+            Decision::Due { .. }
+        ));
+        // Forty files: worth it sooner.
+        let parts = BTreeMap::from([("d=1".to_string(), landed(&[0; 40]))]);
+        assert!(matches!(
+            decide(&parts, &no_settle, 208_000),
+            Decision::Due { .. }
+        ));
+        // Past max-wait the cost is still weighed, up to twice max-wait.
+        let max_wait = 120 * 60_000;
+        let parts = BTreeMap::from([("d=1".to_string(), landed(&[0, max_wait - 1]))]);
+        assert!(matches!(
+            decide(&parts, &no_settle, max_wait),
+            Decision::Waiting {
+                reason: DueReason::MaxWait,
+                ..
+            }
+        ));
+        assert!(matches!(
+            decide(&parts, &no_settle, 2 * max_wait),
+            Decision::Due {
+                reason: DueReason::MaxWait,
+                ..
+            }
+        ));
+    }
+
     proptest! {
         #[test]
         fn due_iff_some_threshold_is_crossed(files in 0u64..30, bytes in 0u64..600, oldest in 0i64..10_000, now in 0i64..20_000) {
@@ -502,6 +844,52 @@ mod tests {
             if due_reason(&counts, &thresholds, now).is_some() {
                 prop_assert!(due_reason(&counts, &thresholds, now + later).is_some());
             }
+        }
+
+        #[test]
+        fn a_run_rewrites_something_forgets_nothing_and_a_wait_ends(
+            parts in proptest::collection::vec((0u64..6, 0i64..200), 1..6),
+            now in 0i64..20_000,
+            settle in 0i64..3,
+            cost in 0u64..3,
+        ) {
+            // Partitions of 0-5 files landed 0-200 s before `now`.
+            let parts: BTreeMap<String, PartitionCounts> = parts
+                .iter()
+                .enumerate()
+                .map(|(index, (files, ago))| {
+                    let times: Vec<i64> = (0..*files as i64).map(|i| (now - ago * 1000 + i * 1000).max(0)).collect();
+                    (format!("d={index}"), landed(&times))
+                })
+                .collect();
+            let pacing = Pacing {
+                run_cost_millis: 90_000,
+                file_hour_cost_millis: cost * 20_000,
+                settle_millis: settle * 60_000,
+                settle_max_millis: settle * 300_000,
+            };
+            let improvable: Vec<String> = parts
+                .iter()
+                .filter(|(_, counts)| counts.files >= 2)
+                .map(|(path, _)| path.clone())
+                .collect();
+            let mut at = now;
+            for _ in 0..4 {
+                match decide(&parts, &pacing, at) {
+                    Decision::Due { partitions, min_input_files, .. } => {
+                        // Every partition it can improve, and only those: none rewrites nothing.
+                        prop_assert_eq!(&partitions, &improvable);
+                        prop_assert!(min_input_files >= 2);
+                        return Ok(());
+                    }
+                    Decision::Waiting { until, .. } => {
+                        prop_assert!(until > at, "a wait ends later, not now");
+                        at = until;
+                    }
+                    Decision::NotDue | Decision::NothingToRewrite(_) => return Ok(()),
+                }
+            }
+            prop_assert!(false, "a wait with no new files ends in a run within a few steps");
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::accumulator::{
     committed_since_millis, settle_run, Accumulator, Candidate, FailureBackoff,
 };
 use crate::config::TableSpec;
-use crate::policy::{RewriteRule, Thresholds};
+use crate::policy::{Pacing, RewriteRule, Thresholds};
 use crate::spark::result::FailureClass;
 use crate::spark::runner::{ReportSummary, RunOutcome};
 use crate::state::{FileEntry, FileSource, PartitionCounts};
@@ -239,6 +239,8 @@ pub struct Scenario {
     pub backoff: FailureBackoff,
     pub schedule_minutes: i64,
     pub seed: u64,
+    /// icepack's pacing (its run cost is the model's, `run_base_millis`, unless set otherwise).
+    pub pacing: Pacing,
 }
 
 impl Default for Scenario {
@@ -263,6 +265,12 @@ impl Default for Scenario {
             },
             schedule_minutes: 15,
             seed: 7,
+            pacing: Pacing {
+                run_cost_millis: 90_000,
+                file_hour_cost_millis: 40_000,
+                settle_millis: MINUTE,
+                settle_max_millis: 5 * MINUTE,
+            },
         }
     }
 }
@@ -376,8 +384,11 @@ struct SimpleFile {
     output: bool,
 }
 
-/// What a run of `rewrite_data_files` with `min-input-files` does to these files: the ones in
-/// partitions worth it are compacted, the others stay.
+/// What a run of `rewrite_data_files` with `min-input-files` and Iceberg's default
+/// `min-file-size-bytes` (three quarters of the target) does to a table's small files and
+/// mid-sized ones: per partition, when the candidates are `min-input-files` or more, or two
+/// holding a target file's worth, they are all rewritten. Returns the rewritten files and the
+/// kept ones.
 fn rewrite(rule: &RewriteRule, files: Vec<SimpleFile>) -> (Vec<SimpleFile>, Vec<SimpleFile>) {
     let mut by_partition: BTreeMap<String, PartitionCounts> = BTreeMap::new();
     for file in &files {
@@ -388,6 +399,12 @@ fn rewrite(rule: &RewriteRule, files: Vec<SimpleFile>) -> (Vec<SimpleFile>, Vec<
     files.into_iter().partition(|file| {
         rule.worth_rewriting(&by_partition[&file.partition], rule.min_input_files)
     })
+}
+
+/// The files a rewrite of one partition's `bytes` leaves: target-sized pieces.
+fn outputs_of(bytes: u64, target_file_bytes: u64) -> Vec<u64> {
+    let pieces = bytes.div_ceil(target_file_bytes.max(1)).max(1);
+    (0..pieces).map(|_| bytes / pieces).collect()
 }
 
 /// icepack: the real accumulator, decisions, claims and settlements, per table.
@@ -407,6 +424,7 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
             );
             spec.min_input_files = scenario.rule.min_input_files;
             spec.target_file_bytes = scenario.rule.target_file_bytes;
+            spec.pacing = scenario.pacing;
             Arc::new(spec)
         })
         .collect();
@@ -414,9 +432,13 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
         .iter()
         .map(|spec| Accumulator::load(spec.clone(), store.as_ref()).unwrap())
         .collect();
-    // Per table: (run id, finishes at, succeeds, the files it rewrites).
-    type Flight = Option<(String, i64, bool, Vec<FileEntry>)>;
+    // Per table: (run id, finishes at, succeeds, the small files it rewrites, the mid-sized
+    // files joining them per partition).
+    type Flight = Option<(String, i64, bool, Vec<FileEntry>, Vec<(String, u64)>)>;
     let mut in_flight: Vec<Flight> = vec![None; tables];
+    // The tables' mid-sized files (outputs from the small-file size up to Iceberg's floor),
+    // which icepack does not track: a run's `min-file-size-bytes` lets some of them join.
+    let mut mid_sized: Vec<Vec<(String, u64)>> = vec![Vec::new(); tables];
     let end = trace.last().map_or(0, |last| last.at_millis) + 6 * HOUR;
     let mut next_arrival = 0;
     let mut now = 0;
@@ -454,12 +476,16 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
         }
         for table in 0..tables {
             // Runs ending now.
-            if let Some((run_id, finishes, succeeds, rewritten)) = in_flight[table].clone() {
+            if let Some((run_id, finishes, succeeds, rewritten, joining)) = in_flight[table].clone()
+            {
                 if finishes <= now {
                     let accumulator = &mut accumulators[table];
                     let outcome = if succeeds {
                         meter.report.bytes_rewritten +=
                             rewritten.iter().map(|file| file.size).sum::<u64>();
+                        meter.report.bytes_rewritten +=
+                            joining.iter().map(|(_, size)| size).sum::<u64>();
+                        mid_sized[table].retain(|file| !joining.contains(file));
                         meter.latencies.extend(
                             rewritten
                                 .iter()
@@ -471,7 +497,8 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                                 accumulator,
                                 store.as_ref(),
                                 &run_id,
-                                &rewritten,
+                                (&rewritten, &joining),
+                                &mut mid_sized[table],
                                 scenario,
                             ),
                             duration_millis: 0,
@@ -524,13 +551,26 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                         })
                         .map(|(_, file)| file)
                         .collect();
-                    let bytes = rewritten.iter().map(|file| file.size).sum();
+                    let floor = accumulator
+                        .spec()
+                        .rewrite_floor_bytes()
+                        .unwrap_or(accumulator.spec().target_file_bytes / 4 * 3);
+                    let joining: Vec<(String, u64)> = mid_sized[table]
+                        .iter()
+                        .filter(|(partition, size)| {
+                            *size < floor && ticket.partitions.contains(partition)
+                        })
+                        .cloned()
+                        .collect();
+                    let bytes = rewritten.iter().map(|file| file.size).sum::<u64>()
+                        + joining.iter().map(|(_, size)| size).sum::<u64>();
                     let succeeds = rng.f64() >= scenario.failure_rate;
                     in_flight[table] = Some((
                         run_id,
                         now + meter.run_started(now, scenario, bytes),
                         succeeds,
                         rewritten,
+                        joining,
                     ));
                 }
             }
@@ -543,15 +583,18 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
 }
 
 /// The committed metadata after a successful simulated run, as the real run would report it: the
-/// claimed files of partitions it did not rewrite, plus each rewritten partition's one output file
-/// when that output is itself small; everything else already pending stays as it is. Committed
+/// claimed files of partitions it did not rewrite, plus each rewritten partition's outputs (its
+/// small files and the mid-sized ones joining them, in target-sized files) when they are
+/// themselves small — mid-sized ones go to `mid_sized`; everything else already pending stays
+/// as it is. Committed
 /// since the report's window began: the outputs, and the rewritten files whose writer committed
 /// in it (a simulated writer commits as it uploads, at the file's event time).
 fn truth_after_run(
     accumulator: &Accumulator,
     store: &dyn StateStore,
     run_id: &str,
-    rewritten: &[FileEntry],
+    (rewritten, joining): (&[FileEntry], &[(String, u64)]),
+    mid_sized: &mut Vec<(String, u64)>,
     scenario: &Scenario,
 ) -> ReportSummary {
     let spec = accumulator.spec();
@@ -569,6 +612,9 @@ fn truth_after_run(
     for file in rewritten {
         *outputs.entry(file.partition.as_str()).or_default() += file.size;
     }
+    for (partition, size) in joining {
+        *outputs.entry(partition.as_str()).or_default() += size;
+    }
     let since = committed_since_millis(claim.started_millis);
     let mut committed: Vec<String> = rewritten
         .iter()
@@ -576,14 +622,19 @@ fn truth_after_run(
         .map(|file| format!("s3://{}/{}", file.bucket, file.key))
         .collect();
     for (partition, bytes) in outputs {
-        let path = format!(
-            "s3://{}/{}data/{partition}/{run_id}.parquet",
-            spec.bucket, spec.prefix
-        );
-        if bytes < scenario.thresholds.small_file_bytes {
-            truth.push((path.clone(), bytes));
+        let pieces = outputs_of(bytes, spec.target_file_bytes);
+        for (piece, size) in pieces.into_iter().enumerate() {
+            let path = format!(
+                "s3://{}/{}data/{partition}/{run_id}-{piece}.parquet",
+                spec.bucket, spec.prefix
+            );
+            if size < scenario.thresholds.small_file_bytes {
+                truth.push((path.clone(), size));
+            } else if size < spec.target_file_bytes / 4 * 3 {
+                mid_sized.push((partition.to_string(), size));
+            }
+            committed.push(path);
         }
-        committed.push(path);
     }
     ReportSummary {
         truth: Some(truth),
@@ -620,6 +671,9 @@ fn simulate_simple(
     let mut meter = Meter::started(trace);
     // What is really small in the table, what the policy's counters say, what a run holds.
     let mut small: Vec<Vec<SimpleFile>> = vec![Vec::new(); tables];
+    // Mid-sized outputs (small-file size up to Iceberg's floor): candidates of later rewrites.
+    let mut mid_sized: Vec<Vec<SimpleFile>> = vec![Vec::new(); tables];
+    let floor = scenario.rule.target_file_bytes / 4 * 3;
     let mut counted: Vec<(u64, u64)> = vec![(0, 0); tables];
     let mut running: Vec<Option<(i64, bool)>> = vec![None; tables];
     let mut waiting: Vec<Vec<SimpleFile>> = vec![Vec::new(); tables];
@@ -645,8 +699,13 @@ fn simulate_simple(
                 }
                 running[table] = None;
                 if succeeds {
-                    let (rewritten, kept) =
-                        rewrite(&scenario.rule, std::mem::take(&mut small[table]));
+                    let mut candidates = std::mem::take(&mut small[table]);
+                    candidates.append(&mut mid_sized[table]);
+                    let (rewritten, kept) = rewrite(&scenario.rule, candidates);
+                    let (kept_small, kept_mid): (Vec<SimpleFile>, Vec<SimpleFile>) = kept
+                        .into_iter()
+                        .partition(|file| file.size < scenario.thresholds.small_file_bytes);
+                    mid_sized[table] = kept_mid;
                     if rewritten.is_empty() {
                         meter.report.empty_runs += 1;
                     }
@@ -658,20 +717,26 @@ fn simulate_simple(
                             .filter(|file| !file.output)
                             .map(|file| now - file.arrived),
                     );
-                    small[table] = kept;
-                    // Each rewritten partition gets one output file; a small one is a small file too.
+                    small[table] = kept_small;
+                    // Each rewritten partition gets target-sized outputs; a small one is a small
+                    // file too, a mid-sized one a candidate of later rewrites.
                     let mut outputs: BTreeMap<String, u64> = BTreeMap::new();
                     for file in &rewritten {
                         *outputs.entry(file.partition.clone()).or_default() += file.size;
                     }
-                    for (partition, size) in outputs {
-                        if size < scenario.thresholds.small_file_bytes {
-                            small[table].push(SimpleFile {
+                    for (partition, bytes) in outputs {
+                        for size in outputs_of(bytes, scenario.rule.target_file_bytes) {
+                            let output = SimpleFile {
                                 arrived: now,
                                 size,
-                                partition,
+                                partition: partition.clone(),
                                 output: true,
-                            });
+                            };
+                            if size < scenario.thresholds.small_file_bytes {
+                                small[table].push(output);
+                            } else if size < floor {
+                                mid_sized[table].push(output);
+                            }
                         }
                     }
                     if every.is_none() {
@@ -700,7 +765,14 @@ fn simulate_simple(
             };
             if start && running[table].is_none() {
                 meter.report.runs += 1;
-                let bytes = small[table].iter().map(|file| file.size).sum();
+                // What the run will rewrite (nothing lands in a table while its run goes).
+                let mut candidates = small[table].clone();
+                candidates.extend(mid_sized[table].iter().cloned());
+                let bytes = rewrite(&scenario.rule, candidates)
+                    .0
+                    .iter()
+                    .map(|file| file.size)
+                    .sum();
                 running[table] = Some((
                     now + meter.run_started(now, scenario, bytes),
                     rng.f64() >= scenario.failure_rate,

@@ -63,6 +63,14 @@ pub struct PartitionCounts {
     /// Event time of the partition's oldest pending file (max-wait is judged per partition).
     #[serde(default)]
     pub oldest_event_millis: Option<UnixMillis>,
+    /// Event time of the partition's newest pending file (the settle window); `None` in state
+    /// written before it was kept.
+    #[serde(default)]
+    pub newest_event_millis: Option<UnixMillis>,
+    /// The sum of the pending files' event times in seconds: how long they have waited, together
+    /// (a run's worth); 0 in state written before it was kept.
+    #[serde(default)]
+    pub event_seconds_sum: i64,
 }
 
 impl PartitionCounts {
@@ -73,6 +81,30 @@ impl PartitionCounts {
             self.oldest_event_millis
                 .map_or(event_millis, |oldest| oldest.min(event_millis)),
         );
+        self.newest_event_millis = Some(
+            self.newest_event_millis
+                .map_or(event_millis, |newest| newest.max(event_millis)),
+        );
+        self.event_seconds_sum = self
+            .event_seconds_sum
+            .saturating_add(event_millis.div_euclid(1000));
+    }
+
+    /// How long the pending files have waited, together, in file-seconds, counting only what a
+    /// run can fix: one file per partition stays (the output), so a file alone is worth nothing.
+    pub fn fixable_waited_file_seconds(&self, now: UnixMillis) -> f64 {
+        if self.files < 2 {
+            return 0.0;
+        }
+        let files = self.files as f64;
+        let waited = if self.event_seconds_sum != 0 {
+            files * now.div_euclid(1000) as f64 - self.event_seconds_sum as f64
+        } else {
+            // State from before the sum was kept: as if every file were the oldest.
+            self.oldest_event_millis
+                .map_or(0.0, |oldest| files * (now - oldest) as f64 / 1000.0)
+        };
+        waited.max(0.0) * (files - 1.0) / files
     }
 }
 

@@ -51,6 +51,20 @@ pub struct Explain {
     pub bytes: ThresholdDistance,
     /// `None` when the time threshold is disabled.
     pub max_wait: Option<ThresholdDistance>,
+    /// Pending files alone in their partition (a run's earlier output, a late file): a run
+    /// cannot improve them by themselves, so they count toward no threshold until files join.
+    pub alone_files: u64,
+    /// Why a table whose thresholds are crossed has not started its run yet.
+    pub waiting: Option<WaitingStatus>,
+}
+
+/// A run held back by the pacing: `settling` (files still landing) or `cost` (the files it
+/// would fix have not waited `worth_file_hours` together yet), until `until` at the latest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WaitingStatus {
+    #[serde(flatten)]
+    pub wait: crate::policy::Wait,
+    pub until: String,
 }
 
 /// How far one threshold is: `value` of `threshold` (seconds for max-wait), `remaining` to go.
@@ -102,11 +116,31 @@ pub fn explain(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis) -> E
         .filter(|(_, reached)| *reached > 0.0)
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(name, _)| name);
+    let waiting = match table_decision(
+        pending,
+        &snapshot.partitions,
+        thresholds,
+        &spec.rewrite_rule(),
+        &spec.pacing,
+        now,
+    ) {
+        Decision::Waiting { wait, until, .. } => Some(WaitingStatus {
+            wait,
+            until: format_rfc3339(until),
+        }),
+        _ => None,
+    };
     Explain {
         nearest,
         files,
         bytes,
         max_wait,
+        alone_files: snapshot
+            .partitions
+            .values()
+            .filter(|counts| counts.files == 1)
+            .count() as u64,
+        waiting,
     }
 }
 
@@ -155,6 +189,7 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
         &snapshot.partitions,
         &spec.thresholds,
         &spec.rewrite_rule(),
+        &spec.pacing,
         now,
     );
     let reason = match &decision {
@@ -301,6 +336,26 @@ pub fn render_status_text(report: &serde_json::Value) -> String {
                 number(&detail["value"]),
                 number(&detail["threshold"]),
                 detail["reached"].as_f64().unwrap_or(0.0) * 100.0
+            ));
+        }
+        let waiting = &table["explain"]["waiting"];
+        match waiting["kind"].as_str() {
+            Some("settling") => out.push_str(&format!(
+                "  waiting: files still landing, run at {} at the latest\n",
+                text(&waiting["until"])
+            )),
+            Some("cost") => out.push_str(&format!(
+                "  waiting: worth a run once its files have waited {:.2} file-hours together ({:.2} so far), by {}\n",
+                waiting["worth_file_hours"].as_f64().unwrap_or(0.0),
+                waiting["waited_file_hours"].as_f64().unwrap_or(0.0),
+                text(&waiting["until"])
+            )),
+            _ => {}
+        }
+        let alone = number(&table["explain"]["alone_files"]);
+        if alone > 0 {
+            out.push_str(&format!(
+                "  {alone} file(s) alone in their partition: no threshold counts them until files join\n"
             ));
         }
         let run = &table["in_flight_run"];

@@ -557,6 +557,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         catalog: table.catalog.to_string(),
         table: table.name.to_string(),
         target_file_bytes: 512 * 1024 * 1024,
+        min_file_size_bytes: None,
         min_input_files: 2,
         partial_progress: false,
         where_filter: None,

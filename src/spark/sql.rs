@@ -24,6 +24,9 @@ pub struct CompactionSql {
     pub table: String,
     pub target_file_bytes: u64,
     pub min_input_files: u64,
+    /// `min-file-size-bytes`: files from this size up are not rewritten (`None`: Iceberg's
+    /// default, three quarters of the target).
+    pub min_file_size_bytes: Option<u64>,
     pub partial_progress: bool,
     /// A filter expression for `rewrite_data_files(where => ...)`, passed as a quoted string.
     pub where_filter: Option<String>,
@@ -57,6 +60,9 @@ impl CompactionSql {
         let mut options = BTreeMap::new();
         options.insert("target-file-size-bytes", self.target_file_bytes.to_string());
         options.insert("min-input-files", self.min_input_files.to_string());
+        if let Some(bytes) = self.min_file_size_bytes {
+            options.insert("min-file-size-bytes", bytes.to_string());
+        }
         if self.partial_progress {
             options.insert("partial-progress.enabled", "true".to_string());
         }
@@ -219,6 +225,7 @@ mod tests {
             catalog: "lakehouse".to_string(),
             table: "analytics.customer_orders".to_string(),
             target_file_bytes: 536_870_912,
+            min_file_size_bytes: None,
             min_input_files: 10,
             partial_progress: false,
             where_filter: None,
