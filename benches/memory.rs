@@ -28,7 +28,7 @@ fn child(tables: usize, pending: u64) {
     let at_start = rss_kib();
     let toml = config_toml(
         tables,
-        "[defaults]\nmin_files = 100000000\nmin_total_mb = 100000000\nmax_wait_minutes = 100000\n",
+        "[defaults]\npacing = false\nmin_files = 100000000\nmin_total_mb = 100000000\nmax_wait_minutes = 100000\n",
     );
     let config = Config::from_toml_str(&toml).unwrap();
     drop(toml);

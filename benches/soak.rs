@@ -37,7 +37,7 @@ fn main() {
     let work = tempfile::tempdir().unwrap();
     let config = Config::from_toml_str(&config_toml(
         tables,
-        "[defaults]\nmin_files = 20\n[spark]\nmax_concurrent = 2\n",
+        "[defaults]\npacing = false\nmin_files = 20\n[spark]\nmax_concurrent = 2\n",
     ))
     .unwrap();
     let store = Arc::new(RocksStore::open(&work.path().join("state")).unwrap());

@@ -229,7 +229,7 @@ fn config_text(
 ) -> String {
     let mut toml = format!(
         "[service]\nstate_dir = \"{}\"\nhttp_listen = \"\"\n\n\
-         [defaults]\nmin_files = 100000000\nmin_total_mb = 100000000\nmax_wait_minutes = 100000\n\n",
+         [defaults]\npacing = false\nmin_files = 100000000\nmin_total_mb = 100000000\nmax_wait_minutes = 100000\n\n",
         state_dir.display()
     );
     for tenant in tenants.clone() {

@@ -64,7 +64,7 @@ fn measure(tables: usize, under_load: bool) -> Vec<f64> {
     let flood_tables = 100;
     let mut toml = config_toml(
         tables,
-        "[defaults]\nmin_files = 10\n[spark]\nmax_concurrent = 4\nretry_attempts = 1\n",
+        "[defaults]\npacing = false\nmin_files = 10\n[spark]\nmax_concurrent = 4\nretry_attempts = 1\n",
     );
     for table in 0..flood_tables {
         toml.push_str(&format!(
@@ -131,7 +131,7 @@ fn measure(tables: usize, under_load: bool) -> Vec<f64> {
 /// the latencies of the triggers sent while the reload ran, and how long the reload took (ms).
 fn measure_during_reload(fed: usize, added: usize) -> (Vec<f64>, f64) {
     let work = tempfile::tempdir().unwrap();
-    let extra = "[defaults]\nmin_files = 10\n[spark]\nmax_concurrent = 4\nretry_attempts = 1\n";
+    let extra = "[defaults]\npacing = false\nmin_files = 10\n[spark]\nmax_concurrent = 4\nretry_attempts = 1\n";
     let config = Config::from_toml_str(&config_toml(fed, extra)).unwrap();
     let mut bigger = config_toml(fed, extra);
     for table in 0..added {

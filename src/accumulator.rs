@@ -77,6 +77,8 @@ pub struct ClaimTicket {
     pub spec: Option<Vec<crate::partitions::PartitionField>>,
     /// `false`: a reconcile, which reads the truth and rewrites nothing.
     pub rewrite: bool,
+    /// Mid-sized files may join the rewrite (Iceberg's default floor); only small ones otherwise.
+    pub joins_mid_sized: bool,
 }
 
 impl ClaimTicket {
@@ -91,6 +93,7 @@ impl ClaimTicket {
             min_input_files: claim.min_input_files,
             spec,
             rewrite: claim.rewrite,
+            joins_mid_sized: claim.joins_mid_sized,
         }
     }
 }
@@ -102,6 +105,7 @@ pub struct RunPlan {
     pub partitions: Vec<String>,
     pub min_input_files: u64,
     pub rewrite: bool,
+    pub joins_mid_sized: bool,
 }
 
 /// How long every truth read — a run's and a reconcile's alike — keeps a file announced by an event
@@ -303,6 +307,7 @@ impl Accumulator {
                     reason,
                     partitions,
                     min_input_files,
+                    joins_mid_sized,
                 },
                 false,
             ) => RunPlan {
@@ -310,6 +315,7 @@ impl Accumulator {
                 partitions,
                 min_input_files,
                 rewrite: true,
+                joins_mid_sized,
             },
             (_, false) => return None,
             // A manual run compacts whatever can be: any partition with two small files or more.
@@ -318,6 +324,8 @@ impl Accumulator {
                 partitions: Vec::new(),
                 min_input_files: 2.min(self.spec.min_input_files),
                 rewrite: trigger != "reconcile",
+                // A manual run compacts whatever can be, mid-sized files too.
+                joins_mid_sized: true,
             },
         };
         self.begin_claim_with(run_id, plan, now)
@@ -348,6 +356,7 @@ impl Accumulator {
             rewrite_partitions: plan.partitions,
             min_input_files: plan.min_input_files,
             rewrite: plan.rewrite,
+            joins_mid_sized: plan.joins_mid_sized,
         };
         let ticket = ClaimTicket::from_claim(&claim, current.partition_spec.clone());
         let state = TableState {
@@ -425,7 +434,10 @@ impl Accumulator {
         let max_wait =
             next_max_wait_deadline(&self.snapshot.partitions, &self.spec.thresholds, now);
         match self.decision(now) {
-            Decision::Waiting { until, .. } => Some(max_wait.map_or(until, |at| at.min(until))),
+            // (A wait only more files can end has no time of its own.)
+            Decision::Waiting { until, .. } if until < UnixMillis::MAX => {
+                Some(max_wait.map_or(until, |at| at.min(until)))
+            }
             _ => max_wait,
         }
     }

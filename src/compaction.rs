@@ -46,7 +46,7 @@ impl CompactionSettings {
             catalog: spec.catalog.clone(),
             table: spec.table.clone(),
             target_file_bytes: spec.target_file_bytes,
-            min_file_size_bytes: spec.rewrite_floor_bytes(),
+            min_file_size_bytes: spec.rewrite_floor_bytes(ticket.joins_mid_sized),
             min_input_files: if ticket.min_input_files > 0 {
                 ticket.min_input_files
             } else {
@@ -161,11 +161,25 @@ mod tests {
             min_input_files: 4,
             spec: None,
             rewrite: true,
+            joins_mid_sized: false,
         };
         let job = settings.job(&spec, &ticket);
         let statements = job.statements.join(";\n");
         assert!(statements.contains("CALL lakehouse.system.rewrite_data_files(table => 'a.orders'"));
         assert!(statements.contains("'min-input-files', '4'"));
+        // Only small files are rewritten (64 MiB by default), unless a partition went quiet.
+        assert!(
+            statements.contains("'min-file-size-bytes', '67108864'"),
+            "{statements}"
+        );
+        let quiet = settings.job(
+            &spec,
+            &ClaimTicket {
+                joins_mid_sized: true,
+                ..ticket.clone()
+            },
+        );
+        assert!(!quiet.statements.join(";").contains("min-file-size-bytes"));
         let committed = job
             .statements
             .iter()

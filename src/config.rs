@@ -102,10 +102,13 @@ pub struct TenantDefaults {
     pub target_file_mb: Option<i64>,
     pub max_wait_minutes: Option<i64>,
     pub file_suffixes: Option<Vec<String>>,
+    pub pacing: Option<bool>,
     pub run_cost_seconds: Option<i64>,
+    pub file_fix_value_seconds: Option<i64>,
     pub file_hour_cost_seconds: Option<i64>,
     pub settle_seconds: Option<i64>,
     pub settle_max_seconds: Option<i64>,
+    pub quiet_partition_minutes: Option<i64>,
 }
 
 /// A tenant with its settings resolved.
@@ -322,27 +325,60 @@ pub struct TableDefaults {
     pub max_wait_minutes: i64,
     #[serde(default = "default_file_suffixes")]
     pub file_suffixes: Vec<String>,
-    /// What one run costs on the engine whatever it rewrites, in seconds (pacing).
+    /// Pacing (docs/design.md, "Pacing"): when a due table's run starts. `false`: a run as
+    /// soon as a threshold is crossed, of the partitions the rewrite rule finds worth it.
+    #[serde(default = "yes")]
+    pub pacing: bool,
+    /// What one run costs on the engine whatever it rewrites, in seconds (~90 for a container
+    /// or spark-submit, ~1 for a warm Spark Connect server).
     #[serde(default = "default_run_cost_seconds")]
     pub run_cost_seconds: i64,
-    /// What one small file left waiting an hour costs, in engine seconds; 0 (the default for
-    /// now) turns the cost rule off: a run as soon as a threshold is crossed.
-    #[serde(default)]
+    /// What fixing one small file is worth, in engine seconds: a run waits for
+    /// `run_cost_seconds / this` files it can fix (0: no such wait).
+    #[serde(default = "default_file_fix_value_seconds")]
+    pub file_fix_value_seconds: i64,
+    /// What one small file waiting an hour costs, in engine seconds: a run waits until the
+    /// files it fixes have waited, together, `run_cost_seconds / this` hours (0: no such wait).
+    #[serde(default = "default_file_hour_cost_seconds")]
     pub file_hour_cost_seconds: i64,
-    /// A due table waits until no file has landed for this long (0, the default for now: off) ...
-    #[serde(default)]
+    /// A due table waits until no file has landed for this long (0: off) ...
+    #[serde(default = "default_settle_seconds")]
     pub settle_seconds: i64,
     /// ... but not past this long after the oldest pending file landed.
     #[serde(default = "default_settle_max_seconds")]
     pub settle_max_seconds: i64,
+    /// A partition with no new file for this long is complete: its last small files merge
+    /// into its mid-sized outputs (0: never).
+    #[serde(default = "default_quiet_partition_minutes")]
+    pub quiet_partition_minutes: i64,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_run_cost_seconds() -> i64 {
     90
 }
 
+fn default_file_fix_value_seconds() -> i64 {
+    8
+}
+
+fn default_file_hour_cost_seconds() -> i64 {
+    40
+}
+
+fn default_settle_seconds() -> i64 {
+    60
+}
+
 fn default_settle_max_seconds() -> i64 {
     300
+}
+
+fn default_quiet_partition_minutes() -> i64 {
+    15
 }
 
 fn default_small_file_mb() -> i64 {
@@ -369,6 +405,13 @@ fn default_file_suffixes() -> Vec<String> {
     vec![".parquet".to_string()]
 }
 
+impl TableDefaults {
+    /// The pacing of a table that sets none of its keys.
+    pub fn pacing(&self) -> crate::policy::Pacing {
+        TableConfig::default().pacing(self, &TenantDefaults::default())
+    }
+}
+
 impl Default for TableDefaults {
     fn default() -> Self {
         TableDefaults {
@@ -378,16 +421,19 @@ impl Default for TableDefaults {
             target_file_mb: default_target_file_mb(),
             max_wait_minutes: default_max_wait_minutes(),
             file_suffixes: default_file_suffixes(),
+            pacing: true,
             run_cost_seconds: default_run_cost_seconds(),
-            file_hour_cost_seconds: 0,
-            settle_seconds: 0,
+            file_fix_value_seconds: default_file_fix_value_seconds(),
+            file_hour_cost_seconds: default_file_hour_cost_seconds(),
+            settle_seconds: default_settle_seconds(),
             settle_max_seconds: default_settle_max_seconds(),
+            quiet_partition_minutes: default_quiet_partition_minutes(),
         }
     }
 }
 
 /// One `[[tables]]` entry: where a table's files land, and its threshold overrides.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TableConfig {
     /// `namespace.table` in the Iceberg catalog (nested namespaces allowed: `a.b.table`).
@@ -415,10 +461,13 @@ pub struct TableConfig {
     pub reconcile_every_hours: Option<i64>,
     /// The `[tenants.<name>]` owning the table; required when tenants are configured.
     pub tenant: Option<String>,
+    pub pacing: Option<bool>,
     pub run_cost_seconds: Option<i64>,
+    pub file_fix_value_seconds: Option<i64>,
     pub file_hour_cost_seconds: Option<i64>,
     pub settle_seconds: Option<i64>,
     pub settle_max_seconds: Option<i64>,
+    pub quiet_partition_minutes: Option<i64>,
 }
 
 /// A table with every default applied: what the rest of icepack works with.
@@ -449,20 +498,15 @@ impl TableSpec {
         }
     }
 
-    /// `min-file-size-bytes` of a run: the files it may rewrite. Small files (the fragments
-    /// icepack counts) and mid-sized ones up to twice that size, which join their partition's
-    /// fragments — so the tail of a partition merges into its last output instead of staying a
-    /// small file — but never start a run; larger files are never rewritten again. Below
-    /// three quarters of the target (Iceberg's own default floor, which it must stay under).
-    /// `None` when the small-file size is too close to the target for such a floor: Iceberg's
-    /// default then.
-    pub fn rewrite_floor_bytes(&self) -> Option<u64> {
+    /// `min-file-size-bytes` of a run: the files it may rewrite. The small files icepack counts,
+    /// and no larger ones — an output that is no longer small is not rewritten again and again —
+    /// unless a partition has gone quiet (`joins_mid_sized`): then Iceberg's default (three
+    /// quarters of the target, `None`), so its last small files merge into its mid-sized
+    /// outputs instead of staying small. `None` too when the small-file size is not below the
+    /// target (Iceberg requires the floor below it).
+    pub fn rewrite_floor_bytes(&self, joins_mid_sized: bool) -> Option<u64> {
         let small = self.thresholds.small_file_bytes;
-        let floor = small
-            .saturating_mul(2)
-            .min(self.target_file_bytes / 4 * 3)
-            .max(small);
-        (floor < self.target_file_bytes).then_some(floor)
+        (!joins_mid_sized && small < self.target_file_bytes).then_some(small)
     }
 
     /// A spec with compaction defaults, for tests and benchmarks.
@@ -754,9 +798,11 @@ impl TenantDefaults {
         for (field, value) in [
             ("max_wait_minutes", self.max_wait_minutes),
             ("run_cost_seconds", self.run_cost_seconds),
+            ("file_fix_value_seconds", self.file_fix_value_seconds),
             ("file_hour_cost_seconds", self.file_hour_cost_seconds),
             ("settle_seconds", self.settle_seconds),
             ("settle_max_seconds", self.settle_max_seconds),
+            ("quiet_partition_minutes", self.quiet_partition_minutes),
         ] {
             if let Some(value) = value {
                 check_not_negative(&format!("{key}.{field}"), value)?;
@@ -847,13 +893,16 @@ impl TableDefaults {
         check_positive("defaults.min_total_mb", self.min_total_mb)?;
         check_positive("defaults.target_file_mb", self.target_file_mb)?;
         check_not_negative("defaults.max_wait_minutes", self.max_wait_minutes)?;
-        check_not_negative("defaults.run_cost_seconds", self.run_cost_seconds)?;
-        check_not_negative(
-            "defaults.file_hour_cost_seconds",
-            self.file_hour_cost_seconds,
-        )?;
-        check_not_negative("defaults.settle_seconds", self.settle_seconds)?;
-        check_not_negative("defaults.settle_max_seconds", self.settle_max_seconds)?;
+        for (field, value) in [
+            ("run_cost_seconds", self.run_cost_seconds),
+            ("file_fix_value_seconds", self.file_fix_value_seconds),
+            ("file_hour_cost_seconds", self.file_hour_cost_seconds),
+            ("settle_seconds", self.settle_seconds),
+            ("settle_max_seconds", self.settle_max_seconds),
+            ("quiet_partition_minutes", self.quiet_partition_minutes),
+        ] {
+            check_not_negative(&format!("defaults.{field}"), value)?;
+        }
         check_suffixes("defaults.file_suffixes", &self.file_suffixes)
     }
 }
@@ -883,10 +932,13 @@ impl TableConfig {
             target_file_mb: self.target_file_mb,
             max_wait_minutes: self.max_wait_minutes,
             file_suffixes: self.file_suffixes.clone(),
+            pacing: self.pacing,
             run_cost_seconds: self.run_cost_seconds,
+            file_fix_value_seconds: self.file_fix_value_seconds,
             file_hour_cost_seconds: self.file_hour_cost_seconds,
             settle_seconds: self.settle_seconds,
             settle_max_seconds: self.settle_max_seconds,
+            quiet_partition_minutes: self.quiet_partition_minutes,
         }
         .validate(key)?;
         if let Some(files) = self.min_input_files {
@@ -919,6 +971,54 @@ impl TableConfig {
         Ok(())
     }
 
+    /// The table's pacing: its keys, else the tenant's, else `[defaults]`.
+    fn pacing(&self, defaults: &TableDefaults, tenant: &TenantDefaults) -> crate::policy::Pacing {
+        if !self.pacing.or(tenant.pacing).unwrap_or(defaults.pacing) {
+            return crate::policy::Pacing::OFF;
+        }
+        let millis = |table: Option<i64>, tenant: Option<i64>, default: i64, unit: i64| {
+            table.or(tenant).unwrap_or(default).saturating_mul(unit)
+        };
+        crate::policy::Pacing {
+            run_cost_millis: millis(
+                self.run_cost_seconds,
+                tenant.run_cost_seconds,
+                defaults.run_cost_seconds,
+                1000,
+            ) as u64,
+            file_fix_value_millis: millis(
+                self.file_fix_value_seconds,
+                tenant.file_fix_value_seconds,
+                defaults.file_fix_value_seconds,
+                1000,
+            ) as u64,
+            file_hour_cost_millis: millis(
+                self.file_hour_cost_seconds,
+                tenant.file_hour_cost_seconds,
+                defaults.file_hour_cost_seconds,
+                1000,
+            ) as u64,
+            settle_millis: millis(
+                self.settle_seconds,
+                tenant.settle_seconds,
+                defaults.settle_seconds,
+                1000,
+            ),
+            settle_max_millis: millis(
+                self.settle_max_seconds,
+                tenant.settle_max_seconds,
+                defaults.settle_max_seconds,
+                1000,
+            ),
+            quiet_millis: millis(
+                self.quiet_partition_minutes,
+                tenant.quiet_partition_minutes,
+                defaults.quiet_partition_minutes,
+                60_000,
+            ),
+        }
+    }
+
     /// Applies the tenant's defaults, then `[defaults]`, to every key the table leaves out.
     fn resolve(
         &self,
@@ -927,7 +1027,6 @@ impl TableConfig {
         tenant_name: &str,
     ) -> TableSpec {
         let mib = |value: i64| value as u64 * MIB;
-        let seconds = |value: i64| value.saturating_mul(1000);
         let max_wait_minutes = self
             .max_wait_minutes
             .or(tenant.max_wait_minutes)
@@ -973,28 +1072,7 @@ impl TableConfig {
                 .map(|hours| hours as u64),
             reconcile_every_millis: self.reconcile_every_hours.map(|hours| hours * 3_600_000),
             tenant: tenant_name.to_string(),
-            pacing: crate::policy::Pacing {
-                run_cost_millis: seconds(
-                    self.run_cost_seconds
-                        .or(tenant.run_cost_seconds)
-                        .unwrap_or(defaults.run_cost_seconds),
-                ) as u64,
-                file_hour_cost_millis: seconds(
-                    self.file_hour_cost_seconds
-                        .or(tenant.file_hour_cost_seconds)
-                        .unwrap_or(defaults.file_hour_cost_seconds),
-                ) as u64,
-                settle_millis: seconds(
-                    self.settle_seconds
-                        .or(tenant.settle_seconds)
-                        .unwrap_or(defaults.settle_seconds),
-                ),
-                settle_max_millis: seconds(
-                    self.settle_max_seconds
-                        .or(tenant.settle_max_seconds)
-                        .unwrap_or(defaults.settle_max_seconds),
-                ),
-            },
+            pacing: self.pacing(defaults, tenant),
         }
     }
 }

@@ -504,14 +504,24 @@ struct SimulateArgs {
     /// A run's cost per GiB it rewrites, in seconds.
     #[arg(long, default_value_t = 60.0)]
     seconds_per_gib: f64,
-    /// icepack's pacing: what a small file waiting an hour costs, in engine seconds (0: off);
-    /// its run cost is `--run-base-seconds`.
+    /// icepack's pacing (`[defaults]` keys of the same names; its run cost is
+    /// `--run-base-seconds`): what fixing one small file is worth, in engine seconds (0: off).
+    #[arg(long, default_value_t = 8.0)]
+    file_fix_value_seconds: f64,
+    /// What a small file waiting an hour costs, in engine seconds (0: off).
     #[arg(long, default_value_t = 40.0)]
     file_hour_cost_seconds: f64,
-    /// icepack's pacing: a due table waits until no file landed for this long (0: off), at
-    /// most five times as long after its oldest pending file.
+    /// A due table waits until no file landed for this long (0: off), at most five times as
+    /// long after its oldest pending file.
     #[arg(long, default_value_t = 60)]
     settle_seconds: i64,
+    /// A partition with no new file for this long merges its last small files into its
+    /// mid-sized outputs (0: never).
+    #[arg(long, default_value_t = 15)]
+    quiet_partition_minutes: i64,
+    /// icepack without pacing: runs at the thresholds (as before issue 17).
+    #[arg(long)]
+    no_pacing: bool,
     /// A trace file (`seconds,table,size_bytes[,partition]` per line; table a name or an
     /// index) instead of a generated one.
     #[arg(long)]
@@ -533,8 +543,11 @@ fn simulate(args: SimulateArgs) -> Result<()> {
         schedule_minutes,
         run_base_seconds,
         seconds_per_gib,
+        file_fix_value_seconds,
         file_hour_cost_seconds,
         settle_seconds,
+        quiet_partition_minutes,
+        no_pacing,
         trace: trace_path,
         svg,
     } = args;
@@ -543,10 +556,12 @@ fn simulate(args: SimulateArgs) -> Result<()> {
     }
     if !(run_base_seconds >= 0.0
         && seconds_per_gib >= 0.0
+        && file_fix_value_seconds >= 0.0
         && file_hour_cost_seconds >= 0.0
-        && settle_seconds >= 0)
+        && settle_seconds >= 0
+        && quiet_partition_minutes >= 0)
     {
-        bail!("--run-base-seconds, --seconds-per-gib, --file-hour-cost-seconds and --settle-seconds must not be negative");
+        bail!("--run-base-seconds, --seconds-per-gib and the pacing flags must not be negative");
     }
     let (trace, source) = match &trace_path {
         Some(path) => (
@@ -575,11 +590,17 @@ fn simulate(args: SimulateArgs) -> Result<()> {
         seed,
         run_base_millis: (run_base_seconds * 1000.0) as i64,
         seconds_per_gib,
-        pacing: icepack::policy::Pacing {
-            run_cost_millis: (run_base_seconds * 1000.0) as u64,
-            file_hour_cost_millis: (file_hour_cost_seconds * 1000.0) as u64,
-            settle_millis: settle_seconds * 1000,
-            settle_max_millis: settle_seconds * 5000,
+        pacing: if no_pacing {
+            icepack::policy::Pacing::OFF
+        } else {
+            icepack::policy::Pacing {
+                run_cost_millis: (run_base_seconds * 1000.0) as u64,
+                file_fix_value_millis: (file_fix_value_seconds * 1000.0) as u64,
+                file_hour_cost_millis: (file_hour_cost_seconds * 1000.0) as u64,
+                settle_millis: settle_seconds * 1000,
+                settle_max_millis: settle_seconds * 5000,
+                quiet_millis: quiet_partition_minutes * 60_000,
+            }
         },
         ..Scenario::default()
     };
@@ -590,8 +611,13 @@ fn simulate(args: SimulateArgs) -> Result<()> {
     ];
     let gib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0 * 1024.0);
     let thresholds = &scenario.thresholds;
+    let pacing = if no_pacing {
+        "off".to_string()
+    } else {
+        format!("a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min")
+    };
     println!(
-        "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB; icepack's pacing: a waiting small file costs {file_hour_cost_seconds} s an hour, settle {settle_seconds} s\n",
+        "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB; icepack's pacing: {pacing}\n",
         trace.arrivals.len(),
         gib(trace.bytes()),
         trace.tables.len(),

@@ -109,10 +109,16 @@ pub struct Pacing {
     pub run_cost_millis: u64,
     /// 0 turns the cost rule off: a run starts as soon as a threshold is crossed.
     pub file_hour_cost_millis: u64,
+    /// What fixing one small file is worth: a run waits for `run_cost / this` files it can fix
+    /// (0: off).
+    pub file_fix_value_millis: u64,
     /// A due table waits until no file has landed for this long (0: off) ...
     pub settle_millis: i64,
     /// ... but not past this long after its oldest pending file of the burst landed.
     pub settle_max_millis: i64,
+    /// A partition with no new file for this long is complete (with the cost model on): its
+    /// small files merge into its mid-sized outputs (0: never).
+    pub quiet_millis: i64,
 }
 
 impl Pacing {
@@ -120,13 +126,25 @@ impl Pacing {
     pub const OFF: Pacing = Pacing {
         run_cost_millis: 0,
         file_hour_cost_millis: 0,
+        file_fix_value_millis: 0,
         settle_millis: 0,
         settle_max_millis: 0,
+        quiet_millis: 0,
     };
 
     /// Whether runs are weighed against what they fix.
     pub fn weighs_cost(&self) -> bool {
-        self.file_hour_cost_millis > 0
+        self.file_hour_cost_millis > 0 || self.file_fix_value_millis > 0
+    }
+
+    /// The files a run must fix to be worth its cost (1 when the count rule is off).
+    pub fn worth_files(&self) -> u64 {
+        if self.file_fix_value_millis == 0 {
+            return 1;
+        }
+        self.run_cost_millis
+            .div_ceil(self.file_fix_value_millis)
+            .max(1)
     }
 
     /// The file-seconds of waiting that make a run worth its cost.
@@ -149,6 +167,8 @@ pub enum Wait {
         waited_file_hours: f64,
         worth_file_hours: f64,
     },
+    /// The run would fix fewer files than make it worth its cost.
+    Files { fixable: u64, worth_files: u64 },
 }
 
 /// Whether to start a run, why, and which partitions it should rewrite.
@@ -169,6 +189,9 @@ pub enum Decision {
         /// The partitions worth rewriting (paths; `""` for an unpartitioned table).
         partitions: Vec<String>,
         min_input_files: u64,
+        /// Some of them have gone quiet: mid-sized files (up to Iceberg's default floor, three
+        /// quarters of the target) may join the rewrite; otherwise only small files are rewritten.
+        joins_mid_sized: bool,
     },
 }
 
@@ -269,10 +292,44 @@ pub fn table_decision(
     } else {
         2.min(min_input_files)
     };
+    // A partition gone quiet is complete: its small files may merge into its mid-sized outputs
+    // (Iceberg's own floor), and one whose last file is alone rides along while it is recent.
+    let quiet = |counts: &PartitionCounts| {
+        pacing.quiet_millis > 0
+            && counts
+                .newest_event_millis
+                .is_some_and(|newest| now >= newest.saturating_add(pacing.quiet_millis))
+    };
+    let recent = thresholds.max_wait_millis.unwrap_or(2 * 3_600_000);
+    let riders: Vec<&String> = partitions
+        .iter()
+        .filter(|(_, counts)| least == 2 && counts.files == 1)
+        .filter(|(_, counts)| {
+            quiet(counts)
+                && counts
+                    .newest_event_millis
+                    .is_some_and(|newest| now < newest.saturating_add(recent))
+        })
+        .map(|(path, _)| path)
+        .collect();
+    let joins_mid_sized = !riders.is_empty() || selected.iter().any(|(_, counts)| quiet(counts));
+    let min_input_files = if riders.is_empty() {
+        min_input_files
+    } else {
+        2.min(min_input_files)
+    };
+    let mut paths: Vec<String> = selected
+        .into_iter()
+        .map(|(path, _)| path)
+        .chain(riders)
+        .cloned()
+        .collect();
+    paths.sort();
     Decision::Due {
         reason,
-        partitions: selected.into_iter().map(|(path, _)| path.clone()).collect(),
+        partitions: paths,
         min_input_files,
+        joins_mid_sized,
     }
 }
 
@@ -301,6 +358,20 @@ fn pacing_wait(
             }
         }
     }
+    let fixable: u64 = worth.iter().map(|(_, counts)| counts.files - 1).sum();
+    if pacing.file_fix_value_millis > 0 && fixable < pacing.worth_files() {
+        // Only more files make it worth it (or the hard limit, twice max-wait).
+        return Some((
+            Wait::Files {
+                fixable,
+                worth_files: pacing.worth_files(),
+            },
+            UnixMillis::MAX,
+        ));
+    }
+    if pacing.file_hour_cost_millis == 0 {
+        return None;
+    }
     let worth_file_seconds = pacing.worth_file_seconds();
     let waited: f64 = worth
         .iter()
@@ -310,7 +381,6 @@ fn pacing_wait(
         return None;
     }
     // Waiting grows by one file-second a second for each file a run would fix.
-    let fixable: u64 = worth.iter().map(|(_, counts)| counts.files - 1).sum();
     let seconds = ((worth_file_seconds - waited) / fixable.max(1) as f64).ceil() as i64;
     Some((
         Wait::Cost {
@@ -524,7 +594,8 @@ mod tests {
             Decision::Due {
                 reason: DueReason::Files,
                 partitions: vec!["d=1".to_string()],
-                min_input_files: 10
+                min_input_files: 10,
+                joins_mid_sized: false
             }
         );
         let costed = Pacing {
@@ -543,7 +614,8 @@ mod tests {
             Decision::Due {
                 reason: DueReason::Files,
                 partitions: vec!["d=1".to_string(), "d=2".to_string()],
-                min_input_files: 2
+                min_input_files: 2,
+                joins_mid_sized: false
             }
         );
         // The 6 left behind: not due until the partition qualifies.
@@ -616,7 +688,8 @@ mod tests {
             Decision::Due {
                 reason: DueReason::Partition,
                 partitions: vec!["d=1".to_string()],
-                min_input_files: 10
+                min_input_files: 10,
+                joins_mid_sized: false
             }
         );
         let parts = partitions(&[("d=1", 1, 1), ("d=2", 3, 3)]);
@@ -633,7 +706,8 @@ mod tests {
             Decision::Due {
                 reason: DueReason::MaxWait,
                 partitions: vec!["d=2".to_string()],
-                min_input_files: 2
+                min_input_files: 2,
+                joins_mid_sized: false
             }
         );
         // Two files holding a target file's worth: rewritten whatever their number.
@@ -695,7 +769,8 @@ mod tests {
             Decision::Due {
                 reason: DueReason::MaxWait,
                 partitions: vec!["d=new".to_string()],
-                min_input_files: 2
+                min_input_files: 2,
+                joins_mid_sized: false
             }
         );
         assert_eq!(
@@ -726,10 +801,12 @@ mod tests {
     }
 
     const PACED: Pacing = Pacing {
+        file_fix_value_millis: 0,
         run_cost_millis: 90_000,
         file_hour_cost_millis: 40_000,
         settle_millis: 60_000,
         settle_max_millis: 300_000,
+        quiet_millis: 0,
     };
 
     fn decide(parts: &BTreeMap<String, PartitionCounts>, pacing: &Pacing, now: i64) -> Decision {
@@ -828,6 +905,78 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn a_quiet_partition_lets_mid_sized_files_join_and_its_last_file_rides_along() {
+        let paced = Pacing {
+            file_fix_value_millis: 30_000, // a run of 90 s is worth 3 fixed files
+            file_hour_cost_millis: 0,
+            settle_millis: 0,
+            quiet_millis: 15 * 60_000,
+            ..PACED
+        };
+        let minute = 60_000;
+        // An open partition due by files; an old one whose last file is alone, quiet for
+        // 20 minutes; a partition whose file is alone but still receiving.
+        let mut parts = BTreeMap::from([
+            ("h=2".to_string(), landed(&[40 * minute; 10])),
+            ("h=1".to_string(), landed(&[20 * minute])),
+            ("h=3".to_string(), landed(&[39 * minute])),
+        ]);
+        assert_eq!(
+            decide(&parts, &paced, 40 * minute),
+            Decision::Due {
+                reason: DueReason::Files,
+                partitions: vec!["h=1".to_string(), "h=2".to_string()],
+                min_input_files: 2,
+                joins_mid_sized: true
+            }
+        );
+        // Nothing quiet: only small files are rewritten.
+        parts.remove("h=1");
+        assert_eq!(
+            decide(&parts, &paced, 40 * minute),
+            Decision::Due {
+                reason: DueReason::Files,
+                partitions: vec!["h=2".to_string()],
+                min_input_files: 10,
+                joins_mid_sized: false
+            }
+        );
+        // Three files in a quiet partition are not worth a run of 90 s (2 fixable < 3) until
+        // twice max-wait; a rider alone never starts one.
+        let parts = BTreeMap::from([("h=1".to_string(), landed(&[0, 0, 0]))]);
+        let lax = Thresholds {
+            min_files: 3,
+            ..thresholds()
+        };
+        let totals = PendingCounts {
+            files: 3,
+            bytes: 3 * MIB,
+            oldest_event_millis: Some(0),
+            newest_event_millis: Some(0),
+        };
+        assert!(matches!(
+            table_decision(&totals, &parts, &lax, &RULE, &paced, 20 * minute),
+            Decision::Waiting {
+                wait: Wait::Files {
+                    fixable: 2,
+                    worth_files: 3
+                },
+                until: 14_400_000,
+                ..
+            }
+        ));
+        assert!(matches!(
+            table_decision(&totals, &parts, &lax, &RULE, &paced, 240 * minute),
+            Decision::Due {
+                joins_mid_sized: true,
+                ..
+            }
+        ));
+        let alone = BTreeMap::from([("h=1".to_string(), landed(&[0]))]);
+        assert_eq!(decide(&alone, &paced, 20 * minute), Decision::NotDue);
+    }
+
     proptest! {
         #[test]
         fn due_iff_some_threshold_is_crossed(files in 0u64..30, bytes in 0u64..600, oldest in 0i64..10_000, now in 0i64..20_000) {
@@ -852,6 +1001,7 @@ mod tests {
             now in 0i64..20_000,
             settle in 0i64..3,
             cost in 0u64..3,
+            fix in 0u64..3,
         ) {
             // Partitions of 0-5 files landed 0-200 s before `now`.
             let parts: BTreeMap<String, PartitionCounts> = parts
@@ -863,10 +1013,12 @@ mod tests {
                 })
                 .collect();
             let pacing = Pacing {
+                file_fix_value_millis: fix * 30_000,
                 run_cost_millis: 90_000,
                 file_hour_cost_millis: cost * 20_000,
                 settle_millis: settle * 60_000,
                 settle_max_millis: settle * 300_000,
+                quiet_millis: 0,
             };
             let improvable: Vec<String> = parts
                 .iter()
@@ -874,7 +1026,7 @@ mod tests {
                 .map(|(path, _)| path.clone())
                 .collect();
             let mut at = now;
-            for _ in 0..4 {
+            for _ in 0..6 {
                 match decide(&parts, &pacing, at) {
                     Decision::Due { partitions, min_input_files, .. } => {
                         // Every partition it can improve, and only those: none rewrites nothing.
@@ -884,6 +1036,8 @@ mod tests {
                     }
                     Decision::Waiting { until, .. } => {
                         prop_assert!(until > at, "a wait ends later, not now");
+                        // (A wait only more files end lasts until twice max-wait.)
+                        prop_assert!(until <= now + 4 * 120 * 60_000, "{until}");
                         at = until;
                     }
                     Decision::NotDue | Decision::NothingToRewrite(_) => return Ok(()),

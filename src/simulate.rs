@@ -265,11 +265,10 @@ impl Default for Scenario {
             },
             schedule_minutes: 15,
             seed: 7,
+            // icepack's default pacing, with the model's run cost.
             pacing: Pacing {
                 run_cost_millis: 90_000,
-                file_hour_cost_millis: 40_000,
-                settle_millis: MINUTE,
-                settle_max_millis: 5 * MINUTE,
+                ..crate::config::TableDefaults::default().pacing()
             },
         }
     }
@@ -542,7 +541,7 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                     store.commit(ops).unwrap();
                     accumulator.settle(true);
                     meter.report.runs += 1;
-                    let rewritten: Vec<FileEntry> = store
+                    let claimed: Vec<FileEntry> = store
                         .files(&accumulator.spec().table)
                         .unwrap()
                         .into_iter()
@@ -551,15 +550,38 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                         })
                         .map(|(_, file)| file)
                         .collect();
-                    let floor = accumulator
-                        .spec()
-                        .rewrite_floor_bytes()
-                        .unwrap_or(accumulator.spec().target_file_bytes / 4 * 3);
-                    let joining: Vec<(String, u64)> = mid_sized[table]
+                    let spec = accumulator.spec();
+                    let floor = spec
+                        .rewrite_floor_bytes(ticket.joins_mid_sized)
+                        .unwrap_or(spec.target_file_bytes / 4 * 3);
+                    let joinable: Vec<(String, u64)> = mid_sized[table]
                         .iter()
                         .filter(|(partition, size)| {
                             *size < floor && ticket.partitions.contains(partition)
                         })
+                        .cloned()
+                        .collect();
+                    // A partition's group is rewritten with `min-input-files` candidates.
+                    let mut candidates: HashMap<&str, u64> = HashMap::new();
+                    for partition in claimed
+                        .iter()
+                        .map(|file| file.partition.as_str())
+                        .chain(joinable.iter().map(|(partition, _)| partition.as_str()))
+                    {
+                        *candidates.entry(partition).or_default() += 1;
+                    }
+                    let enough = |partition: &str| {
+                        candidates.get(partition).copied().unwrap_or(0)
+                            >= ticket.min_input_files.max(1)
+                    };
+                    let rewritten: Vec<FileEntry> = claimed
+                        .iter()
+                        .filter(|file| enough(&file.partition))
+                        .cloned()
+                        .collect();
+                    let joining: Vec<(String, u64)> = joinable
+                        .iter()
+                        .filter(|(partition, _)| enough(partition))
                         .cloned()
                         .collect();
                     let bytes = rewritten.iter().map(|file| file.size).sum::<u64>()

@@ -166,6 +166,9 @@ pub struct Claim {
     /// `false` for a reconcile: the run rewrites nothing, it reads the truth.
     #[serde(default = "yes")]
     pub rewrite: bool,
+    /// Mid-sized files may join the rewrite (a partition went quiet); only small ones otherwise.
+    #[serde(default)]
+    pub joins_mid_sized: bool,
 }
 
 fn yes() -> bool {

@@ -350,6 +350,12 @@ pub fn render_status_text(report: &serde_json::Value) -> String {
                 waiting["waited_file_hours"].as_f64().unwrap_or(0.0),
                 text(&waiting["until"])
             )),
+            Some("files") => out.push_str(&format!(
+                "  waiting: worth a run once it fixes {} small files ({} so far), or at twice max-wait ({})\n",
+                number(&waiting["worth_files"]),
+                number(&waiting["fixable"]),
+                text(&waiting["until"])
+            )),
             _ => {}
         }
         let alone = number(&table["explain"]["alone_files"]);

@@ -35,6 +35,7 @@ queue_url = "{queue_url}"
 endpoint_url = "{endpoint}"
 wait_time_seconds = 1
 [defaults]
+pacing = false                           # runs at the thresholds (the pacing has its own test)
 max_wait_minutes = 0
 [[tables]]
 table = "analytics.customer_orders"

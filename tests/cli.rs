@@ -67,8 +67,8 @@ fn check_config_names_the_offending_key() {
             "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n[[tables]]\ntable = \"a.c\"\nbucket = \"bkt\"\nprefix = \"p/\"\n",
             "tables[1].prefix",
         ),
-        ("[defaults]\nmin_files = 0\n", "defaults.min_files"),
-        ("[defaults]\nmin_total_mb = -3\n", "defaults.min_total_mb"),
+        ("[defaults]\npacing = false\nmin_files = 0\n", "defaults.min_files"),
+        ("[defaults]\npacing = false\nmin_total_mb = -3\n", "defaults.min_total_mb"),
         ("[[tables]]\ntable = \"orders\"\nbucket = \"bkt\"\nprefix = \"p/\"\n", "tables[0].table"),
     ];
     for (toml, key) in cases {
@@ -269,7 +269,9 @@ fn status_of_a_new_deployment_shows_empty_tables() {
                 "nearest": null,
                 "files": {"value": 0, "threshold": 10, "remaining": 10, "reached": 0.0},
                 "bytes": {"value": 0, "threshold": 268435456, "remaining": 268435456, "reached": 0.0},
-                "max_wait": {"value": 0, "threshold": 7200, "remaining": 7200, "reached": 0.0}
+                "max_wait": {"value": 0, "threshold": 7200, "remaining": 7200, "reached": 0.0},
+                "alone_files": 0,
+                "waiting": null
             }
         }]})
     );

@@ -43,6 +43,7 @@ visibility_timeout_seconds = 2
 pollers = 2
 
 [defaults]
+pacing = false                           # runs at the thresholds (the pacing has its own test)
 small_file_mb = 1
 min_files = 12
 max_wait_minutes = 600

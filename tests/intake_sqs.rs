@@ -35,6 +35,7 @@ max_messages = 10
 visibility_timeout_seconds = {visibility_timeout_seconds}
 
 [defaults]
+pacing = false                           # runs at the thresholds (the pacing has its own test)
 small_file_mb = 1
 min_files = 10
 max_wait_minutes = 0     # the events carry 2024 times: keep these tables from becoming due

@@ -55,6 +55,7 @@ endpoint_url = "{endpoint}"
 wait_time_seconds = 1
 
 [defaults]
+pacing = false                           # runs at the thresholds (the pacing has its own test)
 max_wait_minutes = 0
 min_files = 2
 
@@ -287,6 +288,7 @@ queue_url = "{queue_url}"
 endpoint_url = "{endpoint}"
 wait_time_seconds = 1
 [defaults]
+pacing = false                           # runs at the thresholds (the pacing has its own test)
 max_wait_minutes = 0
 min_files = 1
 [spark]

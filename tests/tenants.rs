@@ -76,6 +76,7 @@ wait_time_seconds = 1
 pollers = 1
 
 [defaults]
+pacing = false                           # runs at the thresholds (the pacing has its own test)
 max_wait_minutes = 0
 min_files = 1
 
@@ -256,6 +257,7 @@ wait_time_seconds = 1
 pollers = 1
 
 [defaults]
+pacing = false                           # runs at the thresholds (the pacing has its own test)
 max_wait_minutes = 0
 min_files = 100
 
@@ -479,6 +481,7 @@ wait_time_seconds = 1
 pollers = 1
 
 [defaults]
+pacing = false                           # runs at the thresholds (the pacing has its own test)
 min_files = 100
 
 [spark]

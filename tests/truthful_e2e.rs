@@ -95,6 +95,7 @@ wait_time_seconds = 1
 visibility_timeout_seconds = 60
 
 [defaults]
+pacing = false                           # runs at the thresholds (the pacing has its own test)
 max_wait_minutes = 0
 min_files = 10
 

@@ -730,7 +730,7 @@ mod tests {
     }
 
     fn tenant_config(last_tenant: &str) -> Arc<Config> {
-        let mut text = "[defaults]\nmax_wait_minutes = 0\nmin_files = 1\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\n[tenants.a]\n[tenants.b]\nweight = 3\n"
+        let mut text = "[defaults]\npacing = false\nmax_wait_minutes = 0\nmin_files = 1\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\n[tenants.a]\n[tenants.b]\nweight = 3\n"
             .to_string();
         for (table, tenant) in [("n.t1", "a"), ("n.t2", "a"), ("n.t3", last_tenant)] {
             let prefix = table.trim_start_matches("n.");
@@ -827,7 +827,7 @@ mod tests {
     /// once. `a`'s first run takes the slot; `b`'s table runs next, not after `a`'s second.
     #[actix::test]
     async fn with_one_slot_the_other_tenants_table_runs_second() {
-        let mut text = "[defaults]\nmax_wait_minutes = 0\nmin_files = 1\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\n[tenants.a]\n[tenants.b]\n"
+        let mut text = "[defaults]\npacing = false\nmax_wait_minutes = 0\nmin_files = 1\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\n[tenants.a]\n[tenants.b]\n"
             .to_string();
         let tables = [
             ("a1", "a"),
@@ -884,7 +884,7 @@ mod tests {
 
     fn pipeline(runner: Arc<dyn SparkRunner>) -> Pipeline {
         let config = Config::from_toml_str(
-            "[defaults]\nmax_wait_minutes = 0\nmin_files = 3\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
+            "[defaults]\npacing = false\nmax_wait_minutes = 0\nmin_files = 3\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
         )
         .unwrap();
         pipeline_of(Arc::new(config), runner)

@@ -533,6 +533,7 @@ fn pending_and_claimed_keys_outlive_the_retention(store: &dyn StateStore) {
             rewrite_partitions: Vec::new(),
             min_input_files: 2,
             rewrite: true,
+            joins_mid_sized: false,
         }),
         ..TableState::default()
     };
