@@ -331,10 +331,13 @@ prefix = "warehouse/orders/"
         },
     )
     .await;
-    assert!(
-        icepack.log(run).matches("compaction failed").count() >= 1,
-        "runs went on too"
-    );
+    // Runs go on too (the first fails at once: no engine), whenever it lands beside the counting.
+    wait_until(
+        "a run to fail while Slack hangs",
+        Duration::from_secs(30),
+        || async { icepack.log(run).contains("compaction failed").then_some(()) },
+    )
+    .await;
     assert!(
         icepack.terminate(run).await.success(),
         "{}",
