@@ -98,12 +98,14 @@ impl RewriteRule {
     }
 }
 
-/// How a table paces its runs once a threshold is crossed: a run costs `run_cost_millis` of
-/// engine time whatever it rewrites, and a small file left waiting costs `file_hour_cost_millis`
-/// an hour (slower scans, more requests). A run starts when the files it would fix have waited
-/// long enough, together, to be worth its cost — which makes a table that fills fast wait for
-/// more files per run, and one that fills slowly run at its thresholds — and not while files
-/// are still landing in a burst (the settle window).
+/// How a table paces its runs once a threshold is crossed (docs/design.md, "Pacing"): a run
+/// costs `run_cost_millis` of engine time whatever it rewrites; fixing a small file is worth
+/// `file_fix_value_millis`, and a small file left waiting costs `file_hour_cost_millis` an hour
+/// (slower scans, more requests). A run starts when it fixes enough files to be worth its cost and
+/// they have waited long enough, together — which makes a table that fills fast wait for more
+/// files per run, and one that fills slowly run at its thresholds — and not while files are still
+/// landing in a burst (the settle window). A partition quiet for `quiet_millis` is complete: its
+/// small files may merge into its mid-sized outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pacing {
     pub run_cost_millis: u64,
