@@ -35,7 +35,8 @@ pub struct TableStatus {
     pub next_attempt_time: Option<String>,
     /// When the pending state was last rebuilt from the table's committed metadata.
     pub last_truth_time: Option<String>,
-    /// Thresholds are crossed but no partition has enough small files to rewrite.
+    /// Thresholds are crossed but no partition has enough small files to rewrite (with the
+    /// pacing off: the rewrite rule's `min_input_files`; files alone in a partition never count).
     pub nothing_to_rewrite: bool,
     /// Files successful runs took off the pending list since the table was first seen.
     pub compacted_files: u64,
