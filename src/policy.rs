@@ -269,12 +269,13 @@ pub fn table_decision(
     }
     // Past max-wait, a run is still weighed against what it fixes — up to twice max-wait, when
     // it starts whatever it costs; it does not settle.
+    let hard = thresholds.doubled_wait();
     let hard_limit = partitions
         .values()
-        .any(|partition| max_wait_ready(partition, &thresholds.doubled_wait(), now));
+        .any(|partition| max_wait_ready(partition, &hard, now));
     if !hard_limit {
         if let Some((wait, until)) = pacing_wait(&worth, pacing, !overdue, now) {
-            let until = match next_max_wait_deadline(partitions, &thresholds.doubled_wait(), now) {
+            let until = match next_max_wait_deadline(partitions, &hard, now) {
                 Some(deadline) => until.min(deadline),
                 None => until,
             };
