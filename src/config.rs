@@ -109,6 +109,7 @@ pub struct TenantDefaults {
     pub settle_seconds: Option<i64>,
     pub settle_max_seconds: Option<i64>,
     pub quiet_partition_minutes: Option<i64>,
+    pub remerge_new_data_percent: Option<i64>,
 }
 
 /// A tenant with its settings resolved.
@@ -351,6 +352,11 @@ pub struct TableDefaults {
     /// into its mid-sized outputs (0: never).
     #[serde(default = "default_quiet_partition_minutes")]
     pub quiet_partition_minutes: i64,
+    /// A partition holding one still-small output of an earlier run joins a run once its new
+    /// files hold this share of the output's bytes, in percent (0: at once), or it is quiet or
+    /// past max-wait.
+    #[serde(default = "default_remerge_new_data_percent")]
+    pub remerge_new_data_percent: i64,
 }
 
 fn yes() -> bool {
@@ -379,6 +385,10 @@ fn default_settle_max_seconds() -> i64 {
 
 fn default_quiet_partition_minutes() -> i64 {
     15
+}
+
+fn default_remerge_new_data_percent() -> i64 {
+    0
 }
 
 fn default_small_file_mb() -> i64 {
@@ -428,6 +438,7 @@ impl Default for TableDefaults {
             settle_seconds: default_settle_seconds(),
             settle_max_seconds: default_settle_max_seconds(),
             quiet_partition_minutes: default_quiet_partition_minutes(),
+            remerge_new_data_percent: default_remerge_new_data_percent(),
         }
     }
 }
@@ -468,6 +479,7 @@ pub struct TableConfig {
     pub settle_seconds: Option<i64>,
     pub settle_max_seconds: Option<i64>,
     pub quiet_partition_minutes: Option<i64>,
+    pub remerge_new_data_percent: Option<i64>,
 }
 
 /// A table with every default applied: what the rest of icepack works with.
@@ -803,6 +815,7 @@ impl TenantDefaults {
             ("settle_seconds", self.settle_seconds),
             ("settle_max_seconds", self.settle_max_seconds),
             ("quiet_partition_minutes", self.quiet_partition_minutes),
+            ("remerge_new_data_percent", self.remerge_new_data_percent),
         ] {
             if let Some(value) = value {
                 check_not_negative(&format!("{key}.{field}"), value)?;
@@ -900,6 +913,7 @@ impl TableDefaults {
             ("settle_seconds", self.settle_seconds),
             ("settle_max_seconds", self.settle_max_seconds),
             ("quiet_partition_minutes", self.quiet_partition_minutes),
+            ("remerge_new_data_percent", self.remerge_new_data_percent),
         ] {
             check_not_negative(&format!("defaults.{field}"), value)?;
         }
@@ -939,6 +953,7 @@ impl TableConfig {
             settle_seconds: self.settle_seconds,
             settle_max_seconds: self.settle_max_seconds,
             quiet_partition_minutes: self.quiet_partition_minutes,
+            remerge_new_data_percent: self.remerge_new_data_percent,
         }
         .validate(key)?;
         if let Some(files) = self.min_input_files {
@@ -1016,6 +1031,12 @@ impl TableConfig {
                 defaults.quiet_partition_minutes,
                 60_000,
             ),
+            remerge_percent: millis(
+                self.remerge_new_data_percent,
+                tenant.remerge_new_data_percent,
+                defaults.remerge_new_data_percent,
+                1,
+            ) as u64,
         }
     }
 

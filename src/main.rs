@@ -519,6 +519,10 @@ struct SimulateArgs {
     /// mid-sized outputs (0: never).
     #[arg(long, default_value_t = 15)]
     quiet_partition_minutes: i64,
+    /// A partition holding one still-small output joins a run once its new files hold this
+    /// share of the output's bytes, in percent (0: at once).
+    #[arg(long, default_value_t = 0)]
+    remerge_new_data_percent: u64,
     /// icepack without pacing: runs at the thresholds (as before issue 17).
     #[arg(long)]
     no_pacing: bool,
@@ -547,6 +551,7 @@ fn simulate(args: SimulateArgs) -> Result<()> {
         file_hour_cost_seconds,
         settle_seconds,
         quiet_partition_minutes,
+        remerge_new_data_percent,
         no_pacing,
         trace: trace_path,
         svg,
@@ -600,6 +605,7 @@ fn simulate(args: SimulateArgs) -> Result<()> {
                 settle_millis: settle_seconds * 1000,
                 settle_max_millis: settle_seconds * 5000,
                 quiet_millis: quiet_partition_minutes * 60_000,
+                remerge_percent: remerge_new_data_percent,
             }
         },
         ..Scenario::default()
@@ -614,7 +620,7 @@ fn simulate(args: SimulateArgs) -> Result<()> {
     let pacing = if no_pacing {
         "off".to_string()
     } else {
-        format!("a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min")
+        format!("a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data")
     };
     println!(
         "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB; icepack's pacing: {pacing}\n",

@@ -121,6 +121,11 @@ pub struct Pacing {
     /// A partition with no new file for this long is complete (with the cost model on): its
     /// small files merge into its mid-sized outputs (0: never).
     pub quiet_millis: i64,
+    /// A partition holding one still-small output of an earlier run (a file known from the
+    /// metadata) joins a run only once its new files hold at least this share of the output's
+    /// bytes, in percent (0: at once), or it is quiet or past max-wait: an output is not read
+    /// and written again for every few files landing beside it.
+    pub remerge_percent: u64,
 }
 
 impl Pacing {
@@ -132,6 +137,7 @@ impl Pacing {
         settle_millis: 0,
         settle_max_millis: 0,
         quiet_millis: 0,
+        remerge_percent: 0,
     };
 
     /// Whether runs are weighed against what they fix.
@@ -215,9 +221,25 @@ pub fn table_decision(
     // late file in an old partition), and it counts toward no threshold until files join it
     // (A table configured with `min_input_files = 1` rewrites single files too.)
     let least = 2.min(rule.min_input_files).max(1);
+    // A partition gone quiet is complete: its small files may merge into its mid-sized outputs
+    // (Iceberg's own floor), and one whose last file is alone rides along while it is recent.
+    let quiet = |counts: &PartitionCounts| {
+        pacing.quiet_millis > 0
+            && counts
+                .newest_event_millis
+                .is_some_and(|newest| now >= newest.saturating_add(pacing.quiet_millis))
+    };
+    // A partition holding one still-small output waits for enough new data to merge into it.
+    let ripe = |counts: &PartitionCounts| {
+        counts.metadata_files != 1
+            || (counts.bytes - counts.metadata_bytes.min(counts.bytes)).saturating_mul(100)
+                >= counts.metadata_bytes.saturating_mul(pacing.remerge_percent)
+            || quiet(counts)
+            || waited_long(counts)
+    };
     let worth: Vec<(&String, &PartitionCounts)> = partitions
         .iter()
-        .filter(|(_, counts)| counts.files >= least)
+        .filter(|(_, counts)| counts.files >= least && ripe(counts))
         .collect();
     // Their totals decide files and bytes; max-wait is judged per partition below. (A table
     // whose partitions are not known yet — state from before partitions were kept — goes by
@@ -241,9 +263,9 @@ pub fn table_decision(
     let overdue = partitions.values().any(waited_long);
     let reason = totals
         .or_else(|| {
-            partitions
-                .values()
-                .any(|partition| partition.files >= rule.min_input_files)
+            worth
+                .iter()
+                .any(|(_, partition)| partition.files >= rule.min_input_files)
                 .then_some(DueReason::Partition)
         })
         .or_else(|| overdue.then_some(DueReason::MaxWait));
@@ -294,14 +316,6 @@ pub fn table_decision(
         min_input_files
     } else {
         2.min(min_input_files)
-    };
-    // A partition gone quiet is complete: its small files may merge into its mid-sized outputs
-    // (Iceberg's own floor), and one whose last file is alone rides along while it is recent.
-    let quiet = |counts: &PartitionCounts| {
-        pacing.quiet_millis > 0
-            && counts
-                .newest_event_millis
-                .is_some_and(|newest| now >= newest.saturating_add(pacing.quiet_millis))
     };
     let recent = thresholds.max_wait_millis.unwrap_or(2 * 3_600_000);
     let riders: Vec<&String> = partitions
@@ -810,6 +824,7 @@ mod tests {
         settle_millis: 60_000,
         settle_max_millis: 300_000,
         quiet_millis: 0,
+        remerge_percent: 0,
     };
 
     fn decide(parts: &BTreeMap<String, PartitionCounts>, pacing: &Pacing, now: i64) -> Decision {
@@ -905,6 +920,53 @@ mod tests {
                 reason: DueReason::MaxWait,
                 ..
             }
+        ));
+    }
+
+    #[test]
+    fn a_still_small_output_waits_for_its_share_of_new_data() {
+        let pacing = Pacing {
+            file_fix_value_millis: 0,
+            file_hour_cost_millis: 0,
+            settle_millis: 0,
+            quiet_millis: 15 * 60_000,
+            remerge_percent: 50,
+            ..PACED
+        };
+        let minute = 60_000;
+        // An earlier run's 40 MiB output (known from the metadata) and ten new 1 MiB files:
+        // due by files, but 10 MiB is less than half the output.
+        let mut output = landed(&[10 * minute; 10]);
+        output.add_file(40 * MIB, 10 * minute);
+        output.metadata_files = 1;
+        output.metadata_bytes = 40 * MIB;
+        let parts = BTreeMap::from([("d=1".to_string(), output)]);
+        assert_eq!(decide(&parts, &pacing, 20 * minute), Decision::NotDue);
+        // Without the rule, the run reads the output again.
+        assert!(matches!(
+            decide(
+                &parts,
+                &Pacing {
+                    remerge_percent: 0,
+                    ..pacing
+                },
+                20 * minute
+            ),
+            Decision::Due { .. }
+        ));
+        // Quiet, the partition merges: so it does with twenty new files (20 MiB, half the output).
+        assert!(matches!(
+            decide(&parts, &pacing, 26 * minute),
+            Decision::Due { .. }
+        ));
+        let mut more = parts["d=1"];
+        for _ in 0..10 {
+            more.add_file(MIB, 20 * minute);
+        }
+        let parts = BTreeMap::from([("d=1".to_string(), more)]);
+        assert!(matches!(
+            decide(&parts, &pacing, 21 * minute),
+            Decision::Due { .. }
         ));
     }
 
@@ -1022,6 +1084,7 @@ mod tests {
                 settle_millis: settle * 60_000,
                 settle_max_millis: settle * 300_000,
                 quiet_millis: 0,
+                remerge_percent: 50,
             };
             let improvable: Vec<String> = parts
                 .iter()

@@ -29,6 +29,7 @@ impl PendingCounts {
             partition.add_file(file.size, file.event_millis);
             if file.source == FileSource::Metadata {
                 partition.metadata_files += 1;
+                partition.metadata_bytes += file.size;
             }
         }
         (counts, partitions)
@@ -60,6 +61,9 @@ pub struct PartitionCounts {
     /// Of `files`, those known from Iceberg metadata rather than from events.
     #[serde(default)]
     pub metadata_files: u64,
+    /// Their bytes (a run's still-small output is one of them).
+    #[serde(default)]
+    pub metadata_bytes: u64,
     /// Event time of the partition's oldest pending file (max-wait is judged per partition).
     #[serde(default)]
     pub oldest_event_millis: Option<UnixMillis>,
