@@ -81,6 +81,10 @@ pub struct CompactionPool {
     handed_over: HashSet<String>,
     /// `false` (replay --no-compact): requests are noted, never run.
     enabled: bool,
+    /// Accumulators start before the pool has the map (it holds their addresses): what they
+    /// send before it comes waits here, and is handled once it has.
+    early_requests: Vec<RequestCompaction>,
+    early_recoveries: Vec<RecoverRun>,
     metrics: Arc<Metrics>,
     notifier: Option<Addr<Notifier>>,
 }
@@ -108,6 +112,8 @@ impl CompactionPool {
             undelivered: HashMap::new(),
             handed_over: HashSet::new(),
             enabled,
+            early_requests: Vec::new(),
+            early_recoveries: Vec::new(),
             metrics,
             notifier,
         }
@@ -397,6 +403,12 @@ impl Handler<SetTableMap> for CompactionPool {
     fn handle(&mut self, message: SetTableMap, ctx: &mut Context<Self>) {
         let previous = std::mem::replace(&mut self.map, message.0);
         self.apply_tenant_limits();
+        for early in std::mem::take(&mut self.early_recoveries) {
+            ctx.notify(early);
+        }
+        for early in std::mem::take(&mut self.early_requests) {
+            ctx.notify(early);
+        }
         // A waiting table moved to another tenant waits in that tenant's line from now on.
         for table in 0..previous.len().min(self.map.len()) {
             let tenant = &self.map.spec(table).tenant;
@@ -439,6 +451,10 @@ impl Handler<RequestCompaction> for CompactionPool {
     type Result = ();
 
     fn handle(&mut self, message: RequestCompaction, ctx: &mut Context<Self>) {
+        if message.table >= self.map.len() {
+            self.early_requests.push(message);
+            return;
+        }
         self.enqueue(message.table, message.trigger, message.force, ctx);
     }
 }
@@ -521,6 +537,10 @@ impl Handler<RecoverRun> for CompactionPool {
     type Result = ();
 
     fn handle(&mut self, message: RecoverRun, ctx: &mut Context<Self>) {
+        if message.table >= self.map.len() {
+            self.early_recoveries.push(message);
+            return;
+        }
         let table = message.table;
         let ticket = message.ticket;
         if self.handed_over.remove(&ticket.run_id)
