@@ -202,6 +202,27 @@ async fn stopped_state(docker: &Docker, name: &str) -> Result<(i64, bool), Engin
     )))
 }
 
+/// Returns once the container has exited (or is gone), looking every two seconds.
+async fn until_exited(docker: &Docker, name: &str) {
+    use bollard::models::ContainerStateStatusEnum as Status;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        match docker
+            .inspect_container(name, None::<InspectContainerOptions>)
+            .await
+        {
+            Ok(inspected) => {
+                let state = inspected.state.unwrap_or_default();
+                if matches!(state.status, Some(Status::EXITED | Status::DEAD)) {
+                    return;
+                }
+            }
+            Err(error) if is_not_found(&error) => return,
+            Err(_) => {}
+        }
+    }
+}
+
 /// Containers, running or not, carrying every one of these `key=value` labels.
 async fn list_labelled(
     docker: &Docker,
@@ -243,10 +264,26 @@ async fn follow_to_end(
 ) -> Result<EngineOutput, EngineError> {
     let mut stdout = StdoutResults::default();
     let mut stderr = Vec::new();
-    let finished = tokio::time::timeout(
-        timeout,
-        collect_logs(docker, name, true, &mut stdout, &mut stderr),
-    )
+    let finished = tokio::time::timeout(timeout, async {
+        let complete = {
+            let logs = collect_logs(docker, name, true, &mut stdout, &mut stderr);
+            tokio::pin!(logs);
+            tokio::select! {
+                () = &mut logs => true,
+                // A followed log can outlive its container (one that exited as the logs
+                // attached, as podman has it): once it has ended, the stream gets a moment to
+                // drain, else the whole log is read again.
+                () = until_exited(docker, name) => {
+                    tokio::time::timeout(Duration::from_secs(5), &mut logs).await.is_ok()
+                }
+            }
+        };
+        if !complete {
+            stdout = StdoutResults::default();
+            stderr.clear();
+            collect_logs(docker, name, false, &mut stdout, &mut stderr).await;
+        }
+    })
     .await;
     let (exit_code, oom_killed, timed_out) = match finished {
         Ok(()) => {
@@ -386,7 +423,8 @@ impl SparkRunner for DockerRunner {
         let name = name.trim_start_matches('/').to_string();
         // Stopped between create and start: nothing ran, and the settings may not all be in the
         // container yet. The run starts afresh, in a container of its own.
-        if summary.state.as_deref() == Some("created") {
+        // (`configured`: podman's name for a container created and not started yet.)
+        if matches!(summary.state.as_deref(), Some("created" | "configured")) {
             info!(container = %name, "the run's container never started; starting the run now");
             remove(&docker, &name).await;
             return self.run(job).await.map(Some);
