@@ -232,7 +232,10 @@ pub fn table_decision(
     // A partition holding one still-small output waits for enough new data to merge into it.
     let ripe = |counts: &PartitionCounts| {
         counts.metadata_files != 1
-            || (counts.bytes - counts.metadata_bytes.min(counts.bytes)).saturating_mul(100)
+            || counts
+                .bytes
+                .saturating_sub(counts.metadata_bytes)
+                .saturating_mul(100)
                 >= counts.metadata_bytes.saturating_mul(pacing.remerge_percent)
             || quiet(counts)
             || waited_long(counts)
