@@ -17,6 +17,7 @@ use crate::state::{
     TableSnapshot, TableState,
 };
 use crate::store::{Op, StateStore, StoreError};
+use crate::strategy::RunStrategy;
 
 /// A record that routed to this table as a small data file; not yet checked for duplicates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +80,7 @@ pub struct ClaimTicket {
     pub rewrite: bool,
     /// Mid-sized files may join the rewrite (Iceberg's default floor); only small ones otherwise.
     pub joins_mid_sized: bool,
+    pub strategy: RunStrategy,
 }
 
 impl ClaimTicket {
@@ -94,6 +96,7 @@ impl ClaimTicket {
             spec,
             rewrite: claim.rewrite,
             joins_mid_sized: claim.joins_mid_sized,
+            strategy: claim.strategy.clone(),
         }
     }
 }
@@ -106,6 +109,24 @@ pub struct RunPlan {
     pub min_input_files: u64,
     pub rewrite: bool,
     pub joins_mid_sized: bool,
+    pub strategy: RunStrategy,
+}
+
+/// The trigger of a read of an `auto` table's sort order before its first run (a reconcile:
+/// it rewrites nothing; the run follows once the order is known).
+pub const ORDER_READ_TRIGGER: &str = "read_order";
+
+impl RunPlan {
+    fn order_read() -> RunPlan {
+        RunPlan {
+            trigger: ORDER_READ_TRIGGER.to_string(),
+            partitions: Vec::new(),
+            min_input_files: 0,
+            rewrite: false,
+            joins_mid_sized: false,
+            strategy: RunStrategy::Binpack,
+        }
+    }
 }
 
 /// How long every truth read — a run's and a reconcile's alike — keeps a file announced by an event
@@ -301,6 +322,10 @@ impl Accumulator {
         now: UnixMillis,
         force: bool,
     ) -> Option<(Vec<Op>, ClaimTicket)> {
+        let strategy = self
+            .spec
+            .strategy
+            .for_run(self.snapshot.state.table_order.as_ref());
         let plan = match (self.decision(now), force) {
             (
                 Decision::Due {
@@ -310,12 +335,17 @@ impl Accumulator {
                     joins_mid_sized,
                 },
                 false,
-            ) => RunPlan {
-                trigger: reason.as_str().to_string(),
-                partitions,
-                min_input_files,
-                rewrite: true,
-                joins_mid_sized,
+            ) => match strategy {
+                Some(strategy) => RunPlan {
+                    trigger: reason.as_str().to_string(),
+                    partitions,
+                    min_input_files,
+                    rewrite: true,
+                    joins_mid_sized,
+                    strategy,
+                },
+                // `auto` on a table never read: its order first, the run once it is known.
+                None => RunPlan::order_read(),
             },
             (_, false) => return None,
             // A manual run compacts whatever can be: any partition with two small files or more.
@@ -326,6 +356,8 @@ impl Accumulator {
                 rewrite: trigger != "reconcile",
                 // A manual run compacts whatever can be, mid-sized files too.
                 joins_mid_sized: true,
+                // An `auto` table never read yet bin-packs (its runs after sort if it is sorted).
+                strategy: strategy.unwrap_or_default(),
             },
         };
         self.begin_claim_with(run_id, plan, now)
@@ -357,6 +389,7 @@ impl Accumulator {
             min_input_files: plan.min_input_files,
             rewrite: plan.rewrite,
             joins_mid_sized: plan.joins_mid_sized,
+            strategy: plan.strategy,
         };
         let ticket = ClaimTicket::from_claim(&claim, current.partition_spec.clone());
         let state = TableState {
@@ -585,6 +618,11 @@ pub fn settle_run(
         claim: None,
         ..current.clone()
     };
+    if let RunOutcome::Success { report, .. } = outcome {
+        if let Some(order) = &report.table_order {
+            state.table_order = Some(order.clone());
+        }
+    }
     let record = |succeeded: bool| RunRecord {
         run_id: run_id.to_string(),
         trigger: claim.trigger.clone(),
@@ -598,6 +636,7 @@ pub fn settle_run(
         result: None,
         output_files: 0,
         duration_millis: 0,
+        strategy: claim.rewrite.then(|| claim.strategy.name().to_string()),
         attempts: 0,
     };
     match outcome {
@@ -657,9 +696,11 @@ pub fn settle_run(
             if report.spec.is_some() {
                 state.partition_spec = report.spec.clone();
             }
-            if claim.rewrite {
+            if claim.rewrite || claim.trigger == ORDER_READ_TRIGGER {
                 state.consecutive_failures = 0;
                 state.next_attempt_millis = None;
+            }
+            if claim.rewrite {
                 state.last_run = Some(RunRecord {
                     result: Some(report.result),
                     output_files: report.output_files.len() as u64,
@@ -730,7 +771,7 @@ pub fn settle_run(
             excerpt,
             duration_millis,
             attempts,
-        } if claim.rewrite => {
+        } if claim.rewrite || claim.trigger == ORDER_READ_TRIGGER => {
             state.consecutive_failures = current.consecutive_failures.saturating_add(1);
             state.next_attempt_millis =
                 Some(now + backoff.delay_millis(state.consecutive_failures));
@@ -742,7 +783,8 @@ pub fn settle_run(
                 ..record(false)
             });
         }
-        // A reconcile that failed: its files are pending again, compactions are not held back.
+        // A reconcile that failed: its files are pending again, compactions are not held back
+        // (but a failed read of the order the table's runs wait for is a failed run).
         RunOutcome::Failure { .. } => {}
     }
     let (pending, partitions) = PendingCounts::aggregate(files.values());
@@ -1193,6 +1235,7 @@ mod tests {
                     .iter()
                     .map(|key| format!("s3://b/{key}"))
                     .collect(),
+                table_order: Some(crate::strategy::TableOrder::Unsorted),
             },
             duration_millis: 5,
             attempts: 1,
@@ -1397,6 +1440,96 @@ mod tests {
             claimed_at + 5 * MINUTE,
         );
         assert_eq!((staged.num_counted, staged.num_duplicates), (0, 1));
+    }
+
+    /// Issue 18: an `auto` table icepack has never read starts with a read of its sort order
+    /// (a reconcile: nothing rewritten, nothing lost); its runs then sort if it has an order
+    /// and bin-pack if not, and a failed read waits out the back-off like a failed run.
+    #[test]
+    fn an_auto_table_reads_its_order_first_then_sorts_or_bin_packs() {
+        const MINUTE: i64 = 60_000;
+        let auto_spec = || {
+            let mut spec = (*spec()).clone();
+            spec.strategy = crate::strategy::Strategy::Auto;
+            Arc::new(spec)
+        };
+        let read_with = |order: Option<crate::strategy::TableOrder>| {
+            let mut outcome = truthful_success(
+                &[
+                    ("t/data/d=1/a.parquet", 10),
+                    ("t/data/d=1/b.parquet", 10),
+                    ("t/data/d=1/c.parquet", 10),
+                ],
+                &[],
+            );
+            if let RunOutcome::Success { report, .. } = &mut outcome {
+                report.result = Default::default();
+                report.output_files.clear();
+                report.table_order = order;
+            }
+            outcome
+        };
+        for (order, expected) in [
+            (
+                crate::strategy::TableOrder::Sorted("id ASC NULLS FIRST".to_string()),
+                RunStrategy::Sort(None),
+            ),
+            (crate::strategy::TableOrder::Unsorted, RunStrategy::Binpack),
+        ] {
+            let store = MemoryStore::new();
+            let mut accumulator = Accumulator::load(auto_spec(), &store).unwrap();
+            let files = ["a", "b", "c"]
+                .map(|name| candidate(&format!("t/data/d=1/{name}.parquet"), 10, MINUTE, "d=1"));
+            stage_and_commit(&mut accumulator, &store, files.to_vec(), MINUTE);
+            let now = 2 * MINUTE;
+
+            // The table is due; its first claim is the read of its order.
+            let (ops, read) = accumulator
+                .begin_claim("read-1", "files", now, false)
+                .unwrap();
+            assert_eq!(
+                (read.trigger.as_str(), read.rewrite),
+                (ORDER_READ_TRIGGER, false)
+            );
+            store.commit(ops).unwrap();
+            accumulator.settle(true);
+            // A failed read: the files stay pending, and the table backs off.
+            finish(&mut accumulator, &store, "read-1", &failure(), now);
+            let state = &accumulator.snapshot().state;
+            assert_eq!((state.pending.files, state.table_order.clone()), (3, None));
+            assert!(state.next_attempt_millis.is_some_and(|at| at > now));
+            assert!(!accumulator.may_start_run(now));
+
+            let later = now + 10 * MINUTE;
+            assert!(accumulator.may_start_run(later));
+            let (ops, read) = accumulator
+                .begin_claim("read-2", "files", later, false)
+                .unwrap();
+            assert!(!read.rewrite);
+            store.commit(ops).unwrap();
+            accumulator.settle(true);
+            finish(
+                &mut accumulator,
+                &store,
+                "read-2",
+                &read_with(Some(order.clone())),
+                later,
+            );
+            let state = &accumulator.snapshot().state;
+            assert_eq!(
+                state.pending.files, 3,
+                "a read rewrites nothing and keeps every file"
+            );
+            assert_eq!(state.table_order, Some(order.clone()));
+            assert!(state.next_attempt_millis.is_none());
+
+            // The run follows, with the strategy the order calls for.
+            let (_, run) = accumulator
+                .begin_claim("run-1", "files", later, false)
+                .unwrap();
+            assert!(run.rewrite);
+            assert_eq!(run.strategy, expected, "{order:?}");
+        }
     }
 
     #[test]

@@ -64,6 +64,8 @@ impl CompactionSettings {
             committed_since_millis: crate::accumulator::committed_since_millis(
                 ticket.started_millis,
             ),
+            strategy: ticket.strategy.clone(),
+            extra_options: spec.rewrite_options.clone(),
         };
         let catalog = &self.config.catalogs[&spec.catalog];
         SparkJob {
@@ -162,6 +164,7 @@ mod tests {
             spec: None,
             rewrite: true,
             joins_mid_sized: false,
+            strategy: crate::strategy::RunStrategy::Binpack,
         };
         let job = settings.job(&spec, &ticket);
         let statements = job.statements.join(";\n");

@@ -110,6 +110,7 @@ pub struct TenantDefaults {
     pub settle_max_seconds: Option<i64>,
     pub quiet_partition_minutes: Option<i64>,
     pub remerge_new_data_percent: Option<i64>,
+    pub strategy: Option<String>,
 }
 
 /// A tenant with its settings resolved.
@@ -357,6 +358,14 @@ pub struct TableDefaults {
     /// past max-wait.
     #[serde(default = "default_remerge_new_data_percent")]
     pub remerge_new_data_percent: i64,
+    /// How runs rewrite: `binpack`, `sort`, `zorder` or `auto` (sort a table that has a sort
+    /// order, bin-pack the others). `sort_order` is per table.
+    #[serde(default = "default_strategy")]
+    pub strategy: String,
+}
+
+fn default_strategy() -> String {
+    "binpack".to_string()
 }
 
 fn yes() -> bool {
@@ -439,6 +448,7 @@ impl Default for TableDefaults {
             settle_max_seconds: default_settle_max_seconds(),
             quiet_partition_minutes: default_quiet_partition_minutes(),
             remerge_new_data_percent: default_remerge_new_data_percent(),
+            strategy: default_strategy(),
         }
     }
 }
@@ -480,7 +490,24 @@ pub struct TableConfig {
     pub settle_max_seconds: Option<i64>,
     pub quiet_partition_minutes: Option<i64>,
     pub remerge_new_data_percent: Option<i64>,
+    /// `binpack`, `sort`, `zorder` or `auto`; the tenant's, else `[defaults]`, by default.
+    pub strategy: Option<String>,
+    /// For `sort`: `col1 DESC NULLS LAST, col2` (the table's own order when left out); for
+    /// `zorder`: `zorder(col1, col2)`.
+    pub sort_order: Option<String>,
+    /// Further `rewrite_data_files` options (`max-file-group-size-bytes`,
+    /// `shuffle-partitions-per-file`, ...); icepack's own keys are refused.
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
 }
+
+/// Options of `rewrite_data_files` that icepack sets from its own keys.
+const OWNED_REWRITE_OPTIONS: [&str; 4] = [
+    "target-file-size-bytes",
+    "min-input-files",
+    "min-file-size-bytes",
+    "partial-progress.enabled",
+];
 
 /// A table with every default applied: what the rest of icepack works with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -500,6 +527,9 @@ pub struct TableSpec {
     pub tenant: String,
     /// When a due table's run starts: its cost against the files it fixes, the settle window.
     pub pacing: crate::policy::Pacing,
+    pub strategy: crate::strategy::Strategy,
+    /// `options` of the table's `[[tables]]` entry.
+    pub rewrite_options: BTreeMap<String, String>,
 }
 
 impl TableSpec {
@@ -539,6 +569,8 @@ impl TableSpec {
             reconcile_every_millis: None,
             tenant: DEFAULT_TENANT.to_string(),
             pacing: crate::policy::Pacing::OFF,
+            strategy: crate::strategy::Strategy::Binpack,
+            rewrite_options: BTreeMap::new(),
         }
     }
 }
@@ -639,6 +671,15 @@ impl Config {
                 }
                 _ => {}
             }
+            let no_overrides = TenantDefaults::default();
+            let tenant_defaults = table
+                .tenant
+                .as_ref()
+                .and_then(|tenant| self.tenants.get(tenant))
+                .map_or(&no_overrides, |tenant| &tenant.defaults);
+            table
+                .strategy(&self.defaults, tenant_defaults)
+                .map_err(|reason| ConfigError::Invalid(format!("{key}: {reason}")))?;
             let catalog = table.catalog.as_deref().unwrap_or(DEFAULT_CATALOG);
             if !self.catalogs.contains_key(catalog) {
                 return invalid(format!(
@@ -824,6 +865,9 @@ impl TenantDefaults {
         if let Some(suffixes) = &self.file_suffixes {
             check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
         }
+        if let Some(strategy) = &self.strategy {
+            check_strategy_name(&format!("{key}.strategy"), strategy)?;
+        }
         Ok(())
     }
 }
@@ -917,6 +961,7 @@ impl TableDefaults {
         ] {
             check_not_negative(&format!("defaults.{field}"), value)?;
         }
+        check_strategy_name("defaults.strategy", &self.strategy)?;
         check_suffixes("defaults.file_suffixes", &self.file_suffixes)
     }
 }
@@ -954,8 +999,32 @@ impl TableConfig {
             settle_max_seconds: self.settle_max_seconds,
             quiet_partition_minutes: self.quiet_partition_minutes,
             remerge_new_data_percent: self.remerge_new_data_percent,
+            strategy: self.strategy.clone(),
         }
         .validate(key)?;
+        for (option, value) in &self.options {
+            let well_formed = !option.is_empty()
+                && option.len() <= 128
+                && option
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+            if !well_formed {
+                return invalid(format!(
+                    "{key}.options: `{}` is not an option name of rewrite_data_files (lower case, digits, `-`, `.`)",
+                    option.escape_debug()
+                ));
+            }
+            if OWNED_REWRITE_OPTIONS.contains(&option.as_str()) {
+                return invalid(format!(
+                    "{key}.options.{option}: set by icepack from the table's own keys (target_file_mb, min_input_files, small_file_mb, partial_progress)"
+                ));
+            }
+            if value.is_empty() || value.len() > 1024 || value.chars().any(char::is_control) {
+                return invalid(format!(
+                    "{key}.options.{option}: must be one line of 1 to 1024 characters"
+                ));
+            }
+        }
         if let Some(files) = self.min_input_files {
             check_positive(&format!("{key}.min_input_files"), files)?;
         }
@@ -1040,6 +1109,20 @@ impl TableConfig {
         }
     }
 
+    /// The table's strategy with its sort order: its key, else the tenant's, else `[defaults]`.
+    fn strategy(
+        &self,
+        defaults: &TableDefaults,
+        tenant: &TenantDefaults,
+    ) -> Result<crate::strategy::Strategy, String> {
+        let name = self
+            .strategy
+            .as_deref()
+            .or(tenant.strategy.as_deref())
+            .unwrap_or(&defaults.strategy);
+        crate::strategy::Strategy::parse(name, self.sort_order.as_deref())
+    }
+
     /// Applies the tenant's defaults, then `[defaults]`, to every key the table leaves out.
     fn resolve(
         &self,
@@ -1094,6 +1177,10 @@ impl TableConfig {
             reconcile_every_millis: self.reconcile_every_hours.map(|hours| hours * 3_600_000),
             tenant: tenant_name.to_string(),
             pacing: self.pacing(defaults, tenant),
+            strategy: self
+                .strategy(defaults, tenant)
+                .expect("the strategy is validated with the configuration"),
+            rewrite_options: self.options.clone(),
         }
     }
 }
@@ -1547,6 +1634,18 @@ fn check_range(key: &str, value: i64, low: i64, high: i64) -> Result<(), ConfigE
     Ok(())
 }
 
+fn check_strategy_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    if crate::strategy::STRATEGY_NAMES.contains(&name) {
+        Ok(())
+    } else {
+        invalid(format!(
+            "{key}: must be one of {}, got `{}`",
+            crate::strategy::STRATEGY_NAMES.join(", "),
+            name.escape_debug()
+        ))
+    }
+}
+
 fn check_suffixes(key: &str, suffixes: &[String]) -> Result<(), ConfigError> {
     if suffixes.is_empty() || suffixes.iter().any(|suffix| suffix.is_empty()) {
         return invalid(format!("{key}: must list at least one non-empty suffix"));
@@ -1630,6 +1729,71 @@ mod tests {
         assert_eq!(config.sqs.max_messages, 10);
         assert_eq!(config.sqs.visibility_timeout_seconds, 300);
         assert_eq!(config.service.dedup_retention_days, 14);
+    }
+
+    #[test]
+    fn strategies_resolve_table_then_tenant_then_defaults_and_bad_ones_are_named() {
+        let table = |extra: &str| {
+            format!("[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n{extra}")
+        };
+        let spec = |text: &str| Config::from_toml_str(text).unwrap().table_specs().remove(0);
+        assert_eq!(
+            spec(&table("")).strategy,
+            crate::strategy::Strategy::Binpack
+        );
+        assert_eq!(
+            spec(&format!("[defaults]\nstrategy = \"auto\"\n{}", table(""))).strategy,
+            crate::strategy::Strategy::Auto
+        );
+        let sorted = spec(&format!(
+            "[defaults]\nstrategy = \"auto\"\n{}",
+            table("strategy = \"sort\"\nsort_order = \"ts desc, id\"\noptions = { \"shuffle-partitions-per-file\" = \"4\" }\n")
+        ));
+        assert_eq!(
+            sorted.strategy.for_run(None),
+            Some(crate::strategy::RunStrategy::Sort(Some(
+                "ts DESC, id".to_string()
+            )))
+        );
+        assert_eq!(sorted.rewrite_options["shuffle-partitions-per-file"], "4");
+        let tenant = spec(
+            "[tenants.t]\n[tenants.t.defaults]\nstrategy = \"zorder\"\n[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\ntenant = \"t\"\nsort_order = \"zorder(x, y)\"\n",
+        );
+        assert_eq!(
+            tenant.strategy,
+            crate::strategy::Strategy::Zorder(vec!["x".to_string(), "y".to_string()])
+        );
+        for (text, named) in [
+            (
+                format!("[defaults]\nstrategy = \"fastest\"\n{}", table("")),
+                "defaults.strategy",
+            ),
+            (table("strategy = \"Sort\"\n"), "tables[0].strategy"),
+            (
+                table("strategy = \"zorder\"\n"),
+                "tables[0]: strategy = \"zorder\" needs sort_order",
+            ),
+            (table("sort_order = \"id\"\n"), "sort_order needs strategy"),
+            (
+                table("strategy = \"sort\"\nsort_order = \"id'); DROP TABLE x; --\"\n"),
+                "tables[0]: sort_order",
+            ),
+            (
+                table("options = { \"min-input-files\" = \"2\" }\n"),
+                "tables[0].options.min-input-files: set by icepack",
+            ),
+            (
+                table("options = { \"Rewrite All\" = \"true\" }\n"),
+                "tables[0].options: `Rewrite All`",
+            ),
+            (
+                table("options = { \"rewrite-all\" = \"\" }\n"),
+                "tables[0].options.rewrite-all",
+            ),
+        ] {
+            let message = error_of(&text);
+            assert!(message.contains(named), "{named}: {message}");
+        }
     }
 
     #[test]

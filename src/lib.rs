@@ -27,6 +27,7 @@ pub mod spark;
 pub mod state;
 pub mod status;
 pub mod store;
+pub mod strategy;
 pub mod table_map;
 #[doc(hidden)]
 pub mod testing;

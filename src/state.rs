@@ -149,6 +149,10 @@ pub struct TableState {
     /// pending and claimed files, every file ever counted.
     #[serde(default)]
     pub compacted_files: u64,
+    /// The table's own sort order as last read from its metadata (`None`: never read); an
+    /// `auto` table sorts by it.
+    #[serde(default)]
+    pub table_order: Option<crate::strategy::TableOrder>,
 }
 
 /// The files a run took when it started: every logged file with a sequence number below `upto_seq`.
@@ -173,6 +177,9 @@ pub struct Claim {
     /// Mid-sized files may join the rewrite (a partition went quiet); only small ones otherwise.
     #[serde(default)]
     pub joins_mid_sized: bool,
+    /// How the run rewrites (bin-pack for a claim made before strategies existed).
+    #[serde(default)]
+    pub strategy: crate::strategy::RunStrategy,
 }
 
 fn yes() -> bool {
@@ -197,6 +204,9 @@ pub struct RunRecord {
     pub output_files: u64,
     pub duration_millis: u64,
     pub attempts: u32,
+    /// `binpack`, `sort` or `zorder`; `None` in a record made before strategies existed.
+    #[serde(default)]
+    pub strategy: Option<String>,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.

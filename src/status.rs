@@ -42,6 +42,10 @@ pub struct TableStatus {
     pub compacted_files: u64,
     /// Which threshold is nearest to firing, and how far each one is.
     pub explain: Explain,
+    /// The configured strategy (`binpack`, `sort`, `zorder`, `auto`) and the table's own sort
+    /// order as last read (`null`: not read yet, `""`: unsorted).
+    pub strategy: &'static str,
+    pub table_sort_order: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -171,6 +175,8 @@ pub struct LastRun {
     pub added_data_files: Option<u64>,
     pub rewritten_bytes: Option<u64>,
     pub output_files: u64,
+    /// How the run rewrote: `binpack`, `sort` or `zorder` (`null` for a read).
+    pub strategy: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -200,6 +206,15 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
     TableStatus {
         table: spec.table.clone(),
         tenant: spec.tenant.clone(),
+        strategy: spec.strategy.name(),
+        table_sort_order: snapshot
+            .state
+            .table_order
+            .as_ref()
+            .map(|order| match order {
+                crate::strategy::TableOrder::Unsorted => String::new(),
+                crate::strategy::TableOrder::Sorted(order) => order.clone(),
+            }),
         pending_files: pending.files,
         compacted_files: snapshot.state.compacted_files,
         pending_bytes: pending.bytes,
@@ -240,6 +255,7 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
             attempts: run.attempts,
             claimed_files: run.claimed_files,
             claimed_bytes: run.claimed_bytes,
+            strategy: run.strategy.clone(),
             rewritten_data_files: run.result.map(|result| result.rewritten_data_files_count),
             added_data_files: run.result.map(|result| result.added_data_files_count),
             rewritten_bytes: run.result.map(|result| result.rewritten_bytes_count),

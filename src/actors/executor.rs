@@ -294,6 +294,7 @@ impl CompactionPool {
                     .map(|catalog| catalog.catalog_impl.clone())
                     .unwrap_or_default(),
                 trigger: ticket.trigger.clone(),
+                strategy: ticket.strategy.name().to_string(),
                 started_millis,
                 finished_millis: self.clock.now_millis(),
                 target_file_bytes: spec.target_file_bytes,

@@ -27,6 +27,8 @@ pub struct RunEvent {
     pub catalog: String,
     pub catalog_impl: String,
     pub trigger: String,
+    /// `binpack`, `sort` or `zorder`.
+    pub strategy: String,
     pub started_millis: UnixMillis,
     pub finished_millis: UnixMillis,
     pub target_file_bytes: u64,

@@ -29,6 +29,8 @@ pub struct RunReport {
     pub truth: Option<Vec<(String, u64)>>,
     /// Data files committed since the run began.
     pub committed: Vec<String>,
+    /// The table's sort order, from `SHOW TBLPROPERTIES` (`None`: not read).
+    pub table_order: Option<crate::strategy::TableOrder>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,6 +69,13 @@ const KNOWN_FIRST_COLUMNS: [&str; 5] = [
     "deleted_data_files_count",
 ];
 
+/// The columns of `SHOW TBLPROPERTIES`: a header only as a whole (a table may have a column
+/// named `key`, and `DESCRIBE TABLE` prints three cells a row).
+const PROPERTIES_COLUMNS: [&str; 2] = ["key", "value"];
+
+/// The table property Iceberg's Spark tables describe their sort order in (absent: unsorted).
+const SORT_ORDER_PROPERTY: &str = "sort-order";
+
 /// Reads spark-sql's stdout as it streams, into result sets: a known header line opens a set and
 /// the lines after it are its rows. Memory is the size of the results, whatever the length of
 /// the output; lines before the first header are not kept.
@@ -97,7 +106,8 @@ impl StdoutResults {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let cells: Vec<String> = line.split('\t').map(str::to_string).collect();
         let is_header = cells.iter().any(|cell| cell == RESULT_MARKER)
-            || KNOWN_FIRST_COLUMNS.contains(&cells[0].trim());
+            || KNOWN_FIRST_COLUMNS.contains(&cells[0].trim())
+            || cells.iter().map(|cell| cell.trim()).eq(PROPERTIES_COLUMNS);
         if is_header {
             self.sets.push(ResultSet {
                 columns: cells.iter().map(|cell| cell.trim().to_string()).collect(),
@@ -142,7 +152,29 @@ pub fn report_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> 
         set_named(sets, "col_name").map(|set| crate::partitions::describe_from_rows(&set.rows));
     report.truth = truth;
     report.committed = committed;
+    report.table_order = table_order_from_results(sets);
     Ok(report)
+}
+
+/// The sort order among the table's properties, if they were read.
+fn table_order_from_results(sets: &[ResultSet]) -> Option<crate::strategy::TableOrder> {
+    let properties = sets.iter().find(|set| {
+        set.columns
+            .iter()
+            .map(String::as_str)
+            .eq(PROPERTIES_COLUMNS)
+    })?;
+    let order = properties
+        .rows
+        .iter()
+        .find(|row| row.first().map(|key| key.trim()) == Some(SORT_ORDER_PROPERTY))
+        .and_then(|row| row.get(1))
+        .map(|order| order.trim())
+        .filter(|order| !order.is_empty());
+    Some(match order {
+        Some(order) => crate::strategy::TableOrder::Sorted(order.to_string()),
+        None => crate::strategy::TableOrder::Unsorted,
+    })
 }
 
 fn set_named<'a>(sets: &'a [ResultSet], first_column: &str) -> Option<&'a ResultSet> {
@@ -425,6 +457,33 @@ mod tests {
     use super::*;
 
     const STDOUT: &str = "rewritten_data_files_count\tadded_data_files_count\trewritten_bytes_count\tfailed_data_files_count\tremoved_delete_files_count\n40\t2\t36508\t0\t0\nicepack_output_file\ns3://lake/w/t/data/part=a/00000-1.parquet\ns3://lake/w/t/data/part=b/00000-2.parquet\n";
+
+    #[test]
+    fn the_sort_order_is_read_from_the_table_properties() {
+        let describe = "col_name\tdata_type\tcomment\nkey\tstring\tNULL\nid\tbigint\tNULL\n";
+        let sorted = format!(
+            "{describe}key\tvalue\ncurrent-snapshot-id\t42\nformat\ticeberg/parquet\nsort-order\tid ASC NULLS FIRST, ts DESC NULLS LAST\n\
+             icepack_truth_file\tfile_size_in_bytes\n"
+        );
+        let report = parse_stdout(&sorted).unwrap();
+        assert_eq!(
+            report.table_order,
+            Some(crate::strategy::TableOrder::Sorted(
+                "id ASC NULLS FIRST, ts DESC NULLS LAST".to_string()
+            ))
+        );
+        // A column named `key` is a row of DESCRIBE TABLE, not the properties' header.
+        let spec = report.spec.unwrap_or_default();
+        assert!(spec.is_empty(), "{spec:?}");
+        let unsorted =
+            format!("{describe}key\tvalue\nformat\ticeberg/parquet\nicepack_truth_file\tfile_size_in_bytes\n");
+        assert_eq!(
+            parse_stdout(&unsorted).unwrap().table_order,
+            Some(crate::strategy::TableOrder::Unsorted)
+        );
+        let not_read = format!("{describe}icepack_truth_file\tfile_size_in_bytes\n");
+        assert_eq!(parse_stdout(&not_read).unwrap().table_order, None);
+    }
 
     #[test]
     fn the_result_row_is_read_by_column_name() {

@@ -230,6 +230,8 @@ pub struct ReportSummary {
     pub truth: Option<Vec<(String, u64)>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub committed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_order: Option<crate::strategy::TableOrder>,
 }
 
 impl ReportSummary {
@@ -250,6 +252,7 @@ impl From<RunReport> for ReportSummary {
             spec: report.spec,
             truth: report.truth,
             committed: report.committed,
+            table_order: report.table_order,
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::clock::{format_rfc3339, UnixMillis};
+use crate::strategy::RunStrategy;
 
 /// Column the output-files query names its result, to find it in spark-sql's stdout.
 pub const OUTPUT_FILE_COLUMN: &str = "icepack_output_file";
@@ -42,6 +43,10 @@ pub struct CompactionSql {
     pub rewrite: bool,
     /// Data files committed since this time are reported (a grace window before the claim).
     pub committed_since_millis: UnixMillis,
+    /// Bin-pack, sort or z-order.
+    pub strategy: RunStrategy,
+    /// Further `rewrite_data_files` options from the configuration (never icepack's own keys).
+    pub extra_options: BTreeMap<String, String>,
 }
 
 /// Margin for clock differences between icepack and the Spark driver when finding the run's
@@ -57,7 +62,11 @@ impl CompactionSql {
     /// The statements in order, each without its `;`.
     pub fn statement_list(&self) -> Vec<String> {
         let table_ref = format!("{}.{}", self.catalog, self.table);
-        let mut options = BTreeMap::new();
+        let mut options: BTreeMap<&str, String> = self
+            .extra_options
+            .iter()
+            .map(|(key, value)| (key.as_str(), value.clone()))
+            .collect();
         options.insert("target-file-size-bytes", self.target_file_bytes.to_string());
         options.insert("min-input-files", self.min_input_files.to_string());
         if let Some(bytes) = self.min_file_size_bytes {
@@ -84,14 +93,21 @@ impl CompactionSql {
         // now. On a fresh spark-sql it costs nothing.
         let mut statements = vec![format!("REFRESH TABLE {table_ref}")];
         if self.rewrite {
+            let (strategy, sort_order) = self.strategy.procedure_arguments();
+            let sort_order = sort_order
+                .map(|order| format!(", sort_order => {}", quote_string(&order)))
+                .unwrap_or_default();
             statements.push(format!(
-                "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => 'binpack', options => map({options}){where_argument})",
+                "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => {strategy}{sort_order}, options => map({options}){where_argument})",
                 catalog = self.catalog,
                 table = quote_string(&self.table),
+                strategy = quote_string(strategy),
             ));
         }
-        // The reads (spec, output, truth) follow the rewrite: an engine may run them at once.
+        // The reads (spec, order, output, truth) follow the rewrite: an engine may run them at
+        // once.
         statements.push(format!("DESCRIBE TABLE {table_ref}"));
+        statements.push(format!("SHOW TBLPROPERTIES {table_ref}"));
         if !self.rewrite {
             statements.extend(self.truth_statements(&table_ref));
             return statements;
@@ -142,6 +158,7 @@ impl CompactionSql {
                 since = quote_string(&since),
             ),
             format!("DESCRIBE TABLE {table_ref}"),
+            format!("SHOW TBLPROPERTIES {table_ref}"),
             self.own_output_statement(&table_ref),
         ];
         statements.extend(self.truth_statements(&table_ref));
@@ -235,6 +252,60 @@ mod tests {
             partition_filter: None,
             rewrite: true,
             committed_since_millis: 1_714_564_800_000,
+            strategy: RunStrategy::Binpack,
+            extra_options: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_sort_or_zorder_run_passes_its_order_quoted_and_extra_options_join_icepacks() {
+        let sorted = CompactionSql {
+            strategy: RunStrategy::Sort(Some("event_ts DESC NULLS LAST, id".to_string())),
+            extra_options: BTreeMap::from([(
+                "shuffle-partitions-per-file".to_string(),
+                "4".to_string(),
+            )]),
+            ..sql()
+        }
+        .statements();
+        assert!(sorted.contains(
+            "rewrite_data_files(table => 'analytics.customer_orders', strategy => 'sort', sort_order => 'event_ts DESC NULLS LAST, id', options => map('min-input-files', '10', 'shuffle-partitions-per-file', '4', 'target-file-size-bytes', '536870912'));"
+        ), "{sorted}");
+        let own_order = CompactionSql {
+            strategy: RunStrategy::Sort(None),
+            ..sql()
+        }
+        .statements();
+        assert!(
+            own_order.contains("strategy => 'sort', options => map("),
+            "the table's own order: {own_order}"
+        );
+        let zorder = CompactionSql {
+            strategy: RunStrategy::Zorder(vec!["lat".to_string(), "lon".to_string()]),
+            ..sql()
+        }
+        .statements();
+        assert!(
+            zorder.contains("strategy => 'sort', sort_order => 'zorder(lat, lon)', options"),
+            "{zorder}"
+        );
+    }
+
+    #[test]
+    fn every_read_of_the_table_reads_its_properties_for_the_sort_order() {
+        let run = sql().statement_list();
+        let reconcile = CompactionSql {
+            rewrite: false,
+            ..sql()
+        }
+        .statement_list();
+        let recovery = sql().recovery_statement_list();
+        for statements in [run, reconcile, recovery] {
+            assert!(
+                statements.iter().any(|statement| statement
+                    == "SHOW TBLPROPERTIES lakehouse.analytics.customer_orders"),
+                "{statements:?}"
+            );
         }
     }
 
@@ -244,7 +315,7 @@ mod tests {
         assert!(statements.starts_with("REFRESH TABLE lakehouse.analytics.customer_orders;\nCALL lakehouse.system.rewrite_data_files("), "{statements}");
         assert!(
             statements.contains(
-                "'536870912'));\nDESCRIBE TABLE lakehouse.analytics.customer_orders;\nSELECT"
+                "'536870912'));\nDESCRIBE TABLE lakehouse.analytics.customer_orders;\nSHOW TBLPROPERTIES lakehouse.analytics.customer_orders;\nSELECT"
             ),
             "{statements}"
         );
