@@ -265,6 +265,8 @@ fn status_of_a_new_deployment_shows_empty_tables() {
             "next_attempt_time": null,
             "last_truth_time": null,
             "nothing_to_rewrite": false,
+            "strategy": "binpack",
+            "table_sort_order": null,
             "explain": {
                 "nearest": null,
                 "files": {"value": 0, "threshold": 10, "remaining": 10, "reached": 0.0},
