@@ -13,8 +13,8 @@ use crate::policy::{next_max_wait_deadline, table_decision, Decision, DueReason}
 use crate::spark::result::split_object_path;
 use crate::spark::runner::RunOutcome;
 use crate::state::{
-    Claim, FileEntry, FileSource, PartitionCounts, PendingCounts, RunRecord, SeenEntry,
-    TableSnapshot, TableState,
+    Claim, FileEntry, FileSource, Maintenance, PartitionCounts, PendingCounts, RunRecord,
+    SeenEntry, TableSnapshot, TableState,
 };
 use crate::store::{Op, StateStore, StoreError};
 use crate::strategy::RunStrategy;
@@ -27,6 +27,17 @@ pub struct Candidate {
     pub size: u64,
     pub event_millis: UnixMillis,
     pub partition: String,
+    pub kind: FileKind,
+}
+
+/// What an announced file is to its table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FileKind {
+    /// A small data file: pending until a run compacts it.
+    #[default]
+    Data,
+    /// A new manifest: counted toward `max_manifests`, never pending.
+    Manifest,
 }
 
 /// The result of staging candidates: ops to commit, and what happened to each candidate.
@@ -81,6 +92,8 @@ pub struct ClaimTicket {
     /// Mid-sized files may join the rewrite (Iceberg's default floor); only small ones otherwise.
     pub joins_mid_sized: bool,
     pub strategy: RunStrategy,
+    /// Maintenance instead of a data rewrite.
+    pub maintenance: Option<Maintenance>,
 }
 
 impl ClaimTicket {
@@ -97,6 +110,7 @@ impl ClaimTicket {
             rewrite: claim.rewrite,
             joins_mid_sized: claim.joins_mid_sized,
             strategy: claim.strategy.clone(),
+            maintenance: claim.maintenance,
         }
     }
 }
@@ -110,6 +124,7 @@ pub struct RunPlan {
     pub rewrite: bool,
     pub joins_mid_sized: bool,
     pub strategy: RunStrategy,
+    pub maintenance: Option<Maintenance>,
 }
 
 /// The trigger of a read of an `auto` table's sort order before its first run (a reconcile:
@@ -125,6 +140,15 @@ impl RunPlan {
             rewrite: false,
             joins_mid_sized: false,
             strategy: RunStrategy::Binpack,
+            maintenance: None,
+        }
+    }
+
+    fn maintenance(maintenance: Maintenance) -> RunPlan {
+        RunPlan {
+            trigger: maintenance.as_str().to_string(),
+            maintenance: Some(maintenance),
+            ..RunPlan::order_read()
         }
     }
 }
@@ -232,6 +256,30 @@ impl Accumulator {
                 continue;
             }
             let event_millis = candidate.event_millis.min(now);
+            if candidate.kind == FileKind::Manifest {
+                // Written before the last read of the metadata: that read counted it already.
+                let known = state
+                    .manifests
+                    .read_millis
+                    .is_some_and(|read| candidate.event_millis < read);
+                if known {
+                    staged.num_duplicates += 1;
+                    staged.duplicate_positions.push(position);
+                    continue;
+                }
+                state.manifests.since_read += 1;
+                staged.ops.push(Op::PutSeen {
+                    bucket: candidate.bucket.clone(),
+                    key: candidate.key.clone(),
+                    entry: SeenEntry {
+                        table: self.spec.table.clone(),
+                        first_seen_millis: now,
+                        seq: None,
+                    },
+                });
+                staged.num_counted += 1;
+                continue;
+            }
             state.pending.add_file(candidate.size, event_millis);
             let counts = partitions
                 .entry(candidate.partition.clone())
@@ -343,11 +391,15 @@ impl Accumulator {
                     rewrite: true,
                     joins_mid_sized,
                     strategy,
+                    maintenance: None,
                 },
                 // `auto` on a table never read: its order first, the run once it is known.
                 None => RunPlan::order_read(),
             },
             (_, false) => return None,
+            (_, true) if trigger == Maintenance::RewriteManifests.as_str() => {
+                RunPlan::maintenance(Maintenance::RewriteManifests)
+            }
             // A manual run compacts whatever can be: any partition with two small files or more.
             (_, true) => RunPlan {
                 trigger: trigger.to_string(),
@@ -358,6 +410,7 @@ impl Accumulator {
                 joins_mid_sized: true,
                 // An `auto` table never read yet bin-packs (its runs after sort if it is sorted).
                 strategy: strategy.unwrap_or_default(),
+                maintenance: None,
             },
         };
         self.begin_claim_with(run_id, plan, now)
@@ -390,6 +443,7 @@ impl Accumulator {
             rewrite: plan.rewrite,
             joins_mid_sized: plan.joins_mid_sized,
             strategy: plan.strategy,
+            maintenance: plan.maintenance,
         };
         let ticket = ClaimTicket::from_claim(&claim, current.partition_spec.clone());
         let state = TableState {
@@ -434,6 +488,14 @@ impl Accumulator {
 
     /// Whether the committed state makes the table due now, and why (a table whose thresholds
     /// are crossed but that has nothing worth rewriting is not due).
+    /// Whether the table has more manifests than its `max_manifests` (and has gained half of
+    /// them since its last `rewrite_manifests`).
+    pub fn manifests_due(&self) -> bool {
+        self.spec
+            .max_manifests
+            .is_some_and(|max| self.snapshot.state.manifests.due(max))
+    }
+
     pub fn due(&self, now: UnixMillis) -> Option<DueReason> {
         match self.decision(now) {
             Decision::Due { reason, .. } => Some(reason),
@@ -637,6 +699,8 @@ pub fn settle_run(
         output_files: 0,
         duration_millis: 0,
         strategy: claim.rewrite.then(|| claim.strategy.name().to_string()),
+        maintenance: claim.maintenance,
+        manifests: None,
         attempts: 0,
     };
     match outcome {
@@ -696,9 +760,31 @@ pub fn settle_run(
             if report.spec.is_some() {
                 state.partition_spec = report.spec.clone();
             }
-            if claim.rewrite || claim.trigger == ORDER_READ_TRIGGER {
+            if claim.is_run() {
                 state.consecutive_failures = 0;
                 state.next_attempt_millis = None;
+            }
+            if let Some(count) = report.manifest_count {
+                let before = current.manifests.total();
+                let rewritten = claim.maintenance == Some(Maintenance::RewriteManifests);
+                state.manifests = crate::state::ManifestCounts {
+                    known: count,
+                    since_read: 0,
+                    read_millis: Some(now),
+                    left_by_rewrite: if rewritten {
+                        count
+                    } else {
+                        current.manifests.left_by_rewrite.min(count)
+                    },
+                };
+                if rewritten {
+                    state.last_run = Some(RunRecord {
+                        manifests: Some((before, count)),
+                        duration_millis: *duration_millis,
+                        attempts: *attempts,
+                        ..record(true)
+                    });
+                }
             }
             if claim.rewrite {
                 state.last_run = Some(RunRecord {
@@ -771,7 +857,7 @@ pub fn settle_run(
             excerpt,
             duration_millis,
             attempts,
-        } if claim.rewrite || claim.trigger == ORDER_READ_TRIGGER => {
+        } if claim.is_run() => {
             state.consecutive_failures = current.consecutive_failures.saturating_add(1);
             state.next_attempt_millis =
                 Some(now + backoff.delay_millis(state.consecutive_failures));
@@ -846,6 +932,7 @@ mod tests {
             size,
             event_millis,
             partition: partition.to_string(),
+            kind: Default::default(),
         }
     }
 
@@ -1236,6 +1323,7 @@ mod tests {
                     .map(|key| format!("s3://b/{key}"))
                     .collect(),
                 table_order: Some(crate::strategy::TableOrder::Unsorted),
+                ..Default::default()
             },
             duration_millis: 5,
             attempts: 1,
@@ -1440,6 +1528,105 @@ mod tests {
             claimed_at + 5 * MINUTE,
         );
         assert_eq!((staged.num_counted, staged.num_duplicates), (0, 1));
+    }
+
+    /// Issue 18: new manifests announced by events count toward `max_manifests` once each (not
+    /// a redelivered event, not one written before the last read of the metadata) and are never
+    /// pending; the read of a `rewrite_manifests` run sets the count, and the table is due again
+    /// only once half of `max_manifests` more have been added to what the rewrite left.
+    #[test]
+    fn manifests_are_counted_from_events_and_reset_by_the_metadata() {
+        const MINUTE: i64 = 60_000;
+        let mut with_max = (*spec()).clone();
+        with_max.max_manifests = Some(4);
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(Arc::new(with_max), &store).unwrap();
+        let manifest = |name: &str, at: i64| Candidate {
+            kind: FileKind::Manifest,
+            ..candidate(&format!("t/metadata/{name}-m0.avro"), 7_000, at, "")
+        };
+        let five: Vec<Candidate> = (0..5).map(|n| manifest(&format!("m{n}"), MINUTE)).collect();
+        let mut again = five.clone();
+        again.truncate(1);
+        let staged = stage_and_commit(&mut accumulator, &store, five, MINUTE);
+        assert_eq!(staged.num_counted, 5);
+        let staged = stage_and_commit(&mut accumulator, &store, again, MINUTE);
+        assert_eq!(
+            (staged.num_counted, staged.num_duplicates),
+            (0, 1),
+            "redelivered"
+        );
+        let state = &accumulator.snapshot().state;
+        assert_eq!((state.manifests.total(), state.pending.files), (5, 0));
+        assert!(accumulator.manifests_due());
+        assert_eq!(accumulator.due(MINUTE), None, "no data file is pending");
+
+        // The run: rewrite_manifests, then the reads; six manifests were there, one is left.
+        let (ops, ticket) = accumulator
+            .begin_claim("run-m", "rewrite_manifests", 2 * MINUTE, true)
+            .unwrap();
+        assert_eq!(
+            (ticket.rewrite, ticket.maintenance),
+            (false, Some(Maintenance::RewriteManifests))
+        );
+        store.commit(ops).unwrap();
+        accumulator.settle(true);
+        let mut outcome = truthful_success(&[], &[]);
+        if let RunOutcome::Success { report, .. } = &mut outcome {
+            report.result = Default::default();
+            report.output_files.clear();
+            report.manifest_count = Some(1);
+        }
+        finish(&mut accumulator, &store, "run-m", &outcome, 3 * MINUTE);
+        let state = &accumulator.snapshot().state;
+        assert_eq!(state.manifests.total(), 1);
+        let last = state.last_run.clone().unwrap();
+        assert_eq!(
+            (last.succeeded, last.maintenance, last.manifests),
+            (true, Some(Maintenance::RewriteManifests), Some((5, 1)))
+        );
+        assert!(!accumulator.manifests_due());
+
+        // The run's own output (written before its read) is known; four new ones make it due.
+        let staged = stage_and_commit(
+            &mut accumulator,
+            &store,
+            vec![manifest("out", 2 * MINUTE + 30_000)],
+            4 * MINUTE,
+        );
+        assert_eq!((staged.num_counted, staged.num_duplicates), (0, 1));
+        let new: Vec<Candidate> = (0..4)
+            .map(|n| manifest(&format!("n{n}"), 5 * MINUTE))
+            .collect();
+        stage_and_commit(&mut accumulator, &store, new, 5 * MINUTE);
+        assert_eq!(accumulator.snapshot().state.manifests.total(), 5);
+        assert!(accumulator.manifests_due());
+    }
+
+    #[test]
+    fn a_table_whose_manifests_do_not_merge_is_not_rewritten_over_and_over() {
+        let counts = crate::state::ManifestCounts {
+            known: 30,
+            since_read: 0,
+            read_millis: Some(0),
+            left_by_rewrite: 30,
+        };
+        assert!(!counts.due(20), "30 are left by the rewrite itself");
+        let more = |since_read| crate::state::ManifestCounts {
+            since_read,
+            ..counts
+        };
+        assert!(!more(10).due(20));
+        assert!(
+            more(11).due(20),
+            "half of max_manifests more since the rewrite"
+        );
+        let fresh = crate::state::ManifestCounts {
+            known: 20,
+            ..Default::default()
+        };
+        assert!(!fresh.due(20), "20 is not more than 20");
+        assert!(crate::state::ManifestCounts { known: 21, ..fresh }.due(20));
     }
 
     /// Issue 18: an `auto` table icepack has never read starts with a read of its sort order

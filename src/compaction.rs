@@ -66,6 +66,7 @@ impl CompactionSettings {
             ),
             strategy: ticket.strategy.clone(),
             extra_options: spec.rewrite_options.clone(),
+            maintenance: ticket.maintenance,
         };
         let catalog = &self.config.catalogs[&spec.catalog];
         SparkJob {
@@ -165,6 +166,7 @@ mod tests {
             rewrite: true,
             joins_mid_sized: false,
             strategy: crate::strategy::RunStrategy::Binpack,
+            maintenance: None,
         };
         let job = settings.job(&spec, &ticket);
         let statements = job.statements.join(";\n");

@@ -111,6 +111,7 @@ pub struct TenantDefaults {
     pub quiet_partition_minutes: Option<i64>,
     pub remerge_new_data_percent: Option<i64>,
     pub strategy: Option<String>,
+    pub max_manifests: Option<i64>,
 }
 
 /// A tenant with its settings resolved.
@@ -362,6 +363,10 @@ pub struct TableDefaults {
     /// order, bin-pack the others). `sort_order` is per table.
     #[serde(default = "default_strategy")]
     pub strategy: String,
+    /// Run `rewrite_manifests` when a table has more manifests than this, counted from their
+    /// own S3 events and the metadata (0: off).
+    #[serde(default)]
+    pub max_manifests: i64,
 }
 
 fn default_strategy() -> String {
@@ -449,6 +454,7 @@ impl Default for TableDefaults {
             quiet_partition_minutes: default_quiet_partition_minutes(),
             remerge_new_data_percent: default_remerge_new_data_percent(),
             strategy: default_strategy(),
+            max_manifests: 0,
         }
     }
 }
@@ -499,6 +505,8 @@ pub struct TableConfig {
     /// `shuffle-partitions-per-file`, ...); icepack's own keys are refused.
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    /// `rewrite_manifests` past this many manifests; the tenant's, else `[defaults]`, by default.
+    pub max_manifests: Option<i64>,
 }
 
 /// Options of `rewrite_data_files` that icepack sets from its own keys.
@@ -530,6 +538,8 @@ pub struct TableSpec {
     pub strategy: crate::strategy::Strategy,
     /// `options` of the table's `[[tables]]` entry.
     pub rewrite_options: BTreeMap<String, String>,
+    /// `rewrite_manifests` past this many manifests (`None`: off).
+    pub max_manifests: Option<u64>,
 }
 
 impl TableSpec {
@@ -571,6 +581,7 @@ impl TableSpec {
             pacing: crate::policy::Pacing::OFF,
             strategy: crate::strategy::Strategy::Binpack,
             rewrite_options: BTreeMap::new(),
+            max_manifests: None,
         }
     }
 }
@@ -857,6 +868,7 @@ impl TenantDefaults {
             ("settle_max_seconds", self.settle_max_seconds),
             ("quiet_partition_minutes", self.quiet_partition_minutes),
             ("remerge_new_data_percent", self.remerge_new_data_percent),
+            ("max_manifests", self.max_manifests),
         ] {
             if let Some(value) = value {
                 check_not_negative(&format!("{key}.{field}"), value)?;
@@ -958,6 +970,7 @@ impl TableDefaults {
             ("settle_max_seconds", self.settle_max_seconds),
             ("quiet_partition_minutes", self.quiet_partition_minutes),
             ("remerge_new_data_percent", self.remerge_new_data_percent),
+            ("max_manifests", self.max_manifests),
         ] {
             check_not_negative(&format!("defaults.{field}"), value)?;
         }
@@ -1000,6 +1013,7 @@ impl TableConfig {
             quiet_partition_minutes: self.quiet_partition_minutes,
             remerge_new_data_percent: self.remerge_new_data_percent,
             strategy: self.strategy.clone(),
+            max_manifests: self.max_manifests,
         }
         .validate(key)?;
         for (option, value) in &self.options {
@@ -1181,6 +1195,13 @@ impl TableConfig {
                 .strategy(defaults, tenant)
                 .expect("the strategy is validated with the configuration"),
             rewrite_options: self.options.clone(),
+            max_manifests: Some(
+                self.max_manifests
+                    .or(tenant.max_manifests)
+                    .unwrap_or(defaults.max_manifests),
+            )
+            .filter(|max| *max > 0)
+            .map(|max| max as u64),
         }
     }
 }

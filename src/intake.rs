@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::accumulator::Candidate;
+use crate::accumulator::{Candidate, FileKind};
 use crate::config::TableSpec;
 use crate::event::{parse_message, MessageBody};
 use crate::routing::{partition_of, Disposition, IgnoreReason, Router, TableIndex};
@@ -129,6 +129,17 @@ pub fn plan_batch<S: Borrow<TableSpec>>(
                         size,
                         event_millis: record.event_millis,
                         partition,
+                        kind: FileKind::Data,
+                    });
+                }
+                Disposition::Manifest { table } => {
+                    plan.candidates.entry(table).or_default().push(Candidate {
+                        size: record.size.unwrap_or_default(),
+                        bucket: record.bucket,
+                        key: record.key,
+                        event_millis: record.event_millis,
+                        partition: String::new(),
+                        kind: FileKind::Manifest,
                     });
                 }
             }

@@ -48,6 +48,10 @@ pub enum Disposition {
         table: TableIndex,
         size: u64,
     },
+    /// A new manifest of a table that runs `rewrite_manifests` (`max_manifests`).
+    Manifest {
+        table: TableIndex,
+    },
     Ignore(IgnoreReason),
 }
 
@@ -107,6 +111,9 @@ impl Router {
             return Disposition::Ignore(IgnoreReason::Unrouted);
         };
         let spec = tables[table].borrow();
+        if spec.max_manifests.is_some() && is_manifest_key(&spec.prefix, &record.key) {
+            return Disposition::Manifest { table };
+        }
         if !spec
             .file_suffixes
             .iter()
@@ -121,6 +128,16 @@ impl Router {
             _ => Disposition::Ignore(IgnoreReason::LargeFile),
         }
     }
+}
+
+/// Whether `key` is a manifest file of the table under `prefix`: an Avro file in its `metadata/`
+/// directory that is not a snapshot's manifest list (`snap-*.avro`).
+pub fn is_manifest_key(prefix: &str, key: &str) -> bool {
+    key.strip_prefix(prefix)
+        .and_then(|relative| relative.strip_prefix("metadata/"))
+        .is_some_and(|name| {
+            !name.contains('/') && name.ends_with(".avro") && !name.starts_with("snap-")
+        })
 }
 
 /// The partition path of a data file: the `k=v/...` directories between the table prefix (and
@@ -170,6 +187,26 @@ mod tests {
             size,
             event_millis: 0,
             sequencer: None,
+        }
+    }
+
+    #[test]
+    fn manifests_are_the_avro_files_of_the_metadata_directory_but_manifest_lists() {
+        let prefix = "w/orders/";
+        for key in [
+            "w/orders/metadata/3f1c-m0.avro",
+            "w/orders/metadata/0a9e2b7c-1d4e-4c8a-9a1f-7e6b5d4c3b2a-m12.avro",
+        ] {
+            assert!(is_manifest_key(prefix, key), "{key}");
+        }
+        for key in [
+            "w/orders/metadata/snap-123-1-3f1c.avro",
+            "w/orders/metadata/v3.metadata.json",
+            "w/orders/data/x.avro",
+            "w/orders/metadata/sub/x-m0.avro",
+            "w/other/metadata/x-m0.avro",
+        ] {
+            assert!(!is_manifest_key(prefix, key), "{key}");
         }
     }
 

@@ -464,6 +464,7 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                 size: arrival.size,
                 event_millis: arrival.at_millis,
                 partition: arrival.partition.clone(),
+                kind: Default::default(),
             });
             next_arrival += 1;
         }

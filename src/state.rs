@@ -153,6 +153,50 @@ pub struct TableState {
     /// `auto` table sorts by it.
     #[serde(default)]
     pub table_order: Option<crate::strategy::TableOrder>,
+    /// The table's manifests: known from the metadata, and announced by events since.
+    #[serde(default)]
+    pub manifests: ManifestCounts,
+}
+
+/// A table's manifest files (`metadata/*.avro`, not the snapshots' manifest lists).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestCounts {
+    /// In the current snapshot, as the last read of the metadata found them.
+    pub known: u64,
+    /// New manifests announced by S3 events written after that read.
+    pub since_read: u64,
+    /// When that read was (`None`: never read).
+    pub read_millis: Option<UnixMillis>,
+    /// How many the last `rewrite_manifests` left: a table is not rewritten again until half
+    /// of `max_manifests` more have been added to it.
+    pub left_by_rewrite: u64,
+}
+
+impl ManifestCounts {
+    pub fn total(&self) -> u64 {
+        self.known + self.since_read
+    }
+
+    /// Whether the table is due for `rewrite_manifests` at `max` manifests.
+    pub fn due(&self, max: u64) -> bool {
+        self.total() > max.max(self.left_by_rewrite + max.div_ceil(2))
+    }
+}
+
+/// Maintenance a run does instead of rewriting data files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Maintenance {
+    /// `rewrite_manifests`: merges the table's manifests.
+    RewriteManifests,
+}
+
+impl Maintenance {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Maintenance::RewriteManifests => "rewrite_manifests",
+        }
+    }
 }
 
 /// The files a run took when it started: every logged file with a sequence number below `upto_seq`.
@@ -180,6 +224,19 @@ pub struct Claim {
     /// How the run rewrites (bin-pack for a claim made before strategies existed).
     #[serde(default)]
     pub strategy: crate::strategy::RunStrategy,
+    /// Maintenance instead of a data rewrite (`rewrite` is then `false`).
+    #[serde(default)]
+    pub maintenance: Option<Maintenance>,
+}
+
+impl Claim {
+    /// Whether its outcome counts like a run's (a failure backs the table off): a data rewrite,
+    /// maintenance, or the read of the order an `auto` table's runs wait for — not a reconcile.
+    pub fn is_run(&self) -> bool {
+        self.rewrite
+            || self.maintenance.is_some()
+            || self.trigger == crate::accumulator::ORDER_READ_TRIGGER
+    }
 }
 
 fn yes() -> bool {
@@ -207,6 +264,12 @@ pub struct RunRecord {
     /// `binpack`, `sort` or `zorder`; `None` in a record made before strategies existed.
     #[serde(default)]
     pub strategy: Option<String>,
+    /// `rewrite_manifests` (`None`: a data rewrite).
+    #[serde(default)]
+    pub maintenance: Option<Maintenance>,
+    /// A `rewrite_manifests` run's manifests before and after.
+    #[serde(default)]
+    pub manifests: Option<(u64, u64)>,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.

@@ -46,6 +46,10 @@ pub struct TableStatus {
     /// order as last read (`null`: not read yet, `""`: unsorted).
     pub strategy: &'static str,
     pub table_sort_order: Option<String>,
+    /// Manifests known from the metadata plus those announced since, and `max_manifests`
+    /// (`null`: `rewrite_manifests` is off).
+    pub manifests: u64,
+    pub max_manifests: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -177,6 +181,11 @@ pub struct LastRun {
     pub output_files: u64,
     /// How the run rewrote: `binpack`, `sort` or `zorder` (`null` for a read).
     pub strategy: Option<String>,
+    /// `rewrite_data_files` or the maintenance the run did (`rewrite_manifests`).
+    pub task: &'static str,
+    /// A `rewrite_manifests` run's manifests before and after.
+    pub manifests_before: Option<u64>,
+    pub manifests_after: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -207,6 +216,8 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
         table: spec.table.clone(),
         tenant: spec.tenant.clone(),
         strategy: spec.strategy.name(),
+        manifests: snapshot.state.manifests.total(),
+        max_manifests: spec.max_manifests,
         table_sort_order: snapshot
             .state
             .table_order
@@ -256,6 +267,11 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
             claimed_files: run.claimed_files,
             claimed_bytes: run.claimed_bytes,
             strategy: run.strategy.clone(),
+            task: run
+                .maintenance
+                .map_or("rewrite_data_files", |maintenance| maintenance.as_str()),
+            manifests_before: run.manifests.map(|(before, _)| before),
+            manifests_after: run.manifests.map(|(_, after)| after),
             rewritten_data_files: run.result.map(|result| result.rewritten_data_files_count),
             added_data_files: run.result.map(|result| result.added_data_files_count),
             rewritten_bytes: run.result.map(|result| result.rewritten_bytes_count),

@@ -570,6 +570,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         committed_since_millis: now,
         strategy: icepack::strategy::RunStrategy::Binpack,
         extra_options: Default::default(),
+        maintenance: None,
     }
     .statement_list();
     let output = compactor
@@ -1241,5 +1242,102 @@ async fn sort_and_auto_strategies_order_the_outputs_and_auto_bin_packs_an_unsort
     assert_eq!(orders[1], "id ASC NULLS FIRST", "{orders:?}");
     assert_eq!(orders[2], "", "{orders:?}");
     assert_eq!(table_status(&icepack, ordered.name)["strategy"], "auto");
+    assert!(icepack.terminate(run).await.success());
+}
+
+/// Issue 18's `rewrite_manifests` on the real stack: every commit adds a manifest; their own S3
+/// events (`metadata/*-m*.avro`, not the `snap-*.avro` manifest lists) make the table due past
+/// `max_manifests`, with no data compaction due; the run merges them and the count drops, the
+/// data untouched; status follows the count from the metadata and the events after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_count_drops() {
+    if !connect_available(
+        "many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_count_drops",
+    ) {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let stack = Stack::start(None).await;
+    let (moto, queue_url, bucket, server, writer) = stack.parts();
+    let table = stack.table("lakehouse", "analytics.manifested");
+    let name = table.qualified();
+    table.sql(writer, &create(&table)).await;
+    // No data compaction: 100 small files would be needed. More than 5 manifests: maintenance.
+    let config = config(moto, queue_url, bucket, &server.url, "", &[&table])
+        .replace("min_files = 10\n", "min_files = 100\nmax_manifests = 5\n");
+    let mut icepack = Icepack::with_config(&config);
+    let run = icepack.spawn_run("");
+    let context = |icepack: &Icepack| format!("{}\n{}", icepack.log(run), server.log());
+
+    let manifest_count = |results: &[icepack::spark::result::ResultSet]| -> u64 {
+        value(results, "manifest_count").parse().unwrap()
+    };
+    let counts = vec![
+        format!("REFRESH TABLE {name}"),
+        format!("SELECT count(*) AS manifest_count FROM {name}.manifests"),
+        format!("SELECT count(*) AS row_count FROM {name}"),
+        format!("SELECT count(*) AS data_files FROM {name}.files"),
+    ];
+    let started = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    table.sql(writer, &inserts(&name, 0, 8)).await;
+    let before = table.sql(writer, &counts).await;
+    assert!(manifest_count(&before) >= 6, "{before:?}");
+
+    // A run that starts while the writer still commits may lose the race for SQLite's JDBC
+    // catalog (one commit at a time across connections); it backs off and the next one runs.
+    let status = wait_until(
+        "a successful rewrite_manifests",
+        Duration::from_secs(300),
+        || {
+            let status = table_status(&icepack, table.name);
+            let started = started.clone();
+            async move {
+                let last = &status["last_run"];
+                let after = last["started_at"].as_str()? >= started.as_str();
+                (after && last["outcome"] == "success").then_some(status)
+            }
+        },
+    )
+    .await;
+    let last = &status["last_run"];
+    assert_eq!(
+        last["task"],
+        "rewrite_manifests",
+        "{status}\n{}",
+        context(&icepack)
+    );
+    assert_eq!(last["trigger"], "rewrite_manifests", "{status}");
+    assert!(
+        last["manifests_before"].as_u64().unwrap() > 5,
+        "due past max_manifests: {status}"
+    );
+    assert!(
+        last["manifests_after"].as_u64().unwrap() <= 3,
+        "merged (commits may land after the run): {status}"
+    );
+    assert!(last["rewritten_data_files"].is_null(), "{status}");
+
+    // The data is untouched: the same rows and data files, none of them rewritten.
+    let after = table.sql(writer, &counts).await;
+    assert!(
+        manifest_count(&after) < manifest_count(&before),
+        "{after:?}"
+    );
+    assert_eq!(value(&after, "row_count"), "40");
+    assert_eq!(value(&after, "data_files"), "8");
+    // Status counts the manifests as the metadata has them once the last events are in.
+    let expected = manifest_count(&after);
+    wait_until(
+        "status counting the table's manifests",
+        Duration::from_secs(60),
+        || {
+            let manifests = table_status(&icepack, table.name)["manifests"].as_u64();
+            async move { (manifests == Some(expected)).then_some(()) }
+        },
+    )
+    .await;
+    assert_eq!(table_status(&icepack, table.name)["pending_files"], 8);
+    let metrics = icepack.command(&["status"]);
+    assert!(metrics.0);
     assert!(icepack.terminate(run).await.success());
 }

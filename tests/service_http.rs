@@ -173,7 +173,7 @@ prefix = "warehouse/orders/"
         &format!("icepack_sqs_messages_received_total{{queue=\"{queue}\"}} 1"),
         &format!("icepack_sqs_messages_deleted_total{{queue=\"{queue}\"}} 1"),
         "icepack_records_counted_total{table=\"analytics.orders\",tenant=\"default\"} 2",
-        "icepack_runs_failed_total{table=\"analytics.orders\",tenant=\"default\",class=\"engine_unavailable\"} 1",
+        "icepack_runs_failed_total{table=\"analytics.orders\",tenant=\"default\",kind=\"rewrite_data_files\",class=\"engine_unavailable\"} 1",
         "icepack_run_duration_seconds_count{outcome=\"failure\"} 1",
         "icepack_table_pending_files{table=\"analytics.orders\",tenant=\"default\"} 2",
         "icepack_table_consecutive_failures{table=\"analytics.orders\",tenant=\"default\"} 1",

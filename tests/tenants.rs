@@ -236,7 +236,7 @@ tenant = "b"
         .await
         .unwrap();
     assert!(
-        metrics.contains("icepack_runs_succeeded_total{table=\"team_b.orders\",tenant=\"b\"} 1"),
+        metrics.contains("icepack_runs_succeeded_total{table=\"team_b.orders\",tenant=\"b\",kind=\"rewrite_data_files\"} 1"),
         "{metrics}"
     );
     icepack.terminate(run).await;

@@ -143,7 +143,23 @@ impl TableAccumulatorActor {
                 return;
             }
         }
+        // `rewrite_manifests`, when the table has too many manifests and no compaction is due.
+        let manifests_due = due.is_none() && self.accumulator.manifests_due();
+        if let (true, Some(pool), false) = (manifests_due, &self.pool, self.requested) {
+            if self.accumulator.may_start_run(now) {
+                pool.do_send(RequestCompaction {
+                    table: self.index,
+                    trigger: crate::state::Maintenance::RewriteManifests
+                        .as_str()
+                        .to_string(),
+                    force: true,
+                });
+                self.requested = true;
+                return;
+            }
+        }
         let wake_at = match due {
+            None if manifests_due => self.accumulator.next_attempt(),
             Some(reason) if self.accumulator.may_start_run(now) => {
                 if let (Some(pool), false) = (&self.pool, self.requested) {
                     pool.do_send(RequestCompaction {
@@ -575,6 +591,7 @@ mod tests {
                         size: 5,
                         event_millis: 1_000_000,
                         partition: String::new(),
+                        kind: Default::default(),
                     })
                     .to_vec(),
                 seen: None,
@@ -601,6 +618,7 @@ mod tests {
             size: 5,
             event_millis: 1_000_000,
             partition: String::new(),
+            kind: Default::default(),
         }
     }
 
@@ -690,6 +708,7 @@ mod tests {
                         size: 5,
                         event_millis: now - 60_000 + 300,
                         partition: String::new(),
+                        kind: Default::default(),
                     })
                     .to_vec(),
                 seen: None,

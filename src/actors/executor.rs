@@ -256,13 +256,16 @@ impl CompactionPool {
                 duration_millis, ..
             } => *duration_millis as f64 / 1000.0,
         };
-        let rewrite = ticket.rewrite;
+        // A data rewrite or maintenance counts as a run; a reconcile (a read) does not.
+        let rewrite = ticket.rewrite || ticket.maintenance.is_some();
         if rewrite {
             self.remember_run(&spec.tenant, &spec.table, &run_id, &outcome);
         }
+        let kind = run_kind(&ticket);
         let labels = [
             ("table", spec.table.as_str()),
             ("tenant", spec.tenant.as_str()),
+            ("kind", kind),
         ];
         match outcome.failure_class() {
             _ if !rewrite => {}
@@ -276,6 +279,7 @@ impl CompactionPool {
                 self.metrics.runs_failed.inc(&[
                     ("table", &spec.table),
                     ("tenant", &spec.tenant),
+                    ("kind", kind),
                     ("class", class.as_str()),
                 ]);
                 self.metrics
@@ -295,6 +299,7 @@ impl CompactionPool {
                     .unwrap_or_default(),
                 trigger: ticket.trigger.clone(),
                 strategy: ticket.strategy.name().to_string(),
+                maintenance: ticket.maintenance,
                 started_millis,
                 finished_millis: self.clock.now_millis(),
                 target_file_bytes: spec.target_file_bytes,
@@ -460,6 +465,13 @@ impl Handler<RequestCompaction> for CompactionPool {
     }
 }
 
+/// The `kind` label of a run's metrics: `rewrite_data_files` or the maintenance it does.
+fn run_kind(ticket: &ClaimTicket) -> &'static str {
+    ticket
+        .maintenance
+        .map_or("rewrite_data_files", |maintenance| maintenance.as_str())
+}
+
 impl Handler<Claimed> for CompactionPool {
     type Result = ();
 
@@ -472,10 +484,12 @@ impl Handler<Claimed> for CompactionPool {
         let attempts = self.settings.attempts;
         let retry_interval = self.settings.retry_interval;
         let run_id = ticket.run_id.clone();
-        if ticket.rewrite {
-            self.metrics
-                .runs_started
-                .inc(&[("table", &spec.table), ("tenant", &spec.tenant)]);
+        if ticket.rewrite || ticket.maintenance.is_some() {
+            self.metrics.runs_started.inc(&[
+                ("table", &spec.table),
+                ("tenant", &spec.tenant),
+                ("kind", run_kind(&ticket)),
+            ]);
         }
         let span = tracing::info_span!("run", table = %spec.table, tenant = %spec.tenant, run_id = %run_id);
         ctx.spawn(

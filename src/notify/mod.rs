@@ -29,6 +29,8 @@ pub struct RunEvent {
     pub trigger: String,
     /// `binpack`, `sort` or `zorder`.
     pub strategy: String,
+    /// Maintenance the run did instead of a data rewrite.
+    pub maintenance: Option<crate::state::Maintenance>,
     pub started_millis: UnixMillis,
     pub finished_millis: UnixMillis,
     pub target_file_bytes: u64,

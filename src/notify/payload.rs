@@ -31,12 +31,37 @@ fn field(title: &str, value: String, short: bool) -> Value {
 /// The tenant is shown (a "Tenant" field after "Table") unless it is the implicit one, so a
 /// deployment without `[tenants]` looks as it always did.
 pub fn slack(event: &RunEvent, channel: &str) -> Value {
-    let mut message = match &event.outcome {
-        RunOutcome::Success {
-            report,
-            duration_millis,
-            ..
-        } => json!({
+    let mut message = match (&event.outcome, event.maintenance) {
+        (
+            RunOutcome::Success {
+                report,
+                duration_millis,
+                ..
+            },
+            Some(maintenance),
+        ) => json!({
+            "text": format!(":white_check_mark: Iceberg Table Maintenance Completed: `{}` ({})", event.table, maintenance.as_str()),
+            "attachments": [{
+                "color": GREEN,
+                "title": "Maintenance Summary",
+                "fields": [
+                    field("Table", format!("`{}`", event.table), true),
+                    field("Run ID", format!("`{}`", event.run_id), true),
+                    field("Catalog", format!("{} ({})", event.catalog, event.catalog_impl), true),
+                    field("Task", maintenance.as_str().to_string(), true),
+                    field("Manifests", manifest_effect(report), true),
+                    field("Duration", seconds(*duration_millis), true),
+                ],
+            }],
+        }),
+        (
+            RunOutcome::Success {
+                report,
+                duration_millis,
+                ..
+            },
+            None,
+        ) => json!({
             "text": format!(":white_check_mark: Iceberg Table Compaction Completed: `{}`", event.table),
             "attachments": [{
                 "color": GREEN,
@@ -54,13 +79,19 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
                 ],
             }],
         }),
-        RunOutcome::Failure {
-            class,
-            excerpt,
-            duration_millis,
-            attempts,
-        } => json!({
-            "text": format!(":x: Iceberg Compaction Job Failed: `{}`", event.table),
+        (
+            RunOutcome::Failure {
+                class,
+                excerpt,
+                duration_millis,
+                attempts,
+            },
+            maintenance,
+        ) => json!({
+            "text": match maintenance {
+                None => format!(":x: Iceberg Compaction Job Failed: `{}`", event.table),
+                Some(maintenance) => format!(":x: Iceberg Maintenance Job Failed: `{}` ({})", event.table, maintenance.as_str()),
+            },
             "attachments": [{
                 "color": RED,
                 "title": "Compaction Failure Alert",
@@ -88,6 +119,19 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
         message["channel"] = json!(channel);
     }
     message
+}
+
+/// What a `rewrite_manifests` run did: `12 rewritten → 1 added, 1 now`.
+fn manifest_effect(report: &crate::spark::runner::ReportSummary) -> String {
+    let rewrite = report.manifests.unwrap_or_default();
+    let now = report
+        .manifest_count
+        .map(|count| format!(", {count} now"))
+        .unwrap_or_default();
+    format!(
+        "{} rewritten → {} added{now}",
+        rewrite.rewritten_manifests_count, rewrite.added_manifests_count
+    )
 }
 
 /// The generic webhook document; `tenant` is always there (`default` without `[tenants]`).
@@ -123,9 +167,22 @@ pub fn webhook(event: &RunEvent) -> Value {
             *attempts,
         ),
     };
+    let (event_name, result) = match (event.maintenance, &event.outcome) {
+        (None, _) => (event_name, result),
+        (Some(_), RunOutcome::Success { report, .. }) => (
+            "maintenance_succeeded",
+            json!({
+                "rewritten_manifests": report.manifests.unwrap_or_default().rewritten_manifests_count,
+                "added_manifests": report.manifests.unwrap_or_default().added_manifests_count,
+                "manifests": report.manifest_count,
+            }),
+        ),
+        (Some(_), RunOutcome::Failure { .. }) => ("maintenance_failed", result),
+    };
     json!({
         "schema": "icepack.run/v1",
         "event": event_name,
+        "task": event.maintenance.map_or("rewrite_data_files", |maintenance| maintenance.as_str()),
         "tenant": event.tenant,
         "table": event.table,
         "run_id": event.run_id,
@@ -158,6 +215,7 @@ pub(crate) mod tests {
             catalog_impl: "org.apache.iceberg.rest.RESTCatalog".to_string(),
             trigger: "files".to_string(),
             strategy: "binpack".to_string(),
+            maintenance: None,
             started_millis: 1_714_564_800_000,
             finished_millis: 1_714_564_812_500,
             target_file_bytes: 512 * 1024 * 1024,
@@ -165,6 +223,39 @@ pub(crate) mod tests {
             claimed_bytes: 3 * 1024 * 1024,
             outcome,
         }
+    }
+
+    #[test]
+    fn a_maintenance_run_names_its_task_and_its_effect() {
+        let mut event = event(RunOutcome::Success {
+            report: ReportSummary {
+                manifests: Some(crate::spark::result::ManifestRewrite {
+                    rewritten_manifests_count: 12,
+                    added_manifests_count: 1,
+                }),
+                manifest_count: Some(1),
+                ..ReportSummary::default()
+            },
+            duration_millis: 900,
+            attempts: 1,
+        });
+        event.maintenance = Some(crate::state::Maintenance::RewriteManifests);
+        let message = slack(&event, "");
+        assert!(message["text"]
+            .as_str()
+            .unwrap()
+            .contains("Maintenance Completed: `analytics.orders` (rewrite_manifests)"));
+        let fields = message["attachments"][0]["fields"].to_string();
+        assert!(fields.contains("12 rewritten → 1 added, 1 now"), "{fields}");
+        let document = webhook(&event);
+        assert_eq!(document["event"], "maintenance_succeeded");
+        assert_eq!(document["task"], "rewrite_manifests");
+        assert_eq!(document["result"]["rewritten_manifests"], 12);
+        assert_eq!(document["result"]["manifests"], 1);
+        assert_eq!(
+            webhook(&super::tests::event(success()))["task"],
+            "rewrite_data_files"
+        );
     }
 
     pub(crate) fn success() -> RunOutcome {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::sql::{COMMITTED_FILE_COLUMN, OUTPUT_FILE_COLUMN, TRUTH_FILE_COLUMN};
+use super::sql::{COMMITTED_FILE_COLUMN, MANIFESTS_COLUMN, OUTPUT_FILE_COLUMN, TRUTH_FILE_COLUMN};
 
 /// `rewrite_data_files`' result; columns were added over Iceberg releases, so absent ones are 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +31,17 @@ pub struct RunReport {
     pub committed: Vec<String>,
     /// The table's sort order, from `SHOW TBLPROPERTIES` (`None`: not read).
     pub table_order: Option<crate::strategy::TableOrder>,
+    /// Manifests in the table's current snapshot after the run (`None`: not read).
+    pub manifest_count: Option<u64>,
+    /// `rewrite_manifests`' result, for a run that called it.
+    pub manifests: Option<ManifestRewrite>,
+}
+
+/// `rewrite_manifests`' result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestRewrite {
+    pub rewritten_manifests_count: u64,
+    pub added_manifests_count: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,12 +72,14 @@ impl ResultSet {
 /// First columns of the result sets a run's statements print (spark-sql with
 /// `spark.sql.cli.print.header=true`): `DESCRIBE TABLE`, the icepack queries, and
 /// `expire_snapshots`. The rewrite's header is found by [`RESULT_MARKER`] in any position.
-const KNOWN_FIRST_COLUMNS: [&str; 5] = [
+const KNOWN_FIRST_COLUMNS: [&str; 7] = [
     "col_name",
     OUTPUT_FILE_COLUMN,
     TRUTH_FILE_COLUMN,
     COMMITTED_FILE_COLUMN,
+    MANIFESTS_COLUMN,
     "deleted_data_files_count",
+    "rewritten_manifests_count",
 ];
 
 /// The columns of `SHOW TBLPROPERTIES`: a header only as a whole (a table may have a column
@@ -153,6 +166,18 @@ pub fn report_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> 
     report.truth = truth;
     report.committed = committed;
     report.table_order = table_order_from_results(sets);
+    report.manifest_count =
+        first_value(sets, MANIFESTS_COLUMN).and_then(|count| count.trim().parse().ok());
+    report.manifests = set_named(sets, "rewritten_manifests_count").and_then(|set| {
+        let number = |column: &str| -> Option<u64> {
+            let index = set.columns.iter().position(|name| name == column)?;
+            set.rows.first()?.get(index)?.trim().parse().ok()
+        };
+        Some(ManifestRewrite {
+            rewritten_manifests_count: number("rewritten_manifests_count")?,
+            added_manifests_count: number("added_manifests_count").unwrap_or(0),
+        })
+    });
     Ok(report)
 }
 

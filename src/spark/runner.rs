@@ -232,6 +232,10 @@ pub struct ReportSummary {
     pub committed: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table_order: Option<crate::strategy::TableOrder>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifests: Option<super::result::ManifestRewrite>,
 }
 
 impl ReportSummary {
@@ -239,6 +243,8 @@ impl ReportSummary {
     pub fn without_file_lists(&self) -> ReportSummary {
         ReportSummary {
             result: self.result,
+            manifest_count: self.manifest_count,
+            manifests: self.manifests,
             ..ReportSummary::default()
         }
     }
@@ -253,6 +259,8 @@ impl From<RunReport> for ReportSummary {
             truth: report.truth,
             committed: report.committed,
             table_order: report.table_order,
+            manifest_count: report.manifest_count,
+            manifests: report.manifests,
         }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::clock::{format_rfc3339, UnixMillis};
+use crate::state::Maintenance;
 use crate::strategy::RunStrategy;
 
 /// Column the output-files query names its result, to find it in spark-sql's stdout.
@@ -15,6 +16,8 @@ pub const TRUTH_FILE_COLUMN: &str = "icepack_truth_file";
 pub const COMMITTED_FILE_COLUMN: &str = "icepack_committed_file";
 /// How many `replace` snapshots committed since the run began (a recovered run's outcome).
 pub const REPLACE_SNAPSHOTS_COLUMN: &str = "icepack_replace_snapshots";
+/// Manifests of the table's current snapshot.
+pub const MANIFESTS_COLUMN: &str = "icepack_manifests";
 
 /// Everything that decides one compaction's SQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +50,8 @@ pub struct CompactionSql {
     pub strategy: RunStrategy,
     /// Further `rewrite_data_files` options from the configuration (never icepack's own keys).
     pub extra_options: BTreeMap<String, String>,
+    /// Maintenance instead of the rewrite (`rewrite` is `false`).
+    pub maintenance: Option<Maintenance>,
 }
 
 /// Margin for clock differences between icepack and the Spark driver when finding the run's
@@ -102,6 +107,13 @@ impl CompactionSql {
                 catalog = self.catalog,
                 table = quote_string(&self.table),
                 strategy = quote_string(strategy),
+            ));
+        }
+        if let Some(Maintenance::RewriteManifests) = self.maintenance {
+            statements.push(format!(
+                "CALL {catalog}.system.rewrite_manifests(table => {table})",
+                catalog = self.catalog,
+                table = quote_string(&self.table),
             ));
         }
         // The reads (spec, order, output, truth) follow the rewrite: an engine may run them at
@@ -187,6 +199,7 @@ impl CompactionSql {
                  WHERE content = 0 AND file_size_in_bytes < {small}",
                 small = self.small_file_bytes
             ),
+            format!("SELECT count(*) AS {MANIFESTS_COLUMN} FROM {table_ref}.manifests"),
             format!(
                 "SELECT DISTINCT data_file.file_path AS {COMMITTED_FILE_COLUMN} FROM {table_ref}.all_entries \
                  WHERE status = 1 AND snapshot_id IN (SELECT snapshot_id FROM {table_ref}.snapshots \
@@ -254,7 +267,31 @@ mod tests {
             committed_since_millis: 1_714_564_800_000,
             strategy: RunStrategy::Binpack,
             extra_options: BTreeMap::new(),
+            maintenance: None,
         }
+    }
+
+    #[test]
+    fn a_manifest_run_rewrites_manifests_not_data_and_reads_the_count() {
+        let statements = CompactionSql {
+            rewrite: false,
+            maintenance: Some(Maintenance::RewriteManifests),
+            ..sql()
+        }
+        .statement_list();
+        assert_eq!(
+            statements[1],
+            "CALL lakehouse.system.rewrite_manifests(table => 'analytics.customer_orders')"
+        );
+        assert!(!statements.iter().any(|s| s.contains("rewrite_data_files")));
+        assert!(statements.contains(
+            &"SELECT count(*) AS icepack_manifests FROM lakehouse.analytics.customer_orders.manifests"
+                .to_string()
+        ));
+        assert!(sql()
+            .statement_list()
+            .iter()
+            .any(|s| s.contains("AS icepack_manifests")));
     }
 
     #[test]

@@ -535,6 +535,7 @@ fn pending_and_claimed_keys_outlive_the_retention(store: &dyn StateStore) {
             rewrite: true,
             joins_mid_sized: false,
             strategy: Default::default(),
+            maintenance: None,
         }),
         ..TableState::default()
     };
