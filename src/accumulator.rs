@@ -127,6 +127,9 @@ pub struct RunPlan {
     pub maintenance: Option<Maintenance>,
 }
 
+/// The trigger (and task name) of a `remove_orphan_files` run.
+pub const REMOVE_ORPHANS_TRIGGER: &str = "remove_orphan_files";
+
 /// The trigger of a read of an `auto` table's sort order before its first run (a reconcile:
 /// it rewrites nothing; the run follows once the order is known).
 pub const ORDER_READ_TRIGGER: &str = "read_order";
@@ -400,6 +403,12 @@ impl Accumulator {
             (_, true) if trigger == Maintenance::RewriteManifests.as_str() => {
                 RunPlan::maintenance(Maintenance::RewriteManifests)
             }
+            // A table's first `remove_orphan_files` only lists what it would remove.
+            (_, true) if trigger == REMOVE_ORPHANS_TRIGGER => {
+                RunPlan::maintenance(Maintenance::RemoveOrphans {
+                    dry_run: !self.snapshot.state.orphans.dry_run_done,
+                })
+            }
             // A manual run compacts whatever can be: any partition with two small files or more.
             (_, true) => RunPlan {
                 trigger: trigger.to_string(),
@@ -494,6 +503,18 @@ impl Accumulator {
         self.spec
             .max_manifests
             .is_some_and(|max| self.snapshot.state.manifests.due(max))
+    }
+
+    /// When the table's next `remove_orphan_files` is due (`None`: off); at once if it never ran.
+    pub fn next_orphan_run(&self) -> Option<UnixMillis> {
+        let every = self.spec.remove_orphans_every_millis?;
+        Some(
+            self.snapshot
+                .state
+                .orphans
+                .last_run_millis
+                .map_or(UnixMillis::MIN, |last| last.saturating_add(every)),
+        )
     }
 
     pub fn due(&self, now: UnixMillis) -> Option<DueReason> {
@@ -701,6 +722,7 @@ pub fn settle_run(
         strategy: claim.rewrite.then(|| claim.strategy.name().to_string()),
         maintenance: claim.maintenance,
         manifests: None,
+        orphan_files: None,
         attempts: 0,
     };
     match outcome {
@@ -763,6 +785,26 @@ pub fn settle_run(
             if claim.is_run() {
                 state.consecutive_failures = 0;
                 state.next_attempt_millis = None;
+            }
+            if let Some(Maintenance::RemoveOrphans { dry_run }) = claim.maintenance {
+                let files = report.orphan_files.unwrap_or(0);
+                let previous = current.orphans;
+                state.orphans = crate::state::OrphanRuns {
+                    last_run_millis: Some(claim.started_millis),
+                    dry_run_done: true,
+                    found: if dry_run { Some(files) } else { previous.found },
+                    removed: if dry_run {
+                        previous.removed
+                    } else {
+                        Some(files)
+                    },
+                };
+                state.last_run = Some(RunRecord {
+                    orphan_files: Some(files),
+                    duration_millis: *duration_millis,
+                    attempts: *attempts,
+                    ..record(true)
+                });
             }
             if let Some(count) = report.manifest_count {
                 let before = current.manifests.total();
@@ -1601,6 +1643,64 @@ mod tests {
         stage_and_commit(&mut accumulator, &store, new, 5 * MINUTE);
         assert_eq!(accumulator.snapshot().state.manifests.total(), 5);
         assert!(accumulator.manifests_due());
+    }
+
+    /// Issue 18: `remove_orphan_files` on its schedule: due at once when it never ran, its first
+    /// run a dry run, the next ones real; each success moves the schedule, a failure does not.
+    #[test]
+    fn orphan_removal_starts_with_a_dry_run_and_follows_its_schedule() {
+        const HOUR: i64 = 3_600_000;
+        let mut scheduled = (*spec()).clone();
+        scheduled.remove_orphans_every_millis = Some(24 * HOUR);
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(Arc::new(scheduled), &store).unwrap();
+        assert_eq!(accumulator.next_orphan_run(), Some(UnixMillis::MIN));
+        let orphan_run = |accumulator: &mut Accumulator, run_id: &str, at: i64, found: u64| {
+            let (ops, ticket) = accumulator
+                .begin_claim(run_id, REMOVE_ORPHANS_TRIGGER, at, true)
+                .unwrap();
+            store.commit(ops).unwrap();
+            accumulator.settle(true);
+            let mut outcome = truthful_success(&[], &[]);
+            if let RunOutcome::Success { report, .. } = &mut outcome {
+                report.result = Default::default();
+                report.output_files.clear();
+                report.orphan_files = Some(found);
+            }
+            finish(accumulator, &store, run_id, &outcome, at + 1_000);
+            ticket
+        };
+        let first = orphan_run(&mut accumulator, "o-1", 10 * HOUR, 3);
+        assert_eq!(
+            (first.rewrite, first.maintenance),
+            (false, Some(Maintenance::RemoveOrphans { dry_run: true }))
+        );
+        let orphans = accumulator.snapshot().state.orphans;
+        assert_eq!((orphans.found, orphans.removed), (Some(3), None));
+        assert_eq!(accumulator.next_orphan_run(), Some(34 * HOUR));
+
+        // A failed run leaves the schedule as it was (it is retried after the back-off).
+        let (ops, _) = accumulator
+            .begin_claim("o-2", REMOVE_ORPHANS_TRIGGER, 34 * HOUR, true)
+            .unwrap();
+        store.commit(ops).unwrap();
+        accumulator.settle(true);
+        finish(&mut accumulator, &store, "o-2", &failure(), 34 * HOUR);
+        assert_eq!(accumulator.next_orphan_run(), Some(34 * HOUR));
+        assert!(!accumulator.may_start_run(34 * HOUR));
+
+        let second = orphan_run(&mut accumulator, "o-3", 35 * HOUR, 3);
+        assert_eq!(
+            second.maintenance,
+            Some(Maintenance::RemoveOrphans { dry_run: false })
+        );
+        let state = &accumulator.snapshot().state;
+        assert_eq!(
+            (state.orphans.found, state.orphans.removed),
+            (Some(3), Some(3))
+        );
+        assert_eq!(state.last_run.as_ref().unwrap().orphan_files, Some(3));
+        assert_eq!(accumulator.next_orphan_run(), Some(59 * HOUR));
     }
 
     #[test]

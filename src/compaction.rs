@@ -67,6 +67,8 @@ impl CompactionSettings {
             strategy: ticket.strategy.clone(),
             extra_options: spec.rewrite_options.clone(),
             maintenance: ticket.maintenance,
+            orphan_older_than_hours: spec.orphan_older_than_hours,
+            expire_snapshots_retain_last: spec.expire_snapshots_retain_last,
         };
         let catalog = &self.config.catalogs[&spec.catalog];
         SparkJob {

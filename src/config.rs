@@ -112,6 +112,8 @@ pub struct TenantDefaults {
     pub remerge_new_data_percent: Option<i64>,
     pub strategy: Option<String>,
     pub max_manifests: Option<i64>,
+    pub remove_orphans_every_hours: Option<i64>,
+    pub orphan_older_than_hours: Option<i64>,
 }
 
 /// A tenant with its settings resolved.
@@ -367,7 +369,21 @@ pub struct TableDefaults {
     /// own S3 events and the metadata (0: off).
     #[serde(default)]
     pub max_manifests: i64,
+    /// Run `remove_orphan_files` this often (0: off); the first run of a table is a dry run.
+    #[serde(default)]
+    pub remove_orphans_every_hours: i64,
+    /// Never remove files younger than this (at least 24: a running writer's files are not
+    /// orphans yet).
+    #[serde(default = "default_orphan_older_than_hours")]
+    pub orphan_older_than_hours: i64,
 }
+
+fn default_orphan_older_than_hours() -> i64 {
+    72
+}
+
+/// Below this, `orphan_older_than_hours` is refused.
+const MIN_ORPHAN_AGE_HOURS: i64 = 24;
 
 fn default_strategy() -> String {
     "binpack".to_string()
@@ -455,6 +471,8 @@ impl Default for TableDefaults {
             remerge_new_data_percent: default_remerge_new_data_percent(),
             strategy: default_strategy(),
             max_manifests: 0,
+            remove_orphans_every_hours: 0,
+            orphan_older_than_hours: default_orphan_older_than_hours(),
         }
     }
 }
@@ -507,6 +525,10 @@ pub struct TableConfig {
     pub options: BTreeMap<String, String>,
     /// `rewrite_manifests` past this many manifests; the tenant's, else `[defaults]`, by default.
     pub max_manifests: Option<i64>,
+    pub remove_orphans_every_hours: Option<i64>,
+    pub orphan_older_than_hours: Option<i64>,
+    /// `retain_last` of the `expire_snapshots` follow-up (Iceberg's default: 1).
+    pub expire_snapshots_retain_last: Option<i64>,
 }
 
 /// Options of `rewrite_data_files` that icepack sets from its own keys.
@@ -540,6 +562,10 @@ pub struct TableSpec {
     pub rewrite_options: BTreeMap<String, String>,
     /// `rewrite_manifests` past this many manifests (`None`: off).
     pub max_manifests: Option<u64>,
+    /// `remove_orphan_files` this often (`None`: off), for files older than the hours.
+    pub remove_orphans_every_millis: Option<i64>,
+    pub orphan_older_than_hours: u64,
+    pub expire_snapshots_retain_last: Option<u64>,
 }
 
 impl TableSpec {
@@ -582,6 +608,9 @@ impl TableSpec {
             strategy: crate::strategy::Strategy::Binpack,
             rewrite_options: BTreeMap::new(),
             max_manifests: None,
+            remove_orphans_every_millis: None,
+            orphan_older_than_hours: default_orphan_older_than_hours() as u64,
+            expire_snapshots_retain_last: None,
         }
     }
 }
@@ -869,10 +898,17 @@ impl TenantDefaults {
             ("quiet_partition_minutes", self.quiet_partition_minutes),
             ("remerge_new_data_percent", self.remerge_new_data_percent),
             ("max_manifests", self.max_manifests),
+            (
+                "remove_orphans_every_hours",
+                self.remove_orphans_every_hours,
+            ),
         ] {
             if let Some(value) = value {
                 check_not_negative(&format!("{key}.{field}"), value)?;
             }
+        }
+        if let Some(hours) = self.orphan_older_than_hours {
+            check_orphan_age(&format!("{key}.orphan_older_than_hours"), hours)?;
         }
         if let Some(suffixes) = &self.file_suffixes {
             check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
@@ -971,9 +1007,17 @@ impl TableDefaults {
             ("quiet_partition_minutes", self.quiet_partition_minutes),
             ("remerge_new_data_percent", self.remerge_new_data_percent),
             ("max_manifests", self.max_manifests),
+            (
+                "remove_orphans_every_hours",
+                self.remove_orphans_every_hours,
+            ),
         ] {
             check_not_negative(&format!("defaults.{field}"), value)?;
         }
+        check_orphan_age(
+            "defaults.orphan_older_than_hours",
+            self.orphan_older_than_hours,
+        )?;
         check_strategy_name("defaults.strategy", &self.strategy)?;
         check_suffixes("defaults.file_suffixes", &self.file_suffixes)
     }
@@ -1014,8 +1058,13 @@ impl TableConfig {
             remerge_new_data_percent: self.remerge_new_data_percent,
             strategy: self.strategy.clone(),
             max_manifests: self.max_manifests,
+            remove_orphans_every_hours: self.remove_orphans_every_hours,
+            orphan_older_than_hours: self.orphan_older_than_hours,
         }
         .validate(key)?;
+        if let Some(retain) = self.expire_snapshots_retain_last {
+            check_positive(&format!("{key}.expire_snapshots_retain_last"), retain)?;
+        }
         for (option, value) in &self.options {
             let well_formed = !option.is_empty()
                 && option.len() <= 128
@@ -1202,6 +1251,21 @@ impl TableConfig {
             )
             .filter(|max| *max > 0)
             .map(|max| max as u64),
+            remove_orphans_every_millis: Some(
+                self.remove_orphans_every_hours
+                    .or(tenant.remove_orphans_every_hours)
+                    .unwrap_or(defaults.remove_orphans_every_hours),
+            )
+            .filter(|hours| *hours > 0)
+            .map(|hours| hours * 3_600_000),
+            orphan_older_than_hours: self
+                .orphan_older_than_hours
+                .or(tenant.orphan_older_than_hours)
+                .unwrap_or(defaults.orphan_older_than_hours)
+                as u64,
+            expire_snapshots_retain_last: self
+                .expire_snapshots_retain_last
+                .map(|retain| retain as u64),
         }
     }
 }
@@ -1655,6 +1719,16 @@ fn check_range(key: &str, value: i64, low: i64, high: i64) -> Result<(), ConfigE
     Ok(())
 }
 
+fn check_orphan_age(key: &str, hours: i64) -> Result<(), ConfigError> {
+    if hours >= MIN_ORPHAN_AGE_HOURS {
+        Ok(())
+    } else {
+        invalid(format!(
+            "{key}: at least {MIN_ORPHAN_AGE_HOURS} hours (a running writer's files are not orphans yet), got {hours}"
+        ))
+    }
+}
+
 fn check_strategy_name(key: &str, name: &str) -> Result<(), ConfigError> {
     if crate::strategy::STRATEGY_NAMES.contains(&name) {
         Ok(())
@@ -1810,6 +1884,23 @@ mod tests {
             (
                 table("options = { \"rewrite-all\" = \"\" }\n"),
                 "tables[0].options.rewrite-all",
+            ),
+            (
+                table("orphan_older_than_hours = 12\n"),
+                "tables[0].orphan_older_than_hours: at least 24 hours",
+            ),
+            (
+                format!("[defaults]\norphan_older_than_hours = 1\n{}", table("")),
+                "defaults.orphan_older_than_hours",
+            ),
+            (
+                table("remove_orphans_every_hours = -1\n"),
+                "tables[0].remove_orphans_every_hours",
+            ),
+            (table("max_manifests = -3\n"), "tables[0].max_manifests"),
+            (
+                table("expire_snapshots_retain_last = 0\n"),
+                "tables[0].expire_snapshots_retain_last",
             ),
         ] {
             let message = error_of(&text);

@@ -48,6 +48,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/tables/{table}", get(table))
         .route("/v1/tables/{table}/compact", post(compact))
         .route("/v1/tables/{table}/forget", post(forget))
+        .route("/v1/tables/{table}/maintenance/{task}", post(maintain))
         .route("/v1/tenants", get(tenants))
         .route("/v1/reload", post(reload))
         .with_state(state)
@@ -394,10 +395,45 @@ fn constant_time_equal(left: &[u8], right: &[u8]) -> bool {
             == 0
 }
 
+/// Tasks `POST /v1/tables/{table}/maintenance/{task}` starts.
+const MAINTENANCE_TASKS: [&str; 2] = [
+    "rewrite_manifests",
+    crate::accumulator::REMOVE_ORPHANS_TRIGGER,
+];
+
+/// Starts a maintenance task of a table now (its first `remove_orphan_files` is a dry run).
+async fn maintain(
+    State(state): State<ApiState>,
+    Path((table, task)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if !MAINTENANCE_TASKS.contains(&task.as_str()) {
+        if let Err(refused) = authorize(&state, &headers) {
+            return *refused;
+        }
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": format!("no maintenance task `{}`; one of: {}", task.escape_debug(), MAINTENANCE_TASKS.join(", "))})),
+        )
+            .into_response();
+    }
+    request_run(state, table, headers, task).await
+}
+
 async fn compact(
     State(state): State<ApiState>,
     Path(table): Path<String>,
     headers: HeaderMap,
+) -> Response {
+    request_run(state, table, headers, "manual".to_string()).await
+}
+
+/// Asks the pool for a forced run of `table` with `trigger`, unless one is in flight.
+async fn request_run(
+    state: ApiState,
+    table: String,
+    headers: HeaderMap,
+    trigger: String,
 ) -> Response {
     if let Err(refused) = authorize(&state, &headers) {
         return *refused;
@@ -419,10 +455,10 @@ async fn compact(
     }
     state.pipeline.pool.do_send(RequestCompaction {
         table: index,
-        trigger: "manual".to_string(),
+        trigger: trigger.clone(),
         force: true,
     });
-    info!(%table, "manual compaction requested over HTTP");
+    info!(%table, %trigger, "run requested over HTTP");
     (
         StatusCode::ACCEPTED,
         Json(json!({"table": table, "accepted": true, "runs_in_flight": pool.running.len(), "tables_waiting": pool.waiting.len()})),

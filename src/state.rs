@@ -156,6 +156,21 @@ pub struct TableState {
     /// The table's manifests: known from the metadata, and announced by events since.
     #[serde(default)]
     pub manifests: ManifestCounts,
+    /// `remove_orphan_files` runs of the table.
+    #[serde(default)]
+    pub orphans: OrphanRuns,
+}
+
+/// When orphan files were last looked for, and what was found and removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrphanRuns {
+    /// When the last successful `remove_orphan_files` run (dry or not) started.
+    pub last_run_millis: Option<UnixMillis>,
+    /// The first run of a table is a dry run: it lists what would be removed.
+    pub dry_run_done: bool,
+    /// Orphan files the last dry run found, and the last real run removed.
+    pub found: Option<u64>,
+    pub removed: Option<u64>,
 }
 
 /// A table's manifest files (`metadata/*.avro`, not the snapshots' manifest lists).
@@ -189,12 +204,16 @@ impl ManifestCounts {
 pub enum Maintenance {
     /// `rewrite_manifests`: merges the table's manifests.
     RewriteManifests,
+    /// `remove_orphan_files`: deletes files no snapshot references (older than the limit);
+    /// a dry run lists them only.
+    RemoveOrphans { dry_run: bool },
 }
 
 impl Maintenance {
     pub fn as_str(self) -> &'static str {
         match self {
             Maintenance::RewriteManifests => "rewrite_manifests",
+            Maintenance::RemoveOrphans { .. } => "remove_orphan_files",
         }
     }
 }
@@ -270,6 +289,9 @@ pub struct RunRecord {
     /// A `rewrite_manifests` run's manifests before and after.
     #[serde(default)]
     pub manifests: Option<(u64, u64)>,
+    /// A `remove_orphan_files` run's orphan files: found (a dry run) or removed.
+    #[serde(default)]
+    pub orphan_files: Option<u64>,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.

@@ -50,6 +50,21 @@ pub struct TableStatus {
     /// (`null`: `rewrite_manifests` is off).
     pub manifests: u64,
     pub max_manifests: Option<u64>,
+    /// `remove_orphan_files`: when it last ran, the next one, and the files found by the dry
+    /// run and removed by the last real one (`null` when off and never run).
+    pub orphans: Option<OrphanStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OrphanStatus {
+    pub every_hours: Option<i64>,
+    pub older_than_hours: u64,
+    pub last_run_at: Option<String>,
+    pub next_run_at: Option<String>,
+    /// The next run only lists what it would remove.
+    pub next_is_dry_run: bool,
+    pub found_by_dry_run: Option<u64>,
+    pub removed: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -186,6 +201,9 @@ pub struct LastRun {
     /// A `rewrite_manifests` run's manifests before and after.
     pub manifests_before: Option<u64>,
     pub manifests_after: Option<u64>,
+    /// A `remove_orphan_files` run's orphan files, and whether it was a dry run.
+    pub orphan_files: Option<u64>,
+    pub dry_run: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -218,6 +236,24 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
         strategy: spec.strategy.name(),
         manifests: snapshot.state.manifests.total(),
         max_manifests: spec.max_manifests,
+        orphans: {
+            let runs = snapshot.state.orphans;
+            (spec.remove_orphans_every_millis.is_some() || runs.last_run_millis.is_some()).then(
+                || OrphanStatus {
+                    every_hours: spec
+                        .remove_orphans_every_millis
+                        .map(|every| every / 3_600_000),
+                    older_than_hours: spec.orphan_older_than_hours,
+                    last_run_at: runs.last_run_millis.map(format_rfc3339),
+                    next_run_at: spec.remove_orphans_every_millis.map(|every| {
+                        format_rfc3339(runs.last_run_millis.map_or(now, |last| last + every))
+                    }),
+                    next_is_dry_run: !runs.dry_run_done,
+                    found_by_dry_run: runs.found,
+                    removed: runs.removed,
+                },
+            )
+        },
         table_sort_order: snapshot
             .state
             .table_order
@@ -272,6 +308,11 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
                 .map_or("rewrite_data_files", |maintenance| maintenance.as_str()),
             manifests_before: run.manifests.map(|(before, _)| before),
             manifests_after: run.manifests.map(|(_, after)| after),
+            orphan_files: run.orphan_files,
+            dry_run: match run.maintenance {
+                Some(crate::state::Maintenance::RemoveOrphans { dry_run }) => Some(dry_run),
+                _ => None,
+            },
             rewritten_data_files: run.result.map(|result| result.rewritten_data_files_count),
             added_data_files: run.result.map(|result| result.added_data_files_count),
             rewritten_bytes: run.result.map(|result| result.rewritten_bytes_count),

@@ -269,6 +269,7 @@ fn status_of_a_new_deployment_shows_empty_tables() {
             "table_sort_order": null,
             "manifests": 0,
             "max_manifests": null,
+            "orphans": null,
             "explain": {
                 "nearest": null,
                 "files": {"value": 0, "threshold": 10, "remaining": 10, "reached": 0.0},

@@ -571,6 +571,8 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         strategy: icepack::strategy::RunStrategy::Binpack,
         extra_options: Default::default(),
         maintenance: None,
+        orphan_older_than_hours: 72,
+        expire_snapshots_retain_last: None,
     }
     .statement_list();
     let output = compactor
@@ -1339,5 +1341,123 @@ async fn many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_coun
     assert_eq!(table_status(&icepack, table.name)["pending_files"], 8);
     let metrics = icepack.command(&["status"]);
     assert!(metrics.0);
+    assert!(icepack.terminate(run).await.success());
+}
+
+/// Issue 18's `remove_orphan_files` on the real stack, on a table in a local warehouse (a file's
+/// age is its modification time, which a test can set; S3 servers stamp uploads with now): the
+/// schedule's first run is a dry run that finds the planted orphan older than the limit and
+/// removes nothing; the next run (started over HTTP) removes it and keeps a fresh orphan, which a
+/// writer still committing could own, and every file the table references.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remove_orphan_files_lists_first_then_removes_only_old_orphans() {
+    if !connect_available("remove_orphan_files_lists_first_then_removes_only_old_orphans") {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let stack = Stack::start(None).await;
+    let (moto, queue_url, bucket, server, writer) = stack.parts();
+    let mut table = stack.table("lakehouse", "analytics.orphaned");
+    let warehouse = stack.dir.path().join("local-warehouse");
+    std::fs::create_dir_all(&warehouse).unwrap();
+    table.lakehouse.catalog.warehouse = format!("file://{}", warehouse.display());
+    table.lakehouse.catalog.io_impl = "org.apache.iceberg.hadoop.HadoopFileIO".to_string();
+    table.lakehouse.catalog.s3_endpoint = String::new();
+    let name = table.qualified();
+    table.sql(writer, &create(&table)).await;
+    table.sql(writer, &inserts(&name, 0, 3)).await;
+
+    // Two files no snapshot references: one written four days ago, one just now.
+    let data_dir = warehouse.join("analytics/orphaned/data");
+    assert!(data_dir.is_dir(), "{}", data_dir.display());
+    let old = data_dir.join("00000-0-orphan-old.parquet");
+    let fresh = data_dir.join("00000-0-orphan-fresh.parquet");
+    for path in [&old, &fresh] {
+        std::fs::write(path, b"left behind by a failed writer").unwrap();
+    }
+    let four_days_ago = std::time::SystemTime::now() - Duration::from_secs(4 * 24 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(four_days_ago)
+        .unwrap();
+
+    let http = format!("127.0.0.1:{}", support::free_port());
+    let config = config(moto, queue_url, bucket, &server.url, &http, &[&table]).replace(
+        "min_files = 10\n",
+        "min_files = 100\nremove_orphans_every_hours = 24\n",
+    );
+    let mut icepack = Icepack::with_config(&config);
+    let run = icepack.spawn_run("");
+    let context = |icepack: &Icepack| format!("{}\n{}", icepack.log(run), server.log());
+    let orphan_run = |icepack: &Icepack, dry_run: bool| {
+        let status = table_status(icepack, table.name);
+        let last = status["last_run"].clone();
+        (last["task"] == "remove_orphan_files" && last["dry_run"] == dry_run).then_some(status)
+    };
+
+    // 1. Never run: due at once, and a dry run.
+    let status = wait_until("the dry run", Duration::from_secs(300), || {
+        let found = orphan_run(&icepack, true);
+        async move { found }
+    })
+    .await;
+    assert_eq!(
+        status["last_run"]["outcome"],
+        "success",
+        "{status}\n{}",
+        context(&icepack)
+    );
+    assert_eq!(status["last_run"]["orphan_files"], 1, "{status}");
+    assert_eq!(status["orphans"]["found_by_dry_run"], 1, "{status}");
+    assert_eq!(status["orphans"]["next_is_dry_run"], false, "{status}");
+    assert!(old.exists() && fresh.exists(), "a dry run removes nothing");
+
+    // 2. The next run, asked for over HTTP: the old orphan goes, the fresh one stays.
+    let response = reqwest::Client::new()
+        .post(format!(
+            "http://{http}/v1/tables/{}/maintenance/remove_orphan_files",
+            table.name
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 202, "{:?}", response.text().await);
+    let status = wait_until("the removal", Duration::from_secs(300), || {
+        let found = orphan_run(&icepack, false);
+        async move { found }
+    })
+    .await;
+    assert_eq!(
+        status["last_run"]["outcome"],
+        "success",
+        "{status}\n{}",
+        context(&icepack)
+    );
+    assert_eq!(status["last_run"]["orphan_files"], 1, "{status}");
+    assert_eq!(status["orphans"]["removed"], 1, "{status}");
+    assert!(!old.exists(), "the old orphan is removed");
+    assert!(fresh.exists(), "a file younger than 72 h is kept");
+    let facts = table
+        .sql(
+            writer,
+            &[format!("SELECT count(*) AS row_count FROM {name}")],
+        )
+        .await;
+    assert_eq!(
+        value(&facts, "row_count"),
+        "15",
+        "every referenced file is kept"
+    );
+    let unknown = reqwest::Client::new()
+        .post(format!(
+            "http://{http}/v1/tables/{}/maintenance/vacuum",
+            table.name
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
     assert!(icepack.terminate(run).await.success());
 }

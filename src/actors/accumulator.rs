@@ -158,8 +158,24 @@ impl TableAccumulatorActor {
                 return;
             }
         }
+        // `remove_orphan_files` on its schedule, when nothing else is due.
+        let orphans_at = self.accumulator.next_orphan_run();
+        if let (Some(at), None, false, Some(pool), false) =
+            (orphans_at, due, manifests_due, &self.pool, self.requested)
+        {
+            if now >= at && self.accumulator.may_start_run(now) {
+                pool.do_send(RequestCompaction {
+                    table: self.index,
+                    trigger: crate::accumulator::REMOVE_ORPHANS_TRIGGER.to_string(),
+                    force: true,
+                });
+                self.requested = true;
+                return;
+            }
+        }
         let wake_at = match due {
             None if manifests_due => self.accumulator.next_attempt(),
+            None if orphans_at.is_some_and(|at| now >= at) => self.accumulator.next_attempt(),
             Some(reason) if self.accumulator.may_start_run(now) => {
                 if let (Some(pool), false) = (&self.pool, self.requested) {
                     pool.do_send(RequestCompaction {
@@ -174,10 +190,14 @@ impl TableAccumulatorActor {
             Some(_) => self.accumulator.next_attempt(),
             None => self.accumulator.next_deadline(now),
         };
-        let wake_at = match (wake_at, reconcile_at.filter(|_| due.is_none())) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let wake_at = [
+            wake_at,
+            reconcile_at.filter(|_| due.is_none()),
+            orphans_at.filter(|at| *at > now),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         if let Some(wake_at) = wake_at {
             let delay = Duration::from_millis(wake_at.saturating_sub(now).max(0) as u64);
             self.timer = Some(ctx.notify_later(Tick, delay));

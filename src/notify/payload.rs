@@ -49,7 +49,19 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
                     field("Run ID", format!("`{}`", event.run_id), true),
                     field("Catalog", format!("{} ({})", event.catalog, event.catalog_impl), true),
                     field("Task", maintenance.as_str().to_string(), true),
-                    field("Manifests", manifest_effect(report), true),
+                    match maintenance {
+                        crate::state::Maintenance::RewriteManifests => field("Manifests", manifest_effect(report), true),
+                        crate::state::Maintenance::RemoveOrphans { dry_run: true } => field(
+                            "Orphan Files",
+                            format!("dry run: {} found, none removed", report.orphan_files.unwrap_or(0)),
+                            true,
+                        ),
+                        crate::state::Maintenance::RemoveOrphans { dry_run: false } => field(
+                            "Orphan Files",
+                            format!("{} removed", report.orphan_files.unwrap_or(0)),
+                            true,
+                        ),
+                    },
                     field("Duration", seconds(*duration_millis), true),
                 ],
             }],
@@ -169,6 +181,13 @@ pub fn webhook(event: &RunEvent) -> Value {
     };
     let (event_name, result) = match (event.maintenance, &event.outcome) {
         (None, _) => (event_name, result),
+        (
+            Some(crate::state::Maintenance::RemoveOrphans { dry_run }),
+            RunOutcome::Success { report, .. },
+        ) => (
+            "maintenance_succeeded",
+            json!({"orphan_files": report.orphan_files.unwrap_or(0), "dry_run": dry_run}),
+        ),
         (Some(_), RunOutcome::Success { report, .. }) => (
             "maintenance_succeeded",
             json!({

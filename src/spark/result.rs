@@ -35,6 +35,8 @@ pub struct RunReport {
     pub manifest_count: Option<u64>,
     /// `rewrite_manifests`' result, for a run that called it.
     pub manifests: Option<ManifestRewrite>,
+    /// `remove_orphan_files`' result: the files it removed (or, dry, would remove).
+    pub orphan_files: Option<u64>,
 }
 
 /// `rewrite_manifests`' result.
@@ -72,7 +74,8 @@ impl ResultSet {
 /// First columns of the result sets a run's statements print (spark-sql with
 /// `spark.sql.cli.print.header=true`): `DESCRIBE TABLE`, the icepack queries, and
 /// `expire_snapshots`. The rewrite's header is found by [`RESULT_MARKER`] in any position.
-const KNOWN_FIRST_COLUMNS: [&str; 7] = [
+const KNOWN_FIRST_COLUMNS: [&str; 8] = [
+    ORPHAN_FILE_COLUMN,
     "col_name",
     OUTPUT_FILE_COLUMN,
     TRUTH_FILE_COLUMN,
@@ -81,6 +84,9 @@ const KNOWN_FIRST_COLUMNS: [&str; 7] = [
     "deleted_data_files_count",
     "rewritten_manifests_count",
 ];
+
+/// `remove_orphan_files`' one column: a file it removed (or would).
+const ORPHAN_FILE_COLUMN: &str = "orphan_file_location";
 
 /// The columns of `SHOW TBLPROPERTIES`: a header only as a whole (a table may have a column
 /// named `key`, and `DESCRIBE TABLE` prints three cells a row).
@@ -166,6 +172,13 @@ pub fn report_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> 
     report.truth = truth;
     report.committed = committed;
     report.table_order = table_order_from_results(sets);
+    report.orphan_files = set_named(sets, ORPHAN_FILE_COLUMN).map(|set| {
+        // Local paths read `file:/...`: every non-empty row is a file.
+        set.rows
+            .iter()
+            .filter(|row| row.first().is_some_and(|cell| !cell.trim().is_empty()))
+            .count() as u64
+    });
     report.manifest_count =
         first_value(sets, MANIFESTS_COLUMN).and_then(|count| count.trim().parse().ok());
     report.manifests = set_named(sets, "rewritten_manifests_count").and_then(|set| {

@@ -236,6 +236,8 @@ pub struct ReportSummary {
     pub manifest_count: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifests: Option<super::result::ManifestRewrite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orphan_files: Option<u64>,
 }
 
 impl ReportSummary {
@@ -245,6 +247,7 @@ impl ReportSummary {
             result: self.result,
             manifest_count: self.manifest_count,
             manifests: self.manifests,
+            orphan_files: self.orphan_files,
             ..ReportSummary::default()
         }
     }
@@ -261,6 +264,7 @@ impl From<RunReport> for ReportSummary {
             table_order: report.table_order,
             manifest_count: report.manifest_count,
             manifests: report.manifests,
+            orphan_files: report.orphan_files,
         }
     }
 }

@@ -52,6 +52,10 @@ pub struct CompactionSql {
     pub extra_options: BTreeMap<String, String>,
     /// Maintenance instead of the rewrite (`rewrite` is `false`).
     pub maintenance: Option<Maintenance>,
+    /// `remove_orphan_files` removes no file younger than this.
+    pub orphan_older_than_hours: u64,
+    /// `retain_last` of `expire_snapshots` (`None`: Iceberg's default, 1).
+    pub expire_snapshots_retain_last: Option<u64>,
 }
 
 /// Margin for clock differences between icepack and the Spark driver when finding the run's
@@ -109,12 +113,21 @@ impl CompactionSql {
                 strategy = quote_string(strategy),
             ));
         }
-        if let Some(Maintenance::RewriteManifests) = self.maintenance {
-            statements.push(format!(
+        match self.maintenance {
+            Some(Maintenance::RewriteManifests) => statements.push(format!(
                 "CALL {catalog}.system.rewrite_manifests(table => {table})",
                 catalog = self.catalog,
                 table = quote_string(&self.table),
-            ));
+            )),
+            Some(Maintenance::RemoveOrphans { dry_run }) => statements.push(format!(
+                "CALL {catalog}.system.remove_orphan_files(table => {table}, older_than => TIMESTAMP {older_than}, dry_run => {dry_run})",
+                catalog = self.catalog,
+                table = quote_string(&self.table),
+                older_than = quote_string(&sql_timestamp(
+                    self.run_started_millis - self.orphan_older_than_hours as i64 * 3_600_000
+                )),
+            )),
+            None => {}
         }
         // The reads (spec, order, output, truth) follow the rewrite: an engine may run them at
         // once.
@@ -127,12 +140,13 @@ impl CompactionSql {
         statements.push(self.own_output_statement(&table_ref));
         statements.extend(self.truth_statements(&table_ref));
         if let Some(hours) = self.expire_snapshots_older_than_hours {
-            let older_than = self.run_started_millis - hours as i64 * 3_600_000;
-            let older_than = format_rfc3339(older_than)
-                .replace('T', " ")
-                .replace('Z', "");
+            let older_than = sql_timestamp(self.run_started_millis - hours as i64 * 3_600_000);
+            let retain_last = self
+                .expire_snapshots_retain_last
+                .map(|retain| format!(", retain_last => {retain}"))
+                .unwrap_or_default();
             statements.push(format!(
-                "CALL {catalog}.system.expire_snapshots(table => {table}, older_than => TIMESTAMP {older_than})",
+                "CALL {catalog}.system.expire_snapshots(table => {table}, older_than => TIMESTAMP {older_than}{retain_last})",
                 catalog = self.catalog,
                 table = quote_string(&self.table),
                 older_than = quote_string(&older_than),
@@ -210,6 +224,11 @@ impl CompactionSql {
     }
 }
 
+/// A UTC time as a Spark SQL timestamp literal's text: `2024-05-01 12:00:00.000`.
+fn sql_timestamp(millis: UnixMillis) -> String {
+    format_rfc3339(millis).replace('T', " ").replace('Z', "")
+}
+
 /// A Spark SQL string literal: single quotes, with `\` and `'` backslash-escaped (Spark unescapes
 /// string literals C-style). Control characters are escaped too, so a literal is always one line.
 pub fn quote_string(value: &str) -> String {
@@ -268,7 +287,37 @@ mod tests {
             strategy: RunStrategy::Binpack,
             extra_options: BTreeMap::new(),
             maintenance: None,
+            orphan_older_than_hours: 72,
+            expire_snapshots_retain_last: None,
         }
+    }
+
+    #[test]
+    fn orphans_older_than_the_limit_are_removed_or_listed_and_expiry_keeps_retain_last() {
+        let orphans = |dry_run| {
+            CompactionSql {
+                rewrite: false,
+                maintenance: Some(Maintenance::RemoveOrphans { dry_run }),
+                ..sql()
+            }
+            .statement_list()
+        };
+        assert_eq!(
+            orphans(true)[1],
+            "CALL lakehouse.system.remove_orphan_files(table => 'analytics.customer_orders', older_than => TIMESTAMP '2024-04-28 12:00:00.000', dry_run => true)"
+        );
+        assert!(orphans(false)[1].ends_with("dry_run => false)"));
+        let expiring = CompactionSql {
+            expire_snapshots_older_than_hours: Some(168),
+            expire_snapshots_retain_last: Some(5),
+            ..sql()
+        }
+        .statements();
+        assert!(
+            expiring
+                .contains("older_than => TIMESTAMP '2024-04-24 12:00:00.000', retain_last => 5)"),
+            "{expiring}"
+        );
     }
 
     #[test]
