@@ -38,6 +38,8 @@ pub enum FileKind {
     Data,
     /// A new manifest: counted toward `max_manifests`, never pending.
     Manifest,
+    /// A new delete file: counted toward `delete_file_threshold`, never pending.
+    Delete,
 }
 
 /// The result of staging candidates: ops to commit, and what happened to each candidate.
@@ -94,6 +96,8 @@ pub struct ClaimTicket {
     pub strategy: RunStrategy,
     /// Maintenance instead of a data rewrite.
     pub maintenance: Option<Maintenance>,
+    /// The data rewrite applies the table's deletes.
+    pub apply_deletes: bool,
 }
 
 impl ClaimTicket {
@@ -111,6 +115,7 @@ impl ClaimTicket {
             joins_mid_sized: claim.joins_mid_sized,
             strategy: claim.strategy.clone(),
             maintenance: claim.maintenance,
+            apply_deletes: claim.apply_deletes,
         }
     }
 }
@@ -125,7 +130,11 @@ pub struct RunPlan {
     pub joins_mid_sized: bool,
     pub strategy: RunStrategy,
     pub maintenance: Option<Maintenance>,
+    pub apply_deletes: bool,
 }
+
+/// The trigger of a run due by its delete files alone.
+pub const DELETES_TRIGGER: &str = "deletes";
 
 /// The trigger (and task name) of a `remove_orphan_files` run.
 pub const REMOVE_ORPHANS_TRIGGER: &str = "remove_orphan_files";
@@ -144,6 +153,7 @@ impl RunPlan {
             joins_mid_sized: false,
             strategy: RunStrategy::Binpack,
             maintenance: None,
+            apply_deletes: false,
         }
     }
 
@@ -259,18 +269,20 @@ impl Accumulator {
                 continue;
             }
             let event_millis = candidate.event_millis.min(now);
-            if candidate.kind == FileKind::Manifest {
+            if candidate.kind != FileKind::Data {
                 // Written before the last read of the metadata: that read counted it already.
-                let known = state
-                    .manifests
-                    .read_millis
-                    .is_some_and(|read| candidate.event_millis < read);
-                if known {
+                let (read, since_read) = match candidate.kind {
+                    FileKind::Manifest => {
+                        (state.manifests.read_millis, &mut state.manifests.since_read)
+                    }
+                    _ => (state.deletes.read_millis, &mut state.deletes.since_read),
+                };
+                if read.is_some_and(|read| candidate.event_millis < read) {
                     staged.num_duplicates += 1;
                     staged.duplicate_positions.push(position);
                     continue;
                 }
-                state.manifests.since_read += 1;
+                *since_read += 1;
                 staged.ops.push(Op::PutSeen {
                     bucket: candidate.bucket.clone(),
                     key: candidate.key.clone(),
@@ -395,6 +407,7 @@ impl Accumulator {
                     joins_mid_sized,
                     strategy,
                     maintenance: None,
+                    apply_deletes: self.deletes_due(),
                 },
                 // `auto` on a table never read: its order first, the run once it is known.
                 None => RunPlan::order_read(),
@@ -402,6 +415,9 @@ impl Accumulator {
             (_, false) => return None,
             (_, true) if trigger == Maintenance::RewriteManifests.as_str() => {
                 RunPlan::maintenance(Maintenance::RewriteManifests)
+            }
+            (_, true) if trigger == DELETES_TRIGGER => {
+                self.deletes_plan(strategy.unwrap_or_default())
             }
             // A table's first `remove_orphan_files` only lists what it would remove.
             (_, true) if trigger == REMOVE_ORPHANS_TRIGGER => {
@@ -420,6 +436,7 @@ impl Accumulator {
                 // An `auto` table never read yet bin-packs (its runs after sort if it is sorted).
                 strategy: strategy.unwrap_or_default(),
                 maintenance: None,
+                apply_deletes: self.spec.deletes.is_on(),
             },
         };
         self.begin_claim_with(run_id, plan, now)
@@ -453,6 +470,7 @@ impl Accumulator {
             joins_mid_sized: plan.joins_mid_sized,
             strategy: plan.strategy,
             maintenance: plan.maintenance,
+            apply_deletes: plan.apply_deletes,
         };
         let ticket = ClaimTicket::from_claim(&claim, current.partition_spec.clone());
         let state = TableState {
@@ -503,6 +521,35 @@ impl Accumulator {
         self.spec
             .max_manifests
             .is_some_and(|max| self.snapshot.state.manifests.due(max))
+    }
+
+    /// Whether the table is due by its delete files (`delete_file_threshold`,
+    /// `delete_ratio_threshold`).
+    pub fn deletes_due(&self) -> bool {
+        self.spec.deletes.is_on() && self.snapshot.state.deletes.due(&self.spec.deletes)
+    }
+
+    /// The run a table due by its deletes alone gets, whichever fixes it with less work: only
+    /// position deletes, few rows against the data (below the ratio threshold, Iceberg's 0.3 if
+    /// none is set) — merge the delete files; equality deletes, many deleted rows, or counts not
+    /// read yet — rewrite the data files that carry deletes, applying them.
+    fn deletes_plan(&self, strategy: RunStrategy) -> RunPlan {
+        let deletes = &self.snapshot.state.deletes;
+        let ratio = self.spec.deletes.ratio_ppm.unwrap_or(300_000);
+        let read = deletes.read_millis.is_some();
+        if read && deletes.equality_files == 0 && deletes.ratio_ppm() < ratio {
+            return RunPlan::maintenance(Maintenance::RewritePositionDeletes);
+        }
+        RunPlan {
+            trigger: DELETES_TRIGGER.to_string(),
+            partitions: Vec::new(),
+            min_input_files: self.spec.min_input_files,
+            rewrite: true,
+            joins_mid_sized: false,
+            strategy,
+            maintenance: None,
+            apply_deletes: true,
+        }
     }
 
     /// When the table's next `remove_orphan_files` is due (`None`: off); at once if it never ran.
@@ -723,6 +770,7 @@ pub fn settle_run(
         maintenance: claim.maintenance,
         manifests: None,
         orphan_files: None,
+        delete_rewrite: None,
         attempts: 0,
     };
     match outcome {
@@ -785,6 +833,24 @@ pub fn settle_run(
             if claim.is_run() {
                 state.consecutive_failures = 0;
                 state.next_attempt_millis = None;
+            }
+            if let Some(read) = report.deletes {
+                state.deletes = crate::state::DeleteCounts {
+                    position_files: read.position_files,
+                    equality_files: read.equality_files,
+                    deleted_rows: read.deleted_rows,
+                    data_rows: read.data_rows,
+                    since_read: 0,
+                    read_millis: Some(now),
+                };
+            }
+            if claim.maintenance == Some(Maintenance::RewritePositionDeletes) {
+                state.last_run = Some(RunRecord {
+                    delete_rewrite: Some(report.delete_rewrite.unwrap_or_default()),
+                    duration_millis: *duration_millis,
+                    attempts: *attempts,
+                    ..record(true)
+                });
             }
             if let Some(Maintenance::RemoveOrphans { dry_run }) = claim.maintenance {
                 let files = report.orphan_files.unwrap_or(0);
@@ -1701,6 +1767,69 @@ mod tests {
         );
         assert_eq!(state.last_run.as_ref().unwrap().orphan_files, Some(3));
         assert_eq!(accumulator.next_orphan_run(), Some(59 * HOUR));
+    }
+
+    /// Issue 18: delete files from events make a table due at `delete_file_threshold`; its run
+    /// rewrites the data applying them when the counts are unknown, equality deletes exist or
+    /// many rows are deleted, and merges position deletes alone when few rows are.
+    #[test]
+    fn a_table_due_by_deletes_gets_the_cheaper_fix() {
+        let mut deleting = (*spec()).clone();
+        deleting.deletes = crate::config::DeleteThresholds {
+            files: Some(3),
+            ratio_ppm: None,
+        };
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(Arc::new(deleting), &store).unwrap();
+        let delete = |n: u32| Candidate {
+            kind: FileKind::Delete,
+            ..candidate(&format!("t/data/0000{n}-deletes.parquet"), 900, 1_000, "")
+        };
+        stage_and_commit(&mut accumulator, &store, vec![delete(1), delete(2)], 1_000);
+        assert!(!accumulator.deletes_due());
+        stage_and_commit(&mut accumulator, &store, vec![delete(3)], 1_000);
+        assert!(accumulator.deletes_due());
+        assert_eq!(
+            accumulator.snapshot().state.pending.files,
+            0,
+            "never pending"
+        );
+        let plan = |accumulator: &mut Accumulator, counts: Option<crate::state::DeleteCounts>| {
+            if let Some(counts) = counts {
+                accumulator.snapshot.state.deletes = counts;
+            }
+            accumulator.deletes_plan(RunStrategy::Binpack)
+        };
+        let unknown = plan(&mut accumulator, None);
+        assert!(unknown.rewrite && unknown.apply_deletes && unknown.maintenance.is_none());
+        let read = crate::state::DeleteCounts {
+            position_files: 3,
+            deleted_rows: 10,
+            data_rows: 1_000,
+            read_millis: Some(2_000),
+            ..Default::default()
+        };
+        let few = plan(&mut accumulator, Some(read));
+        assert_eq!(
+            (few.rewrite, few.maintenance),
+            (false, Some(Maintenance::RewritePositionDeletes))
+        );
+        let many = plan(
+            &mut accumulator,
+            Some(crate::state::DeleteCounts {
+                deleted_rows: 400,
+                ..read
+            }),
+        );
+        assert!(many.rewrite && many.apply_deletes);
+        let equality = plan(
+            &mut accumulator,
+            Some(crate::state::DeleteCounts {
+                equality_files: 1,
+                ..read
+            }),
+        );
+        assert!(equality.rewrite && equality.apply_deletes);
     }
 
     #[test]

@@ -69,6 +69,7 @@ impl CompactionSettings {
             maintenance: ticket.maintenance,
             orphan_older_than_hours: spec.orphan_older_than_hours,
             expire_snapshots_retain_last: spec.expire_snapshots_retain_last,
+            apply_deletes: ticket.apply_deletes.then_some(spec.deletes.ratio_ppm),
         };
         let catalog = &self.config.catalogs[&spec.catalog];
         SparkJob {
@@ -169,6 +170,7 @@ mod tests {
             joins_mid_sized: false,
             strategy: crate::strategy::RunStrategy::Binpack,
             maintenance: None,
+            apply_deletes: false,
         };
         let job = settings.job(&spec, &ticket);
         let statements = job.statements.join(";\n");

@@ -114,6 +114,7 @@ pub struct TenantDefaults {
     pub max_manifests: Option<i64>,
     pub remove_orphans_every_hours: Option<i64>,
     pub orphan_older_than_hours: Option<i64>,
+    pub delete_file_threshold: Option<i64>,
 }
 
 /// A tenant with its settings resolved.
@@ -376,6 +377,12 @@ pub struct TableDefaults {
     /// orphans yet).
     #[serde(default = "default_orphan_older_than_hours")]
     pub orphan_older_than_hours: i64,
+    /// A table with this many delete files (merge-on-read) is due; its run applies them (0: off).
+    #[serde(default)]
+    pub delete_file_threshold: i64,
+    /// A table whose deleted rows are this share of its rows (0 < x <= 1) is due (absent: off).
+    #[serde(default)]
+    pub delete_ratio_threshold: Option<f64>,
 }
 
 fn default_orphan_older_than_hours() -> i64 {
@@ -473,6 +480,8 @@ impl Default for TableDefaults {
             max_manifests: 0,
             remove_orphans_every_hours: 0,
             orphan_older_than_hours: default_orphan_older_than_hours(),
+            delete_file_threshold: 0,
+            delete_ratio_threshold: None,
         }
     }
 }
@@ -529,6 +538,8 @@ pub struct TableConfig {
     pub orphan_older_than_hours: Option<i64>,
     /// `retain_last` of the `expire_snapshots` follow-up (Iceberg's default: 1).
     pub expire_snapshots_retain_last: Option<i64>,
+    pub delete_file_threshold: Option<i64>,
+    pub delete_ratio_threshold: Option<f64>,
 }
 
 /// Options of `rewrite_data_files` that icepack sets from its own keys.
@@ -566,6 +577,22 @@ pub struct TableSpec {
     pub remove_orphans_every_millis: Option<i64>,
     pub orphan_older_than_hours: u64,
     pub expire_snapshots_retain_last: Option<u64>,
+    /// Due by delete files: their number, or deleted rows per million rows (`None`: off).
+    pub deletes: DeleteThresholds,
+}
+
+/// When a merge-on-read table is due by its delete files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeleteThresholds {
+    pub files: Option<u64>,
+    /// Deleted rows per million rows (`delete_ratio_threshold` × 10⁶).
+    pub ratio_ppm: Option<u64>,
+}
+
+impl DeleteThresholds {
+    pub fn is_on(&self) -> bool {
+        self.files.is_some() || self.ratio_ppm.is_some()
+    }
 }
 
 impl TableSpec {
@@ -611,6 +638,7 @@ impl TableSpec {
             remove_orphans_every_millis: None,
             orphan_older_than_hours: default_orphan_older_than_hours() as u64,
             expire_snapshots_retain_last: None,
+            deletes: DeleteThresholds::default(),
         }
     }
 }
@@ -910,6 +938,9 @@ impl TenantDefaults {
         if let Some(hours) = self.orphan_older_than_hours {
             check_orphan_age(&format!("{key}.orphan_older_than_hours"), hours)?;
         }
+        if let Some(files) = self.delete_file_threshold {
+            check_not_negative(&format!("{key}.delete_file_threshold"), files)?;
+        }
         if let Some(suffixes) = &self.file_suffixes {
             check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
         }
@@ -1018,6 +1049,10 @@ impl TableDefaults {
             "defaults.orphan_older_than_hours",
             self.orphan_older_than_hours,
         )?;
+        check_not_negative("defaults.delete_file_threshold", self.delete_file_threshold)?;
+        if let Some(ratio) = self.delete_ratio_threshold {
+            check_ratio("defaults.delete_ratio_threshold", ratio)?;
+        }
         check_strategy_name("defaults.strategy", &self.strategy)?;
         check_suffixes("defaults.file_suffixes", &self.file_suffixes)
     }
@@ -1060,8 +1095,12 @@ impl TableConfig {
             max_manifests: self.max_manifests,
             remove_orphans_every_hours: self.remove_orphans_every_hours,
             orphan_older_than_hours: self.orphan_older_than_hours,
+            delete_file_threshold: self.delete_file_threshold,
         }
         .validate(key)?;
+        if let Some(ratio) = self.delete_ratio_threshold {
+            check_ratio(&format!("{key}.delete_ratio_threshold"), ratio)?;
+        }
         if let Some(retain) = self.expire_snapshots_retain_last {
             check_positive(&format!("{key}.expire_snapshots_retain_last"), retain)?;
         }
@@ -1266,6 +1305,19 @@ impl TableConfig {
             expire_snapshots_retain_last: self
                 .expire_snapshots_retain_last
                 .map(|retain| retain as u64),
+            deletes: DeleteThresholds {
+                files: Some(
+                    self.delete_file_threshold
+                        .or(tenant.delete_file_threshold)
+                        .unwrap_or(defaults.delete_file_threshold),
+                )
+                .filter(|files| *files > 0)
+                .map(|files| files as u64),
+                ratio_ppm: self
+                    .delete_ratio_threshold
+                    .or(defaults.delete_ratio_threshold)
+                    .map(|ratio| (ratio * 1_000_000.0).round() as u64),
+            },
         }
     }
 }
@@ -1719,6 +1771,16 @@ fn check_range(key: &str, value: i64, low: i64, high: i64) -> Result<(), ConfigE
     Ok(())
 }
 
+fn check_ratio(key: &str, ratio: f64) -> Result<(), ConfigError> {
+    if ratio > 0.0 && ratio <= 1.0 {
+        Ok(())
+    } else {
+        invalid(format!(
+            "{key}: a share of the table's rows above 0 and at most 1 (Iceberg's default is 0.3), got {ratio}"
+        ))
+    }
+}
+
 fn check_orphan_age(key: &str, hours: i64) -> Result<(), ConfigError> {
     if hours >= MIN_ORPHAN_AGE_HOURS {
         Ok(())
@@ -1898,6 +1960,10 @@ mod tests {
                 "tables[0].remove_orphans_every_hours",
             ),
             (table("max_manifests = -3\n"), "tables[0].max_manifests"),
+            (
+                table("delete_ratio_threshold = 1.5\n"),
+                "tables[0].delete_ratio_threshold",
+            ),
             (
                 table("expire_snapshots_retain_last = 0\n"),
                 "tables[0].expire_snapshots_retain_last",

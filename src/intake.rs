@@ -132,14 +132,19 @@ pub fn plan_batch<S: Borrow<TableSpec>>(
                         kind: FileKind::Data,
                     });
                 }
-                Disposition::Manifest { table } => {
+                metadata @ (Disposition::Manifest { .. } | Disposition::DeleteFile { .. }) => {
+                    let (table, kind) = match metadata {
+                        Disposition::Manifest { table } => (table, FileKind::Manifest),
+                        Disposition::DeleteFile { table } => (table, FileKind::Delete),
+                        _ => unreachable!("matched above"),
+                    };
                     plan.candidates.entry(table).or_default().push(Candidate {
                         size: record.size.unwrap_or_default(),
                         bucket: record.bucket,
                         key: record.key,
                         event_millis: record.event_millis,
                         partition: String::new(),
-                        kind: FileKind::Manifest,
+                        kind,
                     });
                 }
             }

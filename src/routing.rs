@@ -52,6 +52,10 @@ pub enum Disposition {
     Manifest {
         table: TableIndex,
     },
+    /// A new delete file of a table due by its deletes (`delete_file_threshold`).
+    DeleteFile {
+        table: TableIndex,
+    },
     Ignore(IgnoreReason),
 }
 
@@ -114,6 +118,9 @@ impl Router {
         if spec.max_manifests.is_some() && is_manifest_key(&spec.prefix, &record.key) {
             return Disposition::Manifest { table };
         }
+        if spec.deletes.is_on() && is_delete_file_key(&record.key) {
+            return Disposition::DeleteFile { table };
+        }
         if !spec
             .file_suffixes
             .iter()
@@ -138,6 +145,16 @@ pub fn is_manifest_key(prefix: &str, key: &str) -> bool {
         .is_some_and(|name| {
             !name.contains('/') && name.ends_with(".avro") && !name.starts_with("snap-")
         })
+}
+
+/// Whether `key` is a delete file as Spark's and Flink's Iceberg writers name them
+/// (`...-deletes.parquet`, `...-deletes.orc`, `...-deletes.avro`).
+pub fn is_delete_file_key(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    [".parquet", ".orc", ".avro"].iter().any(|suffix| {
+        name.strip_suffix(suffix)
+            .is_some_and(|stem| stem.ends_with("-deletes"))
+    })
 }
 
 /// The partition path of a data file: the `k=v/...` directories between the table prefix (and
@@ -188,6 +205,16 @@ mod tests {
             event_millis: 0,
             sequencer: None,
         }
+    }
+
+    #[test]
+    fn delete_files_are_named_deletes() {
+        assert!(is_delete_file_key(
+            "w/o/data/d=1/00000-5-abc-00001-deletes.parquet"
+        ));
+        assert!(is_delete_file_key("w/o/data/00000-5-abc-00001-deletes.orc"));
+        assert!(!is_delete_file_key("w/o/data/00000-5-abc-00001.parquet"));
+        assert!(!is_delete_file_key("w/o/data/deletes/00000.parquet"));
     }
 
     #[test]

@@ -159,6 +159,43 @@ pub struct TableState {
     /// `remove_orphan_files` runs of the table.
     #[serde(default)]
     pub orphans: OrphanRuns,
+    /// The table's delete files (merge-on-read): known from the metadata, announced since.
+    #[serde(default)]
+    pub deletes: DeleteCounts,
+}
+
+/// A table's position and equality delete files, and the rows they delete.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteCounts {
+    pub position_files: u64,
+    pub equality_files: u64,
+    /// Rows the delete files hold, and rows of the data files, as last read.
+    pub deleted_rows: u64,
+    pub data_rows: u64,
+    /// Delete files announced by S3 events written after that read.
+    pub since_read: u64,
+    pub read_millis: Option<UnixMillis>,
+}
+
+impl DeleteCounts {
+    pub fn files(&self) -> u64 {
+        self.position_files + self.equality_files + self.since_read
+    }
+
+    /// Deleted rows per million rows, as last read.
+    pub fn ratio_ppm(&self) -> u64 {
+        (self.deleted_rows as u128 * 1_000_000)
+            .checked_div(self.data_rows as u128)
+            .unwrap_or(0) as u64
+    }
+
+    /// Whether the table is due by its deletes.
+    pub fn due(&self, thresholds: &crate::config::DeleteThresholds) -> bool {
+        thresholds.files.is_some_and(|files| self.files() >= files)
+            || thresholds
+                .ratio_ppm
+                .is_some_and(|ratio| self.deleted_rows > 0 && self.ratio_ppm() >= ratio)
+    }
 }
 
 /// When orphan files were last looked for, and what was found and removed.
@@ -207,6 +244,9 @@ pub enum Maintenance {
     /// `remove_orphan_files`: deletes files no snapshot references (older than the limit);
     /// a dry run lists them only.
     RemoveOrphans { dry_run: bool },
+    /// `rewrite_position_delete_files`: merges position delete files (and drops dangling ones)
+    /// when they are few rows against the data, cheaper than rewriting the data.
+    RewritePositionDeletes,
 }
 
 impl Maintenance {
@@ -214,6 +254,7 @@ impl Maintenance {
         match self {
             Maintenance::RewriteManifests => "rewrite_manifests",
             Maintenance::RemoveOrphans { .. } => "remove_orphan_files",
+            Maintenance::RewritePositionDeletes => "rewrite_position_delete_files",
         }
     }
 }
@@ -246,6 +287,9 @@ pub struct Claim {
     /// Maintenance instead of a data rewrite (`rewrite` is then `false`).
     #[serde(default)]
     pub maintenance: Option<Maintenance>,
+    /// The data rewrite applies the table's deletes (it is due by them).
+    #[serde(default)]
+    pub apply_deletes: bool,
 }
 
 impl Claim {
@@ -292,6 +336,9 @@ pub struct RunRecord {
     /// A `remove_orphan_files` run's orphan files: found (a dry run) or removed.
     #[serde(default)]
     pub orphan_files: Option<u64>,
+    /// A `rewrite_position_delete_files` run's delete files rewritten and added.
+    #[serde(default)]
+    pub delete_rewrite: Option<(u64, u64)>,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.

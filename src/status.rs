@@ -53,6 +53,23 @@ pub struct TableStatus {
     /// `remove_orphan_files`: when it last ran, the next one, and the files found by the dry
     /// run and removed by the last real one (`null` when off and never run).
     pub orphans: Option<OrphanStatus>,
+    /// Delete files (merge-on-read) as last read plus those announced since, and the share of
+    /// rows they delete (`null` when no threshold is set and none were read).
+    pub deletes: Option<DeleteStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeleteStatus {
+    pub position_files: u64,
+    pub equality_files: u64,
+    pub announced_since_read: u64,
+    /// Rows the delete files hold, against the data files' rows.
+    pub deleted_rows: u64,
+    pub data_rows: u64,
+    pub file_threshold: Option<u64>,
+    /// `delete_ratio_threshold` in rows per million.
+    pub ratio_threshold_ppm: Option<u64>,
+    pub due: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -201,6 +218,9 @@ pub struct LastRun {
     /// A `rewrite_manifests` run's manifests before and after.
     pub manifests_before: Option<u64>,
     pub manifests_after: Option<u64>,
+    /// A `rewrite_position_delete_files` run's delete files rewritten and added.
+    pub delete_files_rewritten: Option<u64>,
+    pub delete_files_added: Option<u64>,
     /// A `remove_orphan_files` run's orphan files, and whether it was a dry run.
     pub orphan_files: Option<u64>,
     pub dry_run: Option<bool>,
@@ -236,6 +256,19 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
         strategy: spec.strategy.name(),
         manifests: snapshot.state.manifests.total(),
         max_manifests: spec.max_manifests,
+        deletes: {
+            let deletes = snapshot.state.deletes;
+            (spec.deletes.is_on() || deletes.read_millis.is_some()).then(|| DeleteStatus {
+                position_files: deletes.position_files,
+                equality_files: deletes.equality_files,
+                announced_since_read: deletes.since_read,
+                deleted_rows: deletes.deleted_rows,
+                data_rows: deletes.data_rows,
+                file_threshold: spec.deletes.files,
+                ratio_threshold_ppm: spec.deletes.ratio_ppm,
+                due: spec.deletes.is_on() && deletes.due(&spec.deletes),
+            })
+        },
         orphans: {
             let runs = snapshot.state.orphans;
             (spec.remove_orphans_every_millis.is_some() || runs.last_run_millis.is_some()).then(
@@ -309,6 +342,8 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
             manifests_before: run.manifests.map(|(before, _)| before),
             manifests_after: run.manifests.map(|(_, after)| after),
             orphan_files: run.orphan_files,
+            delete_files_rewritten: run.delete_rewrite.map(|(rewritten, _)| rewritten),
+            delete_files_added: run.delete_rewrite.map(|(_, added)| added),
             dry_run: match run.maintenance {
                 Some(crate::state::Maintenance::RemoveOrphans { dry_run }) => Some(dry_run),
                 _ => None,

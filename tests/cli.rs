@@ -270,6 +270,7 @@ fn status_of_a_new_deployment_shows_empty_tables() {
             "manifests": 0,
             "max_manifests": null,
             "orphans": null,
+            "deletes": null,
             "explain": {
                 "nearest": null,
                 "files": {"value": 0, "threshold": 10, "remaining": 10, "reached": 0.0},

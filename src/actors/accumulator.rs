@@ -28,7 +28,8 @@ use crate::store::{StateStore, StoreError};
 /// How long a settlement that could not be committed waits before it is tried again.
 const SETTLE_RETRY: Duration = Duration::from_secs(5);
 
-/// Work that must wait until the batch being staged is settled.
+/// Work that must wait until the batch being staged is settled (a run's start or end: rare).
+#[allow(clippy::large_enum_variant)]
 enum Deferred {
     Start(StartRun),
     Finish(RunFinished),
@@ -143,15 +144,22 @@ impl TableAccumulatorActor {
                 return;
             }
         }
-        // `rewrite_manifests`, when the table has too many manifests and no compaction is due.
-        let manifests_due = due.is_none() && self.accumulator.manifests_due();
-        if let (true, Some(pool), false) = (manifests_due, &self.pool, self.requested) {
+        // With no compaction due: a run for the table's delete files, else `rewrite_manifests`
+        // when it has too many manifests.
+        let maintenance = if self.accumulator.deletes_due() {
+            Some(crate::accumulator::DELETES_TRIGGER)
+        } else if self.accumulator.manifests_due() {
+            Some(crate::state::Maintenance::RewriteManifests.as_str())
+        } else {
+            None
+        }
+        .filter(|_| due.is_none());
+        let manifests_due = maintenance.is_some();
+        if let (Some(trigger), Some(pool), false) = (maintenance, &self.pool, self.requested) {
             if self.accumulator.may_start_run(now) {
                 pool.do_send(RequestCompaction {
                     table: self.index,
-                    trigger: crate::state::Maintenance::RewriteManifests
-                        .as_str()
-                        .to_string(),
+                    trigger: trigger.to_string(),
                     force: true,
                 });
                 self.requested = true;

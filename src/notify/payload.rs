@@ -61,6 +61,14 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
                             format!("{} removed", report.orphan_files.unwrap_or(0)),
                             true,
                         ),
+                        crate::state::Maintenance::RewritePositionDeletes => field(
+                            "Delete Files",
+                            {
+                                let (rewritten, added) = report.delete_rewrite.unwrap_or_default();
+                                format!("{rewritten} rewritten → {added} added")
+                            },
+                            true,
+                        ),
                     },
                     field("Duration", seconds(*duration_millis), true),
                 ],

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::sql::{COMMITTED_FILE_COLUMN, MANIFESTS_COLUMN, OUTPUT_FILE_COLUMN, TRUTH_FILE_COLUMN};
+use super::sql::{
+    COMMITTED_FILE_COLUMN, DELETES_COLUMN, MANIFESTS_COLUMN, OUTPUT_FILE_COLUMN, TRUTH_FILE_COLUMN,
+};
 
 /// `rewrite_data_files`' result; columns were added over Iceberg releases, so absent ones are 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,6 +39,19 @@ pub struct RunReport {
     pub manifests: Option<ManifestRewrite>,
     /// `remove_orphan_files`' result: the files it removed (or, dry, would remove).
     pub orphan_files: Option<u64>,
+    /// The table's delete files after the run (`None`: not read).
+    pub deletes: Option<DeleteRead>,
+    /// `rewrite_position_delete_files`' result: delete files rewritten and added.
+    pub delete_rewrite: Option<(u64, u64)>,
+}
+
+/// The delete files of a table as its metadata has them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteRead {
+    pub position_files: u64,
+    pub equality_files: u64,
+    pub deleted_rows: u64,
+    pub data_rows: u64,
 }
 
 /// `rewrite_manifests`' result.
@@ -74,7 +89,9 @@ impl ResultSet {
 /// First columns of the result sets a run's statements print (spark-sql with
 /// `spark.sql.cli.print.header=true`): `DESCRIBE TABLE`, the icepack queries, and
 /// `expire_snapshots`. The rewrite's header is found by [`RESULT_MARKER`] in any position.
-const KNOWN_FIRST_COLUMNS: [&str; 8] = [
+const KNOWN_FIRST_COLUMNS: [&str; 10] = [
+    DELETES_COLUMN,
+    "rewritten_delete_files_count",
     ORPHAN_FILE_COLUMN,
     "col_name",
     OUTPUT_FILE_COLUMN,
@@ -178,6 +195,24 @@ pub fn report_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> 
             .iter()
             .filter(|row| row.first().is_some_and(|cell| !cell.trim().is_empty()))
             .count() as u64
+    });
+    let number_in = |set: &ResultSet, column: &str| -> Option<u64> {
+        let index = set.columns.iter().position(|name| name == column)?;
+        set.rows.first()?.get(index)?.trim().parse().ok()
+    };
+    report.deletes = set_named(sets, DELETES_COLUMN).and_then(|set| {
+        Some(DeleteRead {
+            position_files: number_in(set, DELETES_COLUMN)?,
+            equality_files: number_in(set, "icepack_equality_deletes")?,
+            deleted_rows: number_in(set, "icepack_deleted_rows")?,
+            data_rows: number_in(set, "icepack_data_rows")?,
+        })
+    });
+    report.delete_rewrite = set_named(sets, "rewritten_delete_files_count").map(|set| {
+        (
+            number_in(set, "rewritten_delete_files_count").unwrap_or(0),
+            number_in(set, "added_delete_files_count").unwrap_or(0),
+        )
     });
     report.manifest_count =
         first_value(sets, MANIFESTS_COLUMN).and_then(|count| count.trim().parse().ok());

@@ -201,6 +201,8 @@ pub trait SparkRunner: Send + Sync + 'static {
 }
 
 /// The end of a compaction run.
+// One a run, moved a few times: the size of a success's report costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum RunOutcome {
@@ -238,6 +240,10 @@ pub struct ReportSummary {
     pub manifests: Option<super::result::ManifestRewrite>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orphan_files: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletes: Option<super::result::DeleteRead>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_rewrite: Option<(u64, u64)>,
 }
 
 impl ReportSummary {
@@ -248,6 +254,8 @@ impl ReportSummary {
             manifest_count: self.manifest_count,
             manifests: self.manifests,
             orphan_files: self.orphan_files,
+            deletes: self.deletes,
+            delete_rewrite: self.delete_rewrite,
             ..ReportSummary::default()
         }
     }
@@ -265,6 +273,8 @@ impl From<RunReport> for ReportSummary {
             manifest_count: report.manifest_count,
             manifests: report.manifests,
             orphan_files: report.orphan_files,
+            deletes: report.deletes,
+            delete_rewrite: report.delete_rewrite,
         }
     }
 }

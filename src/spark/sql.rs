@@ -16,6 +16,8 @@ pub const TRUTH_FILE_COLUMN: &str = "icepack_truth_file";
 pub const COMMITTED_FILE_COLUMN: &str = "icepack_committed_file";
 /// How many `replace` snapshots committed since the run began (a recovered run's outcome).
 pub const REPLACE_SNAPSHOTS_COLUMN: &str = "icepack_replace_snapshots";
+/// Position delete files of the table (the first column of the deletes read).
+pub const DELETES_COLUMN: &str = "icepack_position_deletes";
 /// Manifests of the table's current snapshot.
 pub const MANIFESTS_COLUMN: &str = "icepack_manifests";
 
@@ -56,6 +58,9 @@ pub struct CompactionSql {
     pub orphan_older_than_hours: u64,
     /// `retain_last` of `expire_snapshots` (`None`: Iceberg's default, 1).
     pub expire_snapshots_retain_last: Option<u64>,
+    /// The rewrite applies the table's deletes (it is due by them): `delete-file-threshold`,
+    /// `delete-ratio-threshold` (per million, when configured) and `remove-dangling-deletes`.
+    pub apply_deletes: Option<Option<u64>>,
 }
 
 /// Margin for clock differences between icepack and the Spark driver when finding the run's
@@ -83,6 +88,18 @@ impl CompactionSql {
         }
         if self.partial_progress {
             options.insert("partial-progress.enabled", "true".to_string());
+        }
+        if let Some(ratio_ppm) = self.apply_deletes {
+            // Any data file with a delete is worth rewriting, unless the table says otherwise.
+            options
+                .entry("delete-file-threshold")
+                .or_insert_with(|| "1".to_string());
+            if let Some(ppm) = ratio_ppm {
+                options
+                    .entry("delete-ratio-threshold")
+                    .or_insert_with(|| format!("{}", ppm as f64 / 1_000_000.0));
+            }
+            options.insert("remove-dangling-deletes", "true".to_string());
         }
         let options = options
             .iter()
@@ -113,6 +130,16 @@ impl CompactionSql {
                 strategy = quote_string(strategy),
             ));
         }
+        if self.rewrite && self.apply_deletes.is_some() {
+            // Deletes committed at or after the rewrite's starting sequence number stay beside
+            // its output, referencing files it removed: rewriting the position delete files
+            // drops what references nothing.
+            statements.push(format!(
+                "CALL {catalog}.system.rewrite_position_delete_files(table => {table}, options => map('rewrite-all', 'true'))",
+                catalog = self.catalog,
+                table = quote_string(&self.table),
+            ));
+        }
         match self.maintenance {
             Some(Maintenance::RewriteManifests) => statements.push(format!(
                 "CALL {catalog}.system.rewrite_manifests(table => {table})",
@@ -126,6 +153,11 @@ impl CompactionSql {
                 older_than = quote_string(&sql_timestamp(
                     self.run_started_millis - self.orphan_older_than_hours as i64 * 3_600_000
                 )),
+            )),
+            Some(Maintenance::RewritePositionDeletes) => statements.push(format!(
+                "CALL {catalog}.system.rewrite_position_delete_files(table => {table})",
+                catalog = self.catalog,
+                table = quote_string(&self.table),
             )),
             None => {}
         }
@@ -215,6 +247,11 @@ impl CompactionSql {
             ),
             format!("SELECT count(*) AS {MANIFESTS_COLUMN} FROM {table_ref}.manifests"),
             format!(
+                "SELECT count_if(content = 1) AS {DELETES_COLUMN}, count_if(content = 2) AS icepack_equality_deletes, \
+                 coalesce(sum(IF(content > 0, record_count, 0)), 0) AS icepack_deleted_rows, \
+                 coalesce(sum(IF(content = 0, record_count, 0)), 0) AS icepack_data_rows FROM {table_ref}.files"
+            ),
+            format!(
                 "SELECT DISTINCT data_file.file_path AS {COMMITTED_FILE_COLUMN} FROM {table_ref}.all_entries \
                  WHERE status = 1 AND snapshot_id IN (SELECT snapshot_id FROM {table_ref}.snapshots \
                  WHERE committed_at >= TIMESTAMP {since})",
@@ -289,7 +326,34 @@ mod tests {
             maintenance: None,
             orphan_older_than_hours: 72,
             expire_snapshots_retain_last: None,
+            apply_deletes: None,
         }
+    }
+
+    #[test]
+    fn a_run_due_by_deletes_applies_them_or_merges_position_deletes() {
+        let applying = CompactionSql {
+            apply_deletes: Some(Some(250_000)),
+            ..sql()
+        }
+        .statements();
+        assert!(applying.contains("'delete-file-threshold', '1', 'delete-ratio-threshold', '0.25', 'min-input-files', '10', 'remove-dangling-deletes', 'true'"), "{applying}");
+        assert!(applying.contains("'536870912'));\nCALL lakehouse.system.rewrite_position_delete_files(table => 'analytics.customer_orders', options => map('rewrite-all', 'true'));\nDESCRIBE"), "{applying}");
+        assert!(!sql().statements().contains("rewrite_position_delete_files"));
+        let merging = CompactionSql {
+            rewrite: false,
+            maintenance: Some(Maintenance::RewritePositionDeletes),
+            ..sql()
+        }
+        .statement_list();
+        assert_eq!(
+            merging[1],
+            "CALL lakehouse.system.rewrite_position_delete_files(table => 'analytics.customer_orders')"
+        );
+        assert!(sql()
+            .statement_list()
+            .iter()
+            .any(|s| s.starts_with("SELECT count_if(content = 1) AS icepack_position_deletes")));
     }
 
     #[test]

@@ -536,6 +536,7 @@ fn pending_and_claimed_keys_outlive_the_retention(store: &dyn StateStore) {
             joins_mid_sized: false,
             strategy: Default::default(),
             maintenance: None,
+            apply_deletes: false,
         }),
         ..TableState::default()
     };
