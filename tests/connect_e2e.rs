@@ -254,6 +254,27 @@ async fn run_after(icepack: &Icepack, table: &str, after: &str) -> serde_json::V
     .await
 }
 
+/// The table's last run once it has a successful one that started at or after `after`. A run
+/// that starts while a writer still commits may lose the race for SQLite's JDBC catalog (one
+/// commit at a time across connections); it backs off and the next one runs.
+async fn success_after(icepack: &Icepack, table: &str, after: &str) -> serde_json::Value {
+    let after = after.to_string();
+    wait_until(
+        &format!("a successful run of {table} after {after}"),
+        Duration::from_secs(300),
+        || {
+            let status = table_status(icepack, table);
+            let after = after.clone();
+            async move {
+                let last = &status["last_run"];
+                let started = last["started_at"].as_str()? >= after.as_str();
+                (started && last["outcome"] == "success").then_some(status)
+            }
+        },
+    )
+    .await
+}
+
 /// The scenario both masters run: two tables due at once compacted through separate sessions,
 /// each rewrite exactly once, the data unchanged, the state settled; then a writer commits more
 /// files to the first table and its next run (on the same long-lived server) compacts them too.
@@ -1286,22 +1307,7 @@ async fn many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_coun
     let before = table.sql(writer, &counts).await;
     assert!(manifest_count(&before) >= 6, "{before:?}");
 
-    // A run that starts while the writer still commits may lose the race for SQLite's JDBC
-    // catalog (one commit at a time across connections); it backs off and the next one runs.
-    let status = wait_until(
-        "a successful rewrite_manifests",
-        Duration::from_secs(300),
-        || {
-            let status = table_status(&icepack, table.name);
-            let started = started.clone();
-            async move {
-                let last = &status["last_run"];
-                let after = last["started_at"].as_str()? >= started.as_str();
-                (after && last["outcome"] == "success").then_some(status)
-            }
-        },
-    )
-    .await;
+    let status = success_after(&icepack, table.name, &started).await;
     let last = &status["last_run"];
     assert_eq!(
         last["task"],
@@ -1524,22 +1530,9 @@ async fn position_deletes_from_their_events_are_applied_by_a_run_due_by_deletes(
     );
     assert_eq!(value(&before, "row_count"), "14");
 
-    // A run that starts while the last DELETE commits may lose the race for SQLite's catalog (or
-    // Iceberg's check for deletes added meanwhile); it backs off and the next one runs.
-    let status = wait_until(
-        "a successful run due by deletes",
-        Duration::from_secs(300),
-        || {
-            let status = table_status(&icepack, table.name);
-            let started = started.clone();
-            async move {
-                let last = &status["last_run"];
-                let after = last["started_at"].as_str()? >= started.as_str();
-                (after && last["outcome"] == "success").then_some(status)
-            }
-        },
-    )
-    .await;
+    // A run that starts while the last DELETE commits may lose the race (see success_after, and
+    // Iceberg's check for deletes added meanwhile): the next one runs.
+    let status = success_after(&icepack, table.name, &started).await;
     let last = &status["last_run"];
     assert_eq!(
         last["trigger"],
