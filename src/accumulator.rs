@@ -771,6 +771,7 @@ pub fn settle_run(
         manifests: None,
         orphan_files: None,
         delete_rewrite: None,
+        partitions: claim.rewrite_partitions.clone(),
         attempts: 0,
     };
     match outcome {
@@ -980,6 +981,25 @@ pub fn settle_run(
         // A reconcile that failed: its files are pending again, compactions are not held back
         // (but a failed read of the order the table's runs wait for is a failed run).
         RunOutcome::Failure { .. } => {}
+    }
+    // A run that recorded an outcome joins the table's history; the oldest beyond its bound go.
+    if let Some(run) = state
+        .last_run
+        .as_ref()
+        .filter(|run| Some(*run) != current.last_run.as_ref())
+    {
+        ops.push(Op::PutRun {
+            table: table.clone(),
+            seq: state.next_run_seq,
+            record: run.clone(),
+        });
+        state.next_run_seq += 1;
+        if let Some(below) = state.next_run_seq.checked_sub(spec.run_history) {
+            ops.push(Op::DeleteRunsBelow {
+                table: table.clone(),
+                seq: below,
+            });
+        }
     }
     let (pending, partitions) = PendingCounts::aggregate(files.values());
     state.pending = pending;
@@ -1830,6 +1850,38 @@ mod tests {
             }),
         );
         assert!(equality.rewrite && equality.apply_deletes);
+    }
+
+    /// Issue 20: every settled run joins the table's history; it keeps `run_history` runs, the
+    /// newest, failures with their class.
+    #[test]
+    fn settled_runs_make_a_bounded_history() {
+        let mut bounded = (*spec()).clone();
+        bounded.run_history = 3;
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(Arc::new(bounded), &store).unwrap();
+        for n in 0..5 {
+            let file = candidate(&format!("t/data/f{n}.parquet"), 10, n * 1_000, "");
+            stage_and_commit(&mut accumulator, &store, vec![file], n * 1_000);
+            let run_id = format!("run-{n}");
+            claim_and_commit(&mut accumulator, &store, &run_id, n * 1_000 + 10);
+            let outcome = if n == 3 { failure() } else { success(&[]) };
+            finish(&mut accumulator, &store, &run_id, &outcome, n * 1_000 + 20);
+        }
+        let history: Vec<(u64, String, bool)> = store
+            .runs("n.t")
+            .unwrap()
+            .into_iter()
+            .map(|(seq, run)| (seq, run.run_id, run.succeeded))
+            .collect();
+        assert_eq!(
+            history,
+            vec![
+                (2, "run-2".to_string(), true),
+                (3, "run-3".to_string(), false),
+                (4, "run-4".to_string(), true),
+            ]
+        );
     }
 
     #[test]

@@ -218,10 +218,17 @@ pub struct ServiceConfig {
     /// Threads the table accumulators run on (table `i` on thread `i % n`); 0: one per core.
     #[serde(default = "default_worker_threads")]
     pub worker_threads: i64,
+    /// Runs kept per table in its durable history (`GET /v1/tables/{table}/runs`).
+    #[serde(default = "default_run_history")]
+    pub run_history: i64,
 }
 
 fn default_worker_threads() -> i64 {
     0
+}
+
+fn default_run_history() -> i64 {
+    50
 }
 
 /// More worker threads than this is a typo, not a machine.
@@ -251,6 +258,7 @@ impl Default for ServiceConfig {
             http_listen: default_http_listen(),
             shutdown_timeout_seconds: default_shutdown_timeout_seconds(),
             worker_threads: default_worker_threads(),
+            run_history: default_run_history(),
         }
     }
 }
@@ -579,6 +587,8 @@ pub struct TableSpec {
     pub expire_snapshots_retain_last: Option<u64>,
     /// Due by delete files: their number, or deleted rows per million rows (`None`: off).
     pub deletes: DeleteThresholds,
+    /// Runs kept in the table's history (`service.run_history`).
+    pub run_history: u64,
 }
 
 /// When a merge-on-read table is due by its delete files.
@@ -639,6 +649,7 @@ impl TableSpec {
             orphan_older_than_hours: default_orphan_older_than_hours() as u64,
             expire_snapshots_retain_last: None,
             deletes: DeleteThresholds::default(),
+            run_history: default_run_history() as u64,
         }
     }
 }
@@ -784,7 +795,10 @@ impl Config {
                     .tenants
                     .get(tenant)
                     .map_or(&no_overrides, |tenant| &tenant.defaults);
-                table.resolve(&self.defaults, overrides, tenant)
+                TableSpec {
+                    run_history: self.service.run_history as u64,
+                    ..table.resolve(&self.defaults, overrides, tenant)
+                }
             })
             .collect()
     }
@@ -956,6 +970,7 @@ impl ServiceConfig {
         if self.state_dir.as_os_str().is_empty() {
             return invalid("service.state_dir: must not be empty");
         }
+        check_range("service.run_history", self.run_history, 1, 10_000)?;
         if !self.http_listen.is_empty() && self.http_listen.parse::<std::net::SocketAddr>().is_err()
         {
             return invalid(format!(
@@ -1305,6 +1320,7 @@ impl TableConfig {
             expire_snapshots_retain_last: self
                 .expire_snapshots_retain_last
                 .map(|retain| retain as u64),
+            run_history: default_run_history() as u64,
             deletes: DeleteThresholds {
                 files: Some(
                     self.delete_file_threshold

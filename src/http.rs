@@ -46,6 +46,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/readyz", get(readyz))
         .route("/v1/tables", get(tables))
         .route("/v1/tables/{table}", get(table))
+        .route("/v1/tables/{table}/runs", get(runs))
         .route("/v1/tables/{table}/compact", post(compact))
         .route("/v1/tables/{table}/forget", post(forget))
         .route("/v1/tables/{table}/maintenance/{task}", post(maintain))
@@ -345,6 +346,31 @@ async fn table(State(state): State<ApiState>, Path(table): Path<String>) -> Resp
     {
         Some(status) => Json(status).into_response(),
         None => not_found(&table),
+    }
+}
+
+/// A table's run history, newest first (`service.run_history` runs at most).
+async fn runs(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
+    if state.pipeline.table_index(&table).is_none() {
+        return not_found(&table);
+    }
+    let store = state.pipeline.store();
+    let name = table.clone();
+    match tokio::task::spawn_blocking(move || store.runs(&name)).await {
+        Ok(Ok(runs)) => {
+            let runs: Vec<crate::status::LastRun> = runs
+                .iter()
+                .rev()
+                .map(|(_, run)| crate::status::run_status(run))
+                .collect();
+            Json(json!({"table": table, "runs": runs})).into_response()
+        }
+        Ok(Err(error)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": format!("cannot read the run history: {error}")})),
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 

@@ -110,6 +110,9 @@ enum Command {
         /// One JSON document instead of a table.
         #[arg(long)]
         json: bool,
+        /// The run history of this table (`namespace.table`), newest first, instead.
+        #[arg(long, value_name = "TABLE")]
+        runs: Option<String>,
     },
 }
 
@@ -153,7 +156,12 @@ fn main() -> ExitCode {
         Command::Bridge { config, listen } => bridge(&config, listen),
         Command::Reconcile { config, table } => reconcile(&config, table.as_deref()),
         Command::Simulate(args) => simulate(args),
-        Command::Status { config, json } => status(&config, json),
+        Command::Status {
+            config,
+            json,
+            runs: Some(table),
+        } => run_history(&config, &table, json),
+        Command::Status { config, json, .. } => status(&config, json),
         Command::Forget { config, table } => forget(&config, &table),
     };
     match result {
@@ -804,6 +812,52 @@ fn status_from_service(config: &Config) -> Option<serde_json::Value> {
             .await
             .ok()
     })
+}
+
+/// A table's run history from the state directory (a point-in-time view: the service may run).
+fn run_history(path: &Path, table: &str, json: bool) -> Result<()> {
+    let config = load_config(path)?;
+    if !config.table_specs().iter().any(|spec| spec.table == table) {
+        bail!("table {table} is not configured in {}", path.display());
+    }
+    let state_dir = &config.service.state_dir;
+    let runs: Vec<icepack::status::LastRun> = if state_dir.join("CURRENT").exists() {
+        let store = RocksStore::open_read_only(state_dir)?;
+        store
+            .runs(table)?
+            .iter()
+            .rev()
+            .map(|(_, run)| icepack::status::run_status(run))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if json {
+        println!("{}", serde_json::json!({"table": table, "runs": runs}));
+        return Ok(());
+    }
+    println!(
+        "{:<26} {:<20} {:<8} {:<9} {:>9} {:>9}  error",
+        "started", "task/trigger", "outcome", "duration", "files in", "files out"
+    );
+    for run in &runs {
+        println!(
+            "{:<26} {:<20} {:<8} {:>8.1}s {:>9} {:>9}  {}",
+            run.started_at,
+            format!("{}/{}", run.task, run.trigger),
+            run.outcome,
+            run.duration_ms as f64 / 1000.0,
+            run.rewritten_data_files
+                .map_or("-".to_string(), |n| n.to_string()),
+            run.added_data_files
+                .map_or("-".to_string(), |n| n.to_string()),
+            run.failure_class.map_or(String::new(), |class| format!(
+                "{class}: {}",
+                run.error.as_deref().unwrap_or("")
+            )),
+        );
+    }
+    Ok(())
 }
 
 fn status(path: &Path, json: bool) -> Result<()> {

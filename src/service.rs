@@ -29,6 +29,13 @@ use crate::status::StatusReport;
 use crate::store::{StateStore, StoreError};
 use crate::table_map::{plan_changes, TableMap};
 
+impl Pipeline {
+    /// The state store (for reads such as the run history).
+    pub fn store(&self) -> Arc<dyn StateStore> {
+        self.store.clone()
+    }
+}
+
 #[derive(Clone)]
 pub struct Pipeline {
     map: Arc<RwLock<Arc<TableMap>>>,

@@ -162,6 +162,9 @@ pub struct TableState {
     /// The table's delete files (merge-on-read): known from the metadata, announced since.
     #[serde(default)]
     pub deletes: DeleteCounts,
+    /// Sequence number of the next run kept in the table's history.
+    #[serde(default)]
+    pub next_run_seq: u64,
 }
 
 /// A table's position and equality delete files, and the rows they delete.
@@ -339,6 +342,9 @@ pub struct RunRecord {
     /// A `rewrite_position_delete_files` run's delete files rewritten and added.
     #[serde(default)]
     pub delete_rewrite: Option<(u64, u64)>,
+    /// The partitions the run rewrote (empty: the whole table).
+    #[serde(default)]
+    pub partitions: Vec<String>,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.

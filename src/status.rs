@@ -218,6 +218,8 @@ pub struct LastRun {
     /// A `rewrite_manifests` run's manifests before and after.
     pub manifests_before: Option<u64>,
     pub manifests_after: Option<u64>,
+    /// The partitions the run rewrote (empty: the whole table).
+    pub partitions: Vec<String>,
     /// A `rewrite_position_delete_files` run's delete files rewritten and added.
     pub delete_files_rewritten: Option<u64>,
     pub delete_files_added: Option<u64>,
@@ -234,6 +236,41 @@ pub struct PartitionStatus {
     /// Of `files`: announced by S3 events since the last truth, and known from the metadata.
     pub from_events: u64,
     pub from_metadata: u64,
+}
+
+/// One run as status and the run history show it.
+pub fn run_status(run: &crate::state::RunRecord) -> LastRun {
+    LastRun {
+        run_id: run.run_id.clone(),
+        trigger: run.trigger.clone(),
+        outcome: if run.succeeded { "success" } else { "failure" },
+        failure_class: run.failure_class.map(|class| class.as_str()),
+        error: run.error.clone(),
+        started_at: format_rfc3339(run.started_millis),
+        finished_at: format_rfc3339(run.finished_millis),
+        duration_ms: run.duration_millis,
+        attempts: run.attempts,
+        claimed_files: run.claimed_files,
+        claimed_bytes: run.claimed_bytes,
+        strategy: run.strategy.clone(),
+        task: run
+            .maintenance
+            .map_or("rewrite_data_files", |maintenance| maintenance.as_str()),
+        manifests_before: run.manifests.map(|(before, _)| before),
+        manifests_after: run.manifests.map(|(_, after)| after),
+        orphan_files: run.orphan_files,
+        partitions: run.partitions.clone(),
+        delete_files_rewritten: run.delete_rewrite.map(|(rewritten, _)| rewritten),
+        delete_files_added: run.delete_rewrite.map(|(_, added)| added),
+        dry_run: match run.maintenance {
+            Some(crate::state::Maintenance::RemoveOrphans { dry_run }) => Some(dry_run),
+            _ => None,
+        },
+        rewritten_data_files: run.result.map(|result| result.rewritten_data_files_count),
+        added_data_files: run.result.map(|result| result.added_data_files_count),
+        rewritten_bytes: run.result.map(|result| result.rewritten_bytes_count),
+        output_files: run.output_files,
+    }
 }
 
 pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis) -> TableStatus {
@@ -323,36 +360,7 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
             claimed_files: claim.counts.files,
             claimed_bytes: claim.counts.bytes,
         }),
-        last_run: snapshot.state.last_run.as_ref().map(|run| LastRun {
-            run_id: run.run_id.clone(),
-            trigger: run.trigger.clone(),
-            outcome: if run.succeeded { "success" } else { "failure" },
-            failure_class: run.failure_class.map(|class| class.as_str()),
-            error: run.error.clone(),
-            started_at: format_rfc3339(run.started_millis),
-            finished_at: format_rfc3339(run.finished_millis),
-            duration_ms: run.duration_millis,
-            attempts: run.attempts,
-            claimed_files: run.claimed_files,
-            claimed_bytes: run.claimed_bytes,
-            strategy: run.strategy.clone(),
-            task: run
-                .maintenance
-                .map_or("rewrite_data_files", |maintenance| maintenance.as_str()),
-            manifests_before: run.manifests.map(|(before, _)| before),
-            manifests_after: run.manifests.map(|(_, after)| after),
-            orphan_files: run.orphan_files,
-            delete_files_rewritten: run.delete_rewrite.map(|(rewritten, _)| rewritten),
-            delete_files_added: run.delete_rewrite.map(|(_, added)| added),
-            dry_run: match run.maintenance {
-                Some(crate::state::Maintenance::RemoveOrphans { dry_run }) => Some(dry_run),
-                _ => None,
-            },
-            rewritten_data_files: run.result.map(|result| result.rewritten_data_files_count),
-            added_data_files: run.result.map(|result| result.added_data_files_count),
-            rewritten_bytes: run.result.map(|result| result.rewritten_bytes_count),
-            output_files: run.output_files,
-        }),
+        last_run: snapshot.state.last_run.as_ref().map(run_status),
         consecutive_failures: snapshot.state.consecutive_failures,
         next_attempt_time: snapshot.state.next_attempt_millis.map(format_rfc3339),
         last_truth_time: snapshot.state.last_truth_millis.map(format_rfc3339),

@@ -285,3 +285,19 @@ fn status_of_a_new_deployment_shows_empty_tables() {
     assert!(ok);
     assert!(stdout.contains("analytics.customer_orders"));
 }
+
+#[test]
+fn the_run_history_of_a_new_table_is_empty_and_an_unknown_table_is_named() {
+    let icepack = Icepack::with_config(CONFIG);
+    let (ok, stdout, stderr) =
+        icepack.command(&["status", "--json", "--runs", "analytics.customer_orders"]);
+    assert!(ok, "{stderr}");
+    let history: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(history["runs"], serde_json::json!([]));
+    let (ok, _, stderr) = icepack.command(&["status", "--runs", "analytics.nothing"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("table analytics.nothing is not configured"),
+        "{stderr}"
+    );
+}

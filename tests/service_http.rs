@@ -198,6 +198,16 @@ prefix = "warehouse/orders/"
     assert!(tables["queues"][0]["problem"].is_null(), "{tables}");
     assert!(!metrics.contains(&queue_url), "{metrics}");
     assert_eq!(get("/v1/tables/analytics.orders").await.0, 200);
+    // The failed run is in the table's durable history, with its class.
+    let (status, runs) = get("/v1/tables/analytics.orders/runs").await;
+    assert_eq!(status, 200, "{runs}");
+    let runs: serde_json::Value = serde_json::from_str(&runs).unwrap();
+    assert_eq!(
+        runs["runs"][0]["failure_class"], "engine_unavailable",
+        "{runs}"
+    );
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(get("/v1/tables/no.such/runs").await.0, 404);
     assert_eq!(get("/v1/tables/analytics.nope").await.0, 404);
 
     // The one mutating call needs the token.

@@ -159,6 +159,9 @@ impl StateStore for WeighingStore {
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError> {
         self.inner.files(table)
     }
+    fn runs(&self, table: &str) -> Result<Vec<(u64, icepack::state::RunRecord)>, StoreError> {
+        self.inner.runs(table)
+    }
     fn forget_table(&self, table: &str) -> Result<icepack::store::ForgetSummary, StoreError> {
         self.inner.forget_table(table)
     }

@@ -17,6 +17,7 @@ struct Contents {
     /// entries included (a key remembered again under another time keeps its old entry).
     seen_by_time: BTreeMap<(UnixMillis, String, String), String>,
     files: BTreeMap<(String, u64), FileEntry>,
+    runs: BTreeMap<(String, u64), crate::state::RunRecord>,
 }
 
 #[derive(Debug, Default)]
@@ -125,6 +126,14 @@ impl StateStore for MemoryStore {
                         .files
                         .retain(|(owner, file_seq), _| *owner != table || *file_seq >= seq);
                 }
+                Op::PutRun { table, seq, record } => {
+                    contents.runs.insert((table, seq), record);
+                }
+                Op::DeleteRunsBelow { table, seq } => {
+                    contents
+                        .runs
+                        .retain(|(owner, run_seq), _| *owner != table || *run_seq >= seq);
+                }
             }
         }
         self.commits.fetch_add(1, Ordering::SeqCst);
@@ -185,6 +194,16 @@ impl StateStore for MemoryStore {
             .collect())
     }
 
+    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::state::RunRecord)>, StoreError> {
+        let contents = self.contents.lock().unwrap();
+        Ok(contents
+            .runs
+            .iter()
+            .filter(|((owner, _), _)| owner == table)
+            .map(|((_, seq), record)| (*seq, record.clone()))
+            .collect())
+    }
+
     fn forget_table(&self, table: &str) -> Result<ForgetSummary, StoreError> {
         if self.fail_commits.load(Ordering::SeqCst) {
             return Err(StoreError::Write("injected failure".to_string()));
@@ -196,8 +215,10 @@ impl StateStore for MemoryStore {
             seen,
             seen_by_time,
             files,
+            runs,
         } = &mut *contents;
         seen_by_time.retain(|_, owner| owner != table);
+        runs.retain(|(owner, _), _| owner != table);
         Ok(ForgetSummary {
             table_state: tables.remove(table).is_some(),
             partitions: removed(partitions.len(), || {

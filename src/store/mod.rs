@@ -12,7 +12,7 @@ pub use memory::MemoryStore;
 pub use rocks::RocksStore;
 
 /// The RocksDB store's column families.
-pub const FAMILIES: [&str; 5] = rocks::cf::ALL;
+pub const FAMILIES: [&str; 6] = rocks::cf::ALL;
 
 use crate::clock::UnixMillis;
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
@@ -102,6 +102,17 @@ pub enum Op {
         table: String,
         seq: u64,
     },
+    /// Keeps a finished run in the table's history under its sequence number.
+    PutRun {
+        table: String,
+        seq: u64,
+        record: crate::state::RunRecord,
+    },
+    /// Drops the table's runs with a sequence number below `seq` (the history's bound).
+    DeleteRunsBelow {
+        table: String,
+        seq: u64,
+    },
 }
 
 /// The state store every component talks to.
@@ -127,6 +138,9 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// The counted-file log of a table, in sequence order.
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError>;
+
+    /// A table's run history, oldest first.
+    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::state::RunRecord)>, StoreError>;
 
     /// Deletes everything kept about a table: its state, partitions, counted-file log, and the
     /// remembered object keys counted for it. Synced before returning. Returns what was removed.

@@ -36,7 +36,9 @@ pub mod cf {
     /// first seen (8 bytes, in time order) \0 bucket \0 key → table: every `seen` key, in the
     /// order the retention purge forgets them
     pub const SEEN_BY_TIME: &str = "seen_by_time";
-    pub const ALL: [&str; 5] = [TABLES, PARTITIONS, SEEN, FILES, SEEN_BY_TIME];
+    /// table \0 sequence (big endian) → [`RunRecord`](crate::state::RunRecord): the run history
+    pub const RUNS: &str = "runs";
+    pub const ALL: [&str; 6] = [TABLES, PARTITIONS, SEEN, FILES, SEEN_BY_TIME, RUNS];
 }
 
 const SEPARATOR: u8 = 0;
@@ -258,6 +260,16 @@ impl RocksStore {
                 ),
                 Op::DeleteFilesBelow { table, seq } => batch.delete_range_cf(
                     family(&db, cf::FILES)?,
+                    joined(table.as_bytes(), &0u64.to_be_bytes()),
+                    joined(table.as_bytes(), &seq.to_be_bytes()),
+                ),
+                Op::PutRun { table, seq, record } => batch.put_cf(
+                    family(&db, cf::RUNS)?,
+                    joined(table.as_bytes(), &seq.to_be_bytes()),
+                    encode(&record),
+                ),
+                Op::DeleteRunsBelow { table, seq } => batch.delete_range_cf(
+                    family(&db, cf::RUNS)?,
                     joined(table.as_bytes(), &0u64.to_be_bytes()),
                     joined(table.as_bytes(), &seq.to_be_bytes()),
                 ),
@@ -649,6 +661,19 @@ impl StateStore for RocksStore {
             .collect()
     }
 
+    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::state::RunRecord)>, StoreError> {
+        self.scan_prefix::<crate::state::RunRecord>(cf::RUNS, &joined(table.as_bytes(), b""))?
+            .into_iter()
+            .map(|(seq, record)| {
+                let seq: [u8; 8] = seq.as_slice().try_into().map_err(|_| StoreError::Corrupt {
+                    key: format!("{table}/runs"),
+                    message: "sequence number is not 8 bytes".to_string(),
+                })?;
+                Ok((u64::from_be_bytes(seq), record))
+            })
+            .collect()
+    }
+
     fn needs_recovery(&self) -> bool {
         self.failed.load(Ordering::SeqCst)
     }
@@ -687,6 +712,7 @@ impl StateStore for RocksStore {
         let tables = family(&db, cf::TABLES)?;
         let partitions = family(&db, cf::PARTITIONS)?;
         let files = family(&db, cf::FILES)?;
+        let runs = family(&db, cf::RUNS)?;
         let seen = family(&db, cf::SEEN)?;
         let index = family(&db, cf::SEEN_BY_TIME)?;
         // Counts from one point in time; the range deletes below also take whatever the table
@@ -707,6 +733,7 @@ impl StateStore for RocksStore {
         batch.delete_cf(tables, table.as_bytes());
         batch.delete_range_cf(partitions, &start, &end);
         batch.delete_range_cf(files, &start, &end);
+        batch.delete_range_cf(runs, &start, &end);
         // `seen` is keyed by bucket and object key; its index names each key's table, so the
         // whole index is read (small values, nothing decoded). A stale index entry may name a
         // table its key has left: a key goes only when its entry names this table.

@@ -699,6 +699,75 @@ fn forgetting_a_table_takes_its_index_entries(store: &dyn StateStore) {
     );
 }
 
+/// Issue 20: a table's run history, in order, bounded by the range delete, gone with the table,
+/// and not mixed with a table whose name extends this one's.
+fn run_history(store: &dyn StateStore) {
+    let run = |run_id: &str| crate::state::RunRecord {
+        run_id: run_id.to_string(),
+        trigger: "files".to_string(),
+        started_millis: 1,
+        finished_millis: 2,
+        claimed_files: 3,
+        claimed_bytes: 4,
+        succeeded: true,
+        failure_class: None,
+        error: None,
+        result: None,
+        output_files: 1,
+        duration_millis: 1,
+        attempts: 1,
+        strategy: None,
+        maintenance: None,
+        manifests: None,
+        orphan_files: None,
+        delete_rewrite: None,
+        partitions: vec!["d=1".to_string()],
+    };
+    let put = |table: &str, seq: u64| Op::PutRun {
+        table: table.to_string(),
+        seq,
+        record: run(&format!("{table}-{seq}")),
+    };
+    store
+        .commit(
+            (0..5)
+                .map(|seq| put("a.b", seq))
+                .chain([put("a.bc", 0)])
+                .collect(),
+        )
+        .unwrap();
+    store
+        .commit(vec![Op::DeleteRunsBelow {
+            table: "a.b".to_string(),
+            seq: 3,
+        }])
+        .unwrap();
+    let ids = |table: &str| -> Vec<String> {
+        store
+            .runs(table)
+            .unwrap()
+            .into_iter()
+            .map(|(_, run)| run.run_id)
+            .collect()
+    };
+    assert_eq!(ids("a.b"), vec!["a.b-3", "a.b-4"]);
+    assert_eq!(ids("a.bc"), vec!["a.bc-0"]);
+    store.forget_table("a.b").unwrap();
+    assert!(ids("a.b").is_empty());
+    assert_eq!(ids("a.bc"), vec!["a.bc-0"]);
+}
+
+#[test]
+fn memory_store_keeps_a_bounded_run_history() {
+    run_history(&MemoryStore::new());
+}
+
+#[test]
+fn rocks_store_keeps_a_bounded_run_history() {
+    let directory = tempfile::tempdir().unwrap();
+    run_history(&RocksStore::open(directory.path()).unwrap());
+}
+
 #[test]
 fn memory_store_forgets_a_tables_index_entries() {
     forgetting_a_table_takes_its_index_entries(&MemoryStore::new());
