@@ -414,6 +414,24 @@ impl RocksStore {
     }
 
     /// Up to `limit` keys of the time index in `[from, end)`, in order.
+    /// A table's entries of a family keyed by table \0 sequence number (big endian), in order.
+    fn scan_sequenced<T: DeserializeOwned>(
+        &self,
+        family: &str,
+        table: &str,
+    ) -> Result<Vec<(u64, T)>, StoreError> {
+        self.scan_prefix::<T>(family, &joined(table.as_bytes(), b""))?
+            .into_iter()
+            .map(|(seq, value)| {
+                let seq: [u8; 8] = seq.as_slice().try_into().map_err(|_| StoreError::Corrupt {
+                    key: format!("{table}/{family}"),
+                    message: "sequence number is not 8 bytes".to_string(),
+                })?;
+                Ok((u64::from_be_bytes(seq), value))
+            })
+            .collect()
+    }
+
     fn index_keys(
         &self,
         from: &[u8],
@@ -649,29 +667,11 @@ impl StateStore for RocksStore {
     }
 
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError> {
-        self.scan_prefix::<FileEntry>(cf::FILES, &joined(table.as_bytes(), b""))?
-            .into_iter()
-            .map(|(seq, entry)| {
-                let seq: [u8; 8] = seq.as_slice().try_into().map_err(|_| StoreError::Corrupt {
-                    key: format!("{table}/files"),
-                    message: "sequence number is not 8 bytes".to_string(),
-                })?;
-                Ok((u64::from_be_bytes(seq), entry))
-            })
-            .collect()
+        self.scan_sequenced(cf::FILES, table)
     }
 
     fn runs(&self, table: &str) -> Result<Vec<(u64, crate::state::RunRecord)>, StoreError> {
-        self.scan_prefix::<crate::state::RunRecord>(cf::RUNS, &joined(table.as_bytes(), b""))?
-            .into_iter()
-            .map(|(seq, record)| {
-                let seq: [u8; 8] = seq.as_slice().try_into().map_err(|_| StoreError::Corrupt {
-                    key: format!("{table}/runs"),
-                    message: "sequence number is not 8 bytes".to_string(),
-                })?;
-                Ok((u64::from_be_bytes(seq), record))
-            })
-            .collect()
+        self.scan_sequenced(cf::RUNS, table)
     }
 
     fn needs_recovery(&self) -> bool {
