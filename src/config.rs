@@ -1298,20 +1298,17 @@ impl TableConfig {
                 .strategy(defaults, tenant)
                 .expect("the strategy is validated with the configuration"),
             rewrite_options: self.options.clone(),
-            max_manifests: Some(
-                self.max_manifests
-                    .or(tenant.max_manifests)
-                    .unwrap_or(defaults.max_manifests),
+            max_manifests: on_when_positive(
+                self.max_manifests,
+                tenant.max_manifests,
+                defaults.max_manifests,
+            ),
+            remove_orphans_every_millis: on_when_positive(
+                self.remove_orphans_every_hours,
+                tenant.remove_orphans_every_hours,
+                defaults.remove_orphans_every_hours,
             )
-            .filter(|max| *max > 0)
-            .map(|max| max as u64),
-            remove_orphans_every_millis: Some(
-                self.remove_orphans_every_hours
-                    .or(tenant.remove_orphans_every_hours)
-                    .unwrap_or(defaults.remove_orphans_every_hours),
-            )
-            .filter(|hours| *hours > 0)
-            .map(|hours| hours * 3_600_000),
+            .map(|hours| hours as i64 * 3_600_000),
             orphan_older_than_hours: self
                 .orphan_older_than_hours
                 .or(tenant.orphan_older_than_hours)
@@ -1322,13 +1319,11 @@ impl TableConfig {
                 .map(|retain| retain as u64),
             run_history: default_run_history() as u64,
             deletes: DeleteThresholds {
-                files: Some(
-                    self.delete_file_threshold
-                        .or(tenant.delete_file_threshold)
-                        .unwrap_or(defaults.delete_file_threshold),
-                )
-                .filter(|files| *files > 0)
-                .map(|files| files as u64),
+                files: on_when_positive(
+                    self.delete_file_threshold,
+                    tenant.delete_file_threshold,
+                    defaults.delete_file_threshold,
+                ),
                 ratio_ppm: self
                     .delete_ratio_threshold
                     .or(defaults.delete_ratio_threshold)
@@ -1785,6 +1780,14 @@ fn check_range(key: &str, value: i64, low: i64, high: i64) -> Result<(), ConfigE
         ));
     }
     Ok(())
+}
+
+/// A key that is off at 0: the table's value, else the tenant's, else `[defaults]` (validated
+/// not negative).
+fn on_when_positive(table: Option<i64>, tenant: Option<i64>, default: i64) -> Option<u64> {
+    Some(table.or(tenant).unwrap_or(default))
+        .filter(|value| *value > 0)
+        .map(|value| value as u64)
 }
 
 fn check_ratio(key: &str, ratio: f64) -> Result<(), ConfigError> {
