@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::clock::UnixMillis;
 use crate::config::TableSpec;
 use crate::policy::{next_max_wait_deadline, table_decision, Decision, DueReason};
+use crate::series::Sampler;
 use crate::spark::result::split_object_path;
 use crate::spark::runner::RunOutcome;
 use crate::state::{
@@ -201,6 +202,8 @@ pub struct Accumulator {
     snapshot: TableSnapshot,
     /// Boxed: a table is idle almost always, and this is half of an idle table's size.
     staged: Option<Box<StagedChange>>,
+    /// What the table's small-files series last recorded.
+    sampler: Sampler,
 }
 
 impl Accumulator {
@@ -210,6 +213,7 @@ impl Accumulator {
             spec,
             snapshot,
             staged: None,
+            sampler: Sampler::default(),
         })
     }
 
@@ -225,6 +229,16 @@ impl Accumulator {
 
     pub fn snapshot(&self) -> &TableSnapshot {
         &self.snapshot
+    }
+
+    /// The series' sampler, to sample a commit made off the actor (a run's settlement).
+    pub fn sampler(&self) -> Sampler {
+        self.sampler
+    }
+
+    /// The sampler after such a commit landed.
+    pub fn set_sampler(&mut self, sampler: Sampler) {
+        self.sampler = sampler;
     }
 
     /// Counts the candidates not seen before. The change is held until [`settle`](Self::settle).
@@ -347,6 +361,7 @@ impl Accumulator {
             state,
             partitions: PartitionUpdate::Merge(partitions.into_iter().collect()),
         }));
+        self.sampler.sample(&self.spec.table, &mut staged.ops, now);
         staged
     }
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -17,6 +17,7 @@ use tracing::{info, warn};
 
 use crate::actors::messages::{Forget, GetPoolStatus, RequestCompaction};
 use crate::clock::Clock;
+use crate::listing::TableQuery;
 use crate::metrics::{Metrics, TableGauges};
 use crate::queue::QueueSnapshot;
 use crate::readiness::{self, Observation};
@@ -41,12 +42,17 @@ pub struct ApiState {
 
 pub fn router(state: ApiState) -> Router {
     Router::new()
+        .route("/", get(crate::web::index))
+        .route("/assets/app.js", get(crate::web::script))
+        .route("/assets/style.css", get(crate::web::style))
+        .route("/v1/ui", get(ui))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/v1/tables", get(tables))
         .route("/v1/tables/{table}", get(table))
         .route("/v1/tables/{table}/runs", get(runs))
+        .route("/v1/tables/{table}/series", get(series))
         .route("/v1/tables/{table}/compact", post(compact))
         .route("/v1/tables/{table}/forget", post(forget))
         .route("/v1/tables/{table}/maintenance/{task}", post(maintain))
@@ -326,15 +332,47 @@ async fn forget(
     }
 }
 
-async fn tables(State(state): State<ApiState>) -> Response {
-    let statuses = statuses(&state).await;
+/// Every table, or the page of them the query asks for (`?tenant=&q=&state=&sort=&order=&offset=&limit=`).
+async fn tables(State(state): State<ApiState>, query: Query<TableQuery>) -> Response {
+    let Query(query) = query;
+    if let Err(reason) = query.validate() {
+        return (StatusCode::BAD_REQUEST, Json(json!({"error": reason}))).into_response();
+    }
+    let page = match query.select(statuses(&state).await) {
+        Ok(page) => page,
+        Err(reason) => {
+            return (StatusCode::BAD_REQUEST, Json(json!({"error": reason}))).into_response()
+        }
+    };
     let engine = state.metrics.engine.get();
+    let map = state.pipeline.map();
+    let removed: Vec<&str> = (0..map.len())
+        .filter(|&index| !map.is_active(index))
+        .map(|index| map.spec(index).table.as_str())
+        .collect();
     Json(json!({
-        "tables": with_queue_positions(&state, statuses).await,
+        "now": crate::clock::format_rfc3339(state.clock.now_millis()),
+        "total": page.total,
+        "matched": page.matched,
+        "offset": page.offset,
+        "limit": page.limit,
+        "tables": with_queue_positions(&state, page.tables).await,
         "engine": (!engine.engine.is_empty()).then_some(engine),
         "queues": queues_json(&state, &state.metrics.queues.snapshot()),
+        "removed": removed,
     }))
     .into_response()
+}
+
+/// What the page may offer: `token` (mutating calls need the API token), `open` (a loopback
+/// listener without a token takes them) or `refused` (no token on a non-loopback listener).
+async fn ui(State(state): State<ApiState>) -> Response {
+    let mutations = match (&state.token, state.loopback) {
+        (Some(_), _) => "token",
+        (None, true) => "open",
+        (None, false) => "refused",
+    };
+    Json(json!({"mutations": mutations})).into_response()
 }
 
 async fn table(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
@@ -368,6 +406,46 @@ async fn runs(State(state): State<ApiState>, Path(table): Path<String>) -> Respo
         Ok(Err(error)) => (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({"error": format!("cannot read the run history: {error}")})),
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// A table's small files over time (pending plus claimed by a run in flight), oldest first:
+/// each hour's highest level beyond the last 24 hours, then a point a minute where it changed.
+async fn series(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
+    if state.pipeline.table_index(&table).is_none() {
+        return not_found(&table);
+    }
+    let store = state.pipeline.store();
+    let name = table.clone();
+    match tokio::task::spawn_blocking(move || store.series(&name)).await {
+        Ok(Ok(series)) => {
+            let points: Vec<serde_json::Value> = series
+                .points()
+                .into_iter()
+                .map(|point| {
+                    json!({
+                        "at": crate::clock::format_rfc3339(point.at_millis),
+                        "files": point.files,
+                        "bytes": point.bytes,
+                        "peak_files": point.peak_files,
+                    })
+                })
+                .collect();
+            Json(json!({
+                "table": table,
+                "now": crate::clock::format_rfc3339(state.clock.now_millis()),
+                "minutes_kept": crate::series::MINUTES_KEPT,
+                "hours_kept": crate::series::HOURS_KEPT,
+                "points": points,
+            }))
+            .into_response()
+        }
+        Ok(Err(error)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": format!("cannot read the series: {error}")})),
         )
             .into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),

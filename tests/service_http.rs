@@ -208,6 +208,44 @@ prefix = "warehouse/orders/"
     );
     assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
     assert_eq!(get("/v1/tables/no.such/runs").await.0, 404);
+    // The series: the two files counted, in a point of their minute.
+    let (status, series) = get("/v1/tables/analytics.orders/series").await;
+    assert_eq!(status, 200, "{series}");
+    let series: serde_json::Value = serde_json::from_str(&series).unwrap();
+    let points = series["points"].as_array().unwrap();
+    assert_eq!(points.last().unwrap()["files"], 2, "{series}");
+    // Server-side paging and filtering, and a clear refusal of what it does not know.
+    let (status, page) = get("/v1/tables?state=failing&limit=1&sort=pending_files").await;
+    assert_eq!(status, 200, "{page}");
+    let page: serde_json::Value = serde_json::from_str(&page).unwrap();
+    assert_eq!(
+        (page["total"].as_u64(), page["matched"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(page["tables"][0]["table"], "analytics.orders");
+    let (status, refused) = get("/v1/tables?state=broken").await;
+    assert_eq!(status, 400);
+    assert!(refused.contains("due, failing"), "{refused}");
+    // The page and its assets, embedded; with a token set it offers actions only with it.
+    let (status, ui) = get("/v1/ui").await;
+    assert_eq!((status, ui.as_str()), (200, r#"{"mutations":"token"}"#));
+    let mut page_assets = String::new();
+    for path in ["/", "/assets/app.js", "/assets/style.css"] {
+        let (status, body) = get(path).await;
+        assert_eq!(status, 200, "{path}");
+        page_assets.push_str(&body);
+    }
+    assert!(page_assets.contains("<main id=\"view\">"), "{page_assets}");
+    let rendered =
+        if support::browser::available("notifications_metrics_health_and_the_api_leak_no_secret") {
+            [
+                support::browser::rendered(&format!("{base}/#/")),
+                support::browser::rendered(&format!("{base}/#/table/analytics.orders")),
+            ]
+            .join("\n")
+        } else {
+            String::new()
+        };
     assert_eq!(get("/v1/tables/analytics.nope").await.0, 404);
 
     // The one mutating call needs the token.
@@ -267,6 +305,8 @@ prefix = "warehouse/orders/"
         ("the log", log.as_str()),
         ("/metrics", metrics.as_str()),
         ("/v1/tables", &tables.to_string()),
+        ("the page's assets", &page_assets),
+        ("the page as a browser renders it", &rendered),
         ("status --json", status_json.as_str()),
         ("status", status_text.as_str()),
     ] {

@@ -162,6 +162,9 @@ impl StateStore for WeighingStore {
     fn runs(&self, table: &str) -> Result<Vec<(u64, icepack::state::RunRecord)>, StoreError> {
         self.inner.runs(table)
     }
+    fn series(&self, table: &str) -> Result<icepack::series::Series, StoreError> {
+        self.inner.series(table)
+    }
     fn forget_table(&self, table: &str) -> Result<icepack::store::ForgetSummary, StoreError> {
         self.inner.forget_table(table)
     }

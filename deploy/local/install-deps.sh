@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing icepack needs on a fresh Debian machine, idempotently:
 # the system RocksDB (linked instead of compiling RocksDB from source), clang for its bindings,
-# protoc for the Spark Connect protocol crate,
+# protoc for the Spark Connect protocol crate, Chromium for the operator page's browser test,
 # and moto (S3 + SQS server) for the integration tests. Fast when everything is already there.
 set -euo pipefail
 
 log() { printf '\033[1m[deps]\033[0m %s\n' "$*" >&2; }
 
-apt_packages=(librocksdb-dev clang libclang-dev pkg-config curl protobuf-compiler)
+apt_packages=(librocksdb-dev clang libclang-dev pkg-config curl protobuf-compiler chromium)
 missing=()
 for package in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

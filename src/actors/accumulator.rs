@@ -280,6 +280,7 @@ impl TableAccumulatorActor {
         let backoff = self.backoff;
         let run_id = finished.run_id.clone();
         let outcome = finished.outcome.clone();
+        let mut sampler = self.accumulator.sampler();
         let settle = async move {
             tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
                 match settle_run(
@@ -291,9 +292,10 @@ impl TableAccumulatorActor {
                     now,
                     backoff,
                 )? {
-                    Some((ops, change)) => {
+                    Some((mut ops, change)) => {
+                        sampler.sample(&spec.table, &mut ops, now);
                         store.commit(ops)?;
-                        Ok(Some(change))
+                        Ok(Some((change, sampler)))
                     }
                     None => Ok(None),
                 }
@@ -304,8 +306,9 @@ impl TableAccumulatorActor {
             // The settlement may have written `seen` entries (the run's own outputs).
             actor.lookups_stale = true;
             match result {
-                Ok(Ok(Some(change))) => {
+                Ok(Ok(Some((change, sampler)))) => {
                     actor.accumulator.adopt(change);
+                    actor.accumulator.set_sampler(sampler);
                     let state = &actor.accumulator.snapshot().state;
                     match &finished.outcome {
                         RunOutcome::Success { report, .. } => info!(
@@ -637,6 +640,62 @@ mod tests {
         assert!(status.due);
         assert_eq!(status.due_reason, Some("max_wait"));
         assert_eq!(status.pending_files, 2);
+    }
+
+    /// The series follows the table's commits: files counted raise it (claimed ones still wait),
+    /// a run's settlement, committed off the actor, brings it down; a point a minute.
+    #[actix::test]
+    async fn the_series_rises_with_counted_files_and_falls_when_a_run_settles() {
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let clock = FakeClock::new(1_000_020_000);
+        let mut accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
+        let staged = accumulator
+            .stage(
+                vec![candidate("t/a.parquet"), candidate("t/b.parquet")],
+                store.as_ref(),
+                clock.now_millis(),
+            )
+            .unwrap();
+        store.commit(staged.ops).unwrap();
+        accumulator.settle(true);
+        clock.advance(Duration::from_secs(60));
+        let (ops, _) = accumulator
+            .begin_claim("run-1", "manual", clock.now_millis(), true)
+            .unwrap();
+        store.commit(ops).unwrap();
+        accumulator.settle(true);
+        let actor = TableAccumulatorActor::new(
+            0,
+            accumulator,
+            store.clone(),
+            Arc::new(clock.clone()),
+            None,
+            BACKOFF,
+        )
+        .start();
+        clock.advance(Duration::from_secs(60));
+        actor
+            .send(RunFinished {
+                run_id: "run-1".to_string(),
+                outcome: RunOutcome::Success {
+                    report: Default::default(),
+                    duration_millis: 5,
+                    attempts: 1,
+                },
+            })
+            .await
+            .unwrap();
+        actor.send(GetStatus).await.unwrap();
+        let levels: Vec<(i64, u64)> = store
+            .series("n.t")
+            .unwrap()
+            .minutes
+            .into_iter()
+            .map(|(minute, sample)| (minute, sample.0))
+            .collect();
+        let first = 1_000_020_000 / 60_000;
+        // The claim moved the files, they still wait: no point for it.
+        assert_eq!(levels, [(first, 2), (first + 2, 0)]);
     }
 
     fn candidate(key: &str) -> Candidate {

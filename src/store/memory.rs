@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use super::{ForgetSummary, Op, PurgeSummary, StateStore, StoreError};
 use crate::clock::UnixMillis;
+use crate::series::{Resolution, Sample, Series};
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
 #[derive(Debug, Default)]
@@ -18,6 +19,7 @@ struct Contents {
     seen_by_time: BTreeMap<(UnixMillis, String, String), String>,
     files: BTreeMap<(String, u64), FileEntry>,
     runs: BTreeMap<(String, u64), crate::state::RunRecord>,
+    samples: BTreeMap<(String, Resolution, i64), Sample>,
 }
 
 #[derive(Debug, Default)]
@@ -134,6 +136,21 @@ impl StateStore for MemoryStore {
                         .runs
                         .retain(|(owner, run_seq), _| *owner != table || *run_seq >= seq);
                 }
+                Op::PutSample {
+                    table,
+                    resolution,
+                    slot,
+                    sample,
+                } => {
+                    contents.samples.insert((table, resolution, slot), sample);
+                }
+                Op::DeleteSamplesBelow {
+                    table,
+                    resolution,
+                    slot,
+                } => contents.samples.retain(|(owner, kept, at), _| {
+                    *owner != table || *kept != resolution || *at >= slot
+                }),
             }
         }
         self.commits.fetch_add(1, Ordering::SeqCst);
@@ -204,6 +221,22 @@ impl StateStore for MemoryStore {
             .collect())
     }
 
+    fn series(&self, table: &str) -> Result<Series, StoreError> {
+        let contents = self.contents.lock().unwrap();
+        let mut series = Series::default();
+        for ((_, resolution, slot), sample) in contents
+            .samples
+            .iter()
+            .filter(|((owner, _, _), _)| owner == table)
+        {
+            match resolution {
+                Resolution::Minute => series.minutes.push((*slot, *sample)),
+                Resolution::Hour => series.hours.push((*slot, *sample)),
+            }
+        }
+        Ok(series)
+    }
+
     fn forget_table(&self, table: &str) -> Result<ForgetSummary, StoreError> {
         if self.fail_commits.load(Ordering::SeqCst) {
             return Err(StoreError::Write("injected failure".to_string()));
@@ -216,9 +249,11 @@ impl StateStore for MemoryStore {
             seen_by_time,
             files,
             runs,
+            samples,
         } = &mut *contents;
         seen_by_time.retain(|_, owner| owner != table);
         runs.retain(|(owner, _), _| owner != table);
+        samples.retain(|(owner, _, _), _| owner != table);
         Ok(ForgetSummary {
             table_state: tables.remove(table).is_some(),
             partitions: removed(partitions.len(), || {

@@ -12,7 +12,7 @@ pub use memory::MemoryStore;
 pub use rocks::RocksStore;
 
 /// The RocksDB store's column families.
-pub const FAMILIES: [&str; 6] = rocks::cf::ALL;
+pub const FAMILIES: [&str; 7] = rocks::cf::ALL;
 
 use crate::clock::UnixMillis;
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
@@ -113,6 +113,19 @@ pub enum Op {
         table: String,
         seq: u64,
     },
+    /// A point of the table's small-files series, at `slot` minutes or hours since the epoch.
+    PutSample {
+        table: String,
+        resolution: crate::series::Resolution,
+        slot: i64,
+        sample: crate::series::Sample,
+    },
+    /// Drops the table's points of one resolution before `slot` (the series' retention).
+    DeleteSamplesBelow {
+        table: String,
+        resolution: crate::series::Resolution,
+        slot: i64,
+    },
 }
 
 /// The state store every component talks to.
@@ -141,6 +154,9 @@ pub trait StateStore: Send + Sync + 'static {
 
     /// A table's run history, oldest first.
     fn runs(&self, table: &str) -> Result<Vec<(u64, crate::state::RunRecord)>, StoreError>;
+
+    /// A table's small-files series, both resolutions, oldest first.
+    fn series(&self, table: &str) -> Result<crate::series::Series, StoreError>;
 
     /// Deletes everything kept about a table: its state, partitions, counted-file log, and the
     /// remembered object keys counted for it. Synced before returning. Returns what was removed.

@@ -21,6 +21,7 @@ use tracing::{info, warn};
 
 use super::{ForgetSummary, Op, PurgeSummary, StateStore, StoreError};
 use crate::clock::UnixMillis;
+use crate::series::{Resolution, Sample, Series};
 use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
 /// Column families, defined in this one place.
@@ -38,7 +39,10 @@ pub mod cf {
     pub const SEEN_BY_TIME: &str = "seen_by_time";
     /// table \0 sequence (big endian) → [`RunRecord`](crate::state::RunRecord): the run history
     pub const RUNS: &str = "runs";
-    pub const ALL: [&str; 6] = [TABLES, PARTITIONS, SEEN, FILES, SEEN_BY_TIME, RUNS];
+    /// table \0 resolution (`m` or `h`) slot (big endian, minutes or hours since the epoch) →
+    /// [`Sample`](crate::series::Sample): the small-files series
+    pub const SERIES: &str = "series";
+    pub const ALL: [&str; 7] = [TABLES, PARTITIONS, SEEN, FILES, SEEN_BY_TIME, RUNS, SERIES];
 }
 
 const SEPARATOR: u8 = 0;
@@ -272,6 +276,25 @@ impl RocksStore {
                     family(&db, cf::RUNS)?,
                     joined(table.as_bytes(), &0u64.to_be_bytes()),
                     joined(table.as_bytes(), &seq.to_be_bytes()),
+                ),
+                Op::PutSample {
+                    table,
+                    resolution,
+                    slot,
+                    sample,
+                } => batch.put_cf(
+                    family(&db, cf::SERIES)?,
+                    sample_key(&table, resolution, slot),
+                    encode(&sample),
+                ),
+                Op::DeleteSamplesBelow {
+                    table,
+                    resolution,
+                    slot,
+                } => batch.delete_range_cf(
+                    family(&db, cf::SERIES)?,
+                    sample_key(&table, resolution, i64::MIN),
+                    sample_key(&table, resolution, slot),
                 ),
             }
         }
@@ -674,6 +697,26 @@ impl StateStore for RocksStore {
         self.scan_sequenced(cf::RUNS, table)
     }
 
+    fn series(&self, table: &str) -> Result<Series, StoreError> {
+        let mut series = Series::default();
+        for (key, sample) in
+            self.scan_prefix::<Sample>(cf::SERIES, &joined(table.as_bytes(), b""))?
+        {
+            let corrupt = || StoreError::Corrupt {
+                key: format!("{table}/{}", cf::SERIES),
+                message: "a sample key is not a resolution and 8 bytes".to_string(),
+            };
+            let (&tag, slot) = key.split_first().ok_or_else(corrupt)?;
+            let slot: [u8; 8] = slot.try_into().map_err(|_| corrupt())?;
+            let slot = slot_from_key(slot);
+            match Resolution::from_tag(tag).ok_or_else(corrupt)? {
+                Resolution::Minute => series.minutes.push((slot, sample)),
+                Resolution::Hour => series.hours.push((slot, sample)),
+            }
+        }
+        Ok(series)
+    }
+
     fn needs_recovery(&self) -> bool {
         self.failed.load(Ordering::SeqCst)
     }
@@ -713,6 +756,7 @@ impl StateStore for RocksStore {
         let partitions = family(&db, cf::PARTITIONS)?;
         let files = family(&db, cf::FILES)?;
         let runs = family(&db, cf::RUNS)?;
+        let series = family(&db, cf::SERIES)?;
         let seen = family(&db, cf::SEEN)?;
         let index = family(&db, cf::SEEN_BY_TIME)?;
         // Counts from one point in time; the range deletes below also take whatever the table
@@ -734,6 +778,7 @@ impl StateStore for RocksStore {
         batch.delete_range_cf(partitions, &start, &end);
         batch.delete_range_cf(files, &start, &end);
         batch.delete_range_cf(runs, &start, &end);
+        batch.delete_range_cf(series, &start, &end);
         // `seen` is keyed by bucket and object key; its index names each key's table, so the
         // whole index is read (small values, nothing decoded). A stale index entry may name a
         // table its key has left: a key goes only when its entry names this table.
@@ -778,6 +823,17 @@ fn joined(first: &[u8], second: &[u8]) -> Vec<u8> {
     key.push(SEPARATOR);
     key.extend_from_slice(second);
     key
+}
+
+/// table \0 resolution slot: a slot's sign bit flipped, so big-endian bytes sort like the numbers.
+fn sample_key(table: &str, resolution: Resolution, slot: i64) -> Vec<u8> {
+    let mut suffix = vec![resolution.tag()];
+    suffix.extend_from_slice(&((slot as u64) ^ (1 << 63)).to_be_bytes());
+    joined(table.as_bytes(), &suffix)
+}
+
+fn slot_from_key(bytes: [u8; 8]) -> i64 {
+    (u64::from_be_bytes(bytes) ^ (1 << 63)) as i64
 }
 
 fn encode<T: Serialize>(value: &T) -> Vec<u8> {

@@ -882,3 +882,70 @@ fn a_new_store_is_marked_indexed_by_its_first_write() {
     let store = RocksStore::open(directory.path()).unwrap();
     assert_eq!(store.purge_seen_before(200).unwrap().purged, 1);
 }
+
+/// Both resolutions of a table's series, apart from each other and from a table whose name
+/// extends this one's; the retention drops one resolution's old points only; forget takes all.
+fn series(store: &dyn StateStore) {
+    use crate::series::{Resolution, Sample};
+    let put = |table: &str, resolution: Resolution, slot: i64, files: u64| Op::PutSample {
+        table: table.to_string(),
+        resolution,
+        slot,
+        sample: Sample(files, files * 10, files),
+    };
+    store
+        .commit(vec![
+            put("a.b", Resolution::Minute, 29_000_001, 3),
+            put("a.b", Resolution::Minute, 29_000_000, 2),
+            put("a.b", Resolution::Minute, 28_000_000, 1),
+            put("a.b", Resolution::Hour, 483_000, 9),
+            put("a.b", Resolution::Hour, 470_000, 8),
+            put("a.bc", Resolution::Minute, 29_000_000, 7),
+            // A later point of the same minute replaces it.
+            put("a.b", Resolution::Minute, 29_000_001, 4),
+        ])
+        .unwrap();
+    let series = store.series("a.b").unwrap();
+    assert_eq!(
+        series.minutes,
+        [
+            (28_000_000, Sample(1, 10, 1)),
+            (29_000_000, Sample(2, 20, 2)),
+            (29_000_001, Sample(4, 40, 4))
+        ]
+    );
+    assert_eq!(
+        series.hours,
+        [(470_000, Sample(8, 80, 8)), (483_000, Sample(9, 90, 9))]
+    );
+    store
+        .commit(vec![Op::DeleteSamplesBelow {
+            table: "a.b".to_string(),
+            resolution: Resolution::Minute,
+            slot: 29_000_000,
+        }])
+        .unwrap();
+    let series = store.series("a.b").unwrap();
+    assert_eq!(series.minutes.len(), 2);
+    assert_eq!(series.hours.len(), 2, "the hours are another series");
+    assert_eq!(store.series("a.bc").unwrap().minutes.len(), 1);
+    store.forget_table("a.b").unwrap();
+    assert_eq!(
+        store.series("a.b").unwrap(),
+        crate::series::Series::default()
+    );
+    assert_eq!(store.series("a.bc").unwrap().minutes.len(), 1);
+}
+
+#[test]
+fn memory_store_keeps_the_series() {
+    series(&MemoryStore::new());
+}
+
+#[test]
+fn rocks_store_keeps_the_series_and_reads_it_back_after_a_reopen() {
+    let directory = tempfile::tempdir().unwrap();
+    series(&RocksStore::open(directory.path()).unwrap());
+    let reopened = RocksStore::open(directory.path()).unwrap();
+    assert_eq!(reopened.series("a.bc").unwrap().minutes.len(), 1);
+}

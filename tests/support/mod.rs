@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod connect;
 pub mod elasticmq;
 pub mod spark;
