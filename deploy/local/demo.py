@@ -240,6 +240,27 @@ def human(size):
     return f"{size / 1024:.1f} KiB" if size < 1024 * 1024 else f"{size / 1024 / 1024:.1f} MiB"
 
 
+def screenshots(demo):
+    """The operator page after the run, as headless Chromium renders it (the README's pictures)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        print("no Chromium here: no screenshots of the operator page (make deps installs it)")
+        return
+    shots = os.environ.get("ICEPACK_DEMO_SCREENSHOTS") or os.path.join(
+        os.environ.get("CARGO_TARGET_DIR") or os.path.join(os.getcwd(), "target"), "demo-page")
+    os.makedirs(shots, exist_ok=True)
+    step(f"the operator page at http://{demo.http}/ (screenshots in {shots})")
+    for name, fragment, height in [("overview", "#/", 520), ("table", f"#/table/{TABLE}", 900)]:
+        with tempfile.TemporaryDirectory() as profile:
+            path = os.path.join(shots, f"{name}.png")
+            subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                            "--disable-dev-shm-usage", "--no-first-run", "--virtual-time-budget=6000",
+                            f"--user-data-dir={profile}", f"--window-size=1400,{height}",
+                            f"--screenshot={path}", f"http://{demo.http}/{fragment}"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+            print(f"  {path}" if os.path.exists(path) else f"  no screenshot of the {name} page")
+
+
 def main():
     work = tempfile.mkdtemp(prefix="icepack-demo-")
     demo = Demo(work)
@@ -251,7 +272,7 @@ def main():
         demo.confs = demo.catalog_confs()
         step("starting icepack (Docker runner through podman's Docker API)")
         demo.start_icepack()
-        print(f"config {demo.config}; status API on http://{demo.http}/v1/tables")
+        print(f"config {demo.config}; the operator page on http://{demo.http}/, its API on http://{demo.http}/v1/tables")
 
         step(f"a micro-batch writer commits {BATCHES} small batches to {TABLE}")
         statements = [
@@ -310,6 +331,7 @@ def main():
         print(f"  {'data checksum':<28}{'matches' if intact else 'DIFFERS':>24}")
         if not (compacted and intact):
             raise SystemExit("FAILED: " + ("the data changed" if not intact else "no fewer files"))
+        screenshots(demo)
         print("\n\033[1;32mOK\033[0m: icepack compacted the table it was told about by S3 events; the data is intact.")
     finally:
         demo.stop_all()

@@ -338,8 +338,9 @@ function chart(series, runs, now) {
   if (first === null) { first = from; path = `M${x(from).toFixed(1)},${y(level || 0).toFixed(1)}`; }
   path += ` L${x(now).toFixed(1)},${y(level || 0).toFixed(1)}`;
   const area = path + ` L${x(now).toFixed(1)},${y(0).toFixed(1)} L${x(first).toFixed(1)},${y(0).toFixed(1)} Z`;
+  // At the minute it ended: the series' points are minutes too.
   const marks = runs.filter((run) => Date.parse(run.finished_at) >= from).map((run) => {
-    const at = x(Date.parse(run.finished_at));
+    const at = x(Math.floor(Date.parse(run.finished_at) / 60000) * 60000);
     return svg("line", { class: run.outcome === "success" ? "run-ok" : "run-bad", x1: at, x2: at, y1: top, y2: height - bottom, "data-run": run.run_id },
       svg("title", {}, `${run.task} ${run.outcome}${run.failure_class ? " (" + run.failure_class + ")" : ""} at ${run.finished_at}`));
   });
