@@ -10,15 +10,36 @@ use std::sync::Arc;
 use crate::clock::UnixMillis;
 use crate::config::TableSpec;
 use crate::policy::{next_max_wait_deadline, table_decision, Decision, DueReason};
+use crate::run::split_object_path;
+use crate::run::RunOutcome;
 use crate::series::Sampler;
-use crate::spark::result::split_object_path;
-use crate::spark::runner::RunOutcome;
 use crate::state::{
     Claim, FileEntry, FileSource, Maintenance, PartitionCounts, PendingCounts, RunRecord,
     SeenEntry, TableSnapshot, TableState,
 };
 use crate::store::{Op, StateStore, StoreError};
 use crate::strategy::RunStrategy;
+
+/// Adds to a commit's `ops` the series writes of the table's new state, if they carry one.
+pub fn sample_commit(sampler: &mut Sampler, table: &str, ops: &mut Vec<Op>, now: UnixMillis) {
+    let writes = ops
+        .iter()
+        .rev()
+        .find_map(|op| match op {
+            Op::PutTable {
+                table: owner,
+                state,
+            } if owner == table => Some(state),
+            _ => None,
+        })
+        .map(|state| sampler.observe(state, now));
+    ops.extend(
+        writes
+            .into_iter()
+            .flatten()
+            .map(|write| Op::series(table, write)),
+    );
+}
 
 /// A record that routed to this table as a small data file; not yet checked for duplicates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,7 +382,7 @@ impl Accumulator {
             state,
             partitions: PartitionUpdate::Merge(partitions.into_iter().collect()),
         }));
-        self.sampler.sample(&self.spec.table, &mut staged.ops, now);
+        sample_commit(&mut self.sampler, &self.spec.table, &mut staged.ops, now);
         staged
     }
 
@@ -1220,8 +1241,8 @@ mod tests {
 
     fn success(outputs: &[&str]) -> RunOutcome {
         RunOutcome::Success {
-            report: crate::spark::runner::ReportSummary {
-                result: crate::spark::result::RewriteResult {
+            report: crate::run::ReportSummary {
+                result: crate::run::RewriteResult {
                     rewritten_data_files_count: 3,
                     added_data_files_count: 1,
                     ..Default::default()
@@ -1236,7 +1257,7 @@ mod tests {
 
     fn failure() -> RunOutcome {
         RunOutcome::Failure {
-            class: crate::spark::result::FailureClass::Other,
+            class: crate::run::FailureClass::Other,
             excerpt: "NoSuchTableException".to_string(),
             duration_millis: 5,
             attempts: 2,
@@ -1443,8 +1464,8 @@ mod tests {
 
     fn truthful_success(truth: &[(&str, u64)], committed: &[&str]) -> RunOutcome {
         RunOutcome::Success {
-            report: crate::spark::runner::ReportSummary {
-                result: crate::spark::result::RewriteResult {
+            report: crate::run::ReportSummary {
+                result: crate::run::RewriteResult {
                     rewritten_data_files_count: 12,
                     added_data_files_count: 1,
                     ..Default::default()
@@ -1869,6 +1890,46 @@ mod tests {
 
     /// Issue 20: every settled run joins the table's history; it keeps `run_history` runs, the
     /// newest, failures with their class.
+    /// The series is sampled from the table's own new state in a commit, not another table's.
+    #[test]
+    fn a_commit_is_sampled_from_the_tables_own_state() {
+        let state = |files: u64| TableState {
+            pending: PendingCounts {
+                files,
+                bytes: files * 10,
+                ..PendingCounts::default()
+            },
+            ..TableState::default()
+        };
+        let mut sampler = Sampler::default();
+        let mut ops = vec![
+            Op::PutTable {
+                table: "other".to_string(),
+                state: state(9),
+            },
+            Op::PutTable {
+                table: "t".to_string(),
+                state: state(4),
+            },
+        ];
+        sample_commit(&mut sampler, "t", &mut ops, 120_000);
+        assert_eq!(
+            ops.last(),
+            Some(&Op::PutSample {
+                table: "t".to_string(),
+                resolution: crate::series::Resolution::Minute,
+                slot: 2,
+                sample: crate::series::Sample(4, 40, 4),
+            })
+        );
+        let mut without = vec![Op::DeleteFile {
+            table: "t".to_string(),
+            seq: 1,
+        }];
+        sample_commit(&mut sampler, "t", &mut without, 130_000);
+        assert_eq!(without.len(), 1);
+    }
+
     #[test]
     fn settled_runs_make_a_bounded_history() {
         let mut bounded = (*spec()).clone();

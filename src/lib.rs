@@ -21,6 +21,7 @@ pub mod policy;
 pub mod queue;
 pub mod readiness;
 pub mod routing;
+pub mod run;
 pub mod scheduler;
 pub mod series;
 pub mod service;

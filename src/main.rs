@@ -23,8 +23,8 @@ use icepack::intake::{InboundMessage, IntakeSummary};
 use icepack::metrics::Metrics;
 use icepack::notify::delivery::DeliveryPolicy;
 use icepack::queue::SqsQueue;
+use icepack::run::RunOutcome;
 use icepack::service::{start_pipeline, Compaction};
-use icepack::spark::runner::RunOutcome;
 use icepack::status::{render_status_text, table_status, StatusReport};
 use icepack::store::{RocksStore, StateStore};
 

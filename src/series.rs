@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::UnixMillis;
 use crate::state::TableState;
-use crate::store::Op;
 
 /// Minute points are kept this long (24 h).
 pub const MINUTES_KEPT: i64 = 24 * 60;
@@ -143,6 +142,19 @@ impl Series {
     }
 }
 
+/// A change to a table's series, which the store applies with the commit it joins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeriesWrite {
+    /// The point of `slot` (a later one of the same slot replaces it).
+    Put {
+        resolution: Resolution,
+        slot: i64,
+        sample: Sample,
+    },
+    /// Drops the points of one resolution before `slot` (the retention).
+    DeleteBelow { resolution: Resolution, slot: i64 },
+}
+
 /// What a table's sampler remembers between commits: the current minute's sample, and the
 /// current hour's highest level.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -152,29 +164,27 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// The ops that record `state` at `now` in `table`'s series, if its minute's sample changed:
-    /// the minute's point and, once an hour is over, that hour's point and the retention's
-    /// deletes. Assumes the commit they join lands (one that does not costs at most a point).
-    pub fn observe(&mut self, table: &str, state: &TableState, now: UnixMillis) -> Vec<Op> {
+    /// The writes that record `state` at `now` in the table's series, if its minute's sample
+    /// changed: the minute's point and, once an hour is over, that hour's point and the
+    /// retention's deletes. Assumes the commit they join lands (one that does not costs at most a
+    /// point).
+    pub fn observe(&mut self, state: &TableState, now: UnixMillis) -> Vec<SeriesWrite> {
         let level = Level::of(state);
         let minute = now.div_euclid(MINUTE_MILLIS);
         let hour = now.div_euclid(HOUR_MILLIS);
         let mut ops = Vec::new();
         match self.hour {
             Some((current, highest)) if current != hour => {
-                ops.push(Op::PutSample {
-                    table: table.to_string(),
+                ops.push(SeriesWrite::Put {
                     resolution: Resolution::Hour,
                     slot: current,
                     sample: Sample::new(highest, highest.files()),
                 });
-                ops.push(Op::DeleteSamplesBelow {
-                    table: table.to_string(),
+                ops.push(SeriesWrite::DeleteBelow {
                     resolution: Resolution::Minute,
                     slot: minute - MINUTES_KEPT,
                 });
-                ops.push(Op::DeleteSamplesBelow {
-                    table: table.to_string(),
+                ops.push(SeriesWrite::DeleteBelow {
                     resolution: Resolution::Hour,
                     slot: hour - HOURS_KEPT,
                 });
@@ -194,8 +204,7 @@ impl Sampler {
             ),
         };
         if changed {
-            ops.push(Op::PutSample {
-                table: table.to_string(),
+            ops.push(SeriesWrite::Put {
                 resolution: Resolution::Minute,
                 slot: minute,
                 sample,
@@ -203,22 +212,6 @@ impl Sampler {
             self.minute = Some((minute, sample));
         }
         ops
-    }
-
-    /// Adds to `ops` the samples of the table's new state, if they carry one.
-    pub fn sample(&mut self, table: &str, ops: &mut Vec<Op>, now: UnixMillis) {
-        let samples = ops
-            .iter()
-            .rev()
-            .find_map(|op| match op {
-                Op::PutTable {
-                    table: owner,
-                    state,
-                } if owner == table => Some(state),
-                _ => None,
-            })
-            .map(|state| self.observe(table, state, now));
-        ops.extend(samples.into_iter().flatten());
     }
 }
 
@@ -238,14 +231,13 @@ mod tests {
         }
     }
 
-    fn samples(ops: &[Op]) -> Vec<(Resolution, i64, Sample)> {
+    fn samples(ops: &[SeriesWrite]) -> Vec<(Resolution, i64, Sample)> {
         ops.iter()
             .filter_map(|op| match op {
-                Op::PutSample {
+                SeriesWrite::Put {
                     resolution,
                     slot,
                     sample,
-                    ..
                 } => Some((*resolution, *slot, *sample)),
                 _ => None,
             })
@@ -257,13 +249,13 @@ mod tests {
     #[test]
     fn a_change_writes_its_minute_and_an_unchanged_level_writes_nothing() {
         let mut sampler = Sampler::default();
-        let ops = sampler.observe("t", &state(3, 30), T0 + 5_000);
+        let ops = sampler.observe(&state(3, 30), T0 + 5_000);
         assert_eq!(
             samples(&ops),
             [(Resolution::Minute, T0 / MINUTE_MILLIS, Sample(3, 30, 3))]
         );
-        assert!(sampler.observe("t", &state(3, 30), T0 + 70_000).is_empty());
-        let ops = sampler.observe("t", &state(5, 50), T0 + 90_000);
+        assert!(sampler.observe(&state(3, 30), T0 + 70_000).is_empty());
+        let ops = sampler.observe(&state(5, 50), T0 + 90_000);
         assert_eq!(
             samples(&ops),
             [(Resolution::Minute, T0 / MINUTE_MILLIS + 1, Sample(5, 50, 5))]
@@ -275,19 +267,19 @@ mod tests {
     #[test]
     fn a_minute_keeps_its_last_level_and_its_peak() {
         let mut sampler = Sampler::default();
-        sampler.observe("t", &state(2, 20), T0);
-        let ops = sampler.observe("t", &state(12, 120), T0 + 10_000);
+        sampler.observe(&state(2, 20), T0);
+        let ops = sampler.observe(&state(12, 120), T0 + 10_000);
         assert_eq!(
             samples(&ops),
             [(Resolution::Minute, T0 / MINUTE_MILLIS, Sample(12, 120, 12))]
         );
-        let ops = sampler.observe("t", &state(1, 10), T0 + 50_000);
+        let ops = sampler.observe(&state(1, 10), T0 + 50_000);
         assert_eq!(
             samples(&ops),
             [(Resolution::Minute, T0 / MINUTE_MILLIS, Sample(1, 10, 12))]
         );
-        assert!(sampler.observe("t", &state(1, 10), T0 + 55_000).is_empty());
-        let ops = sampler.observe("t", &state(3, 30), T0 + 61_000);
+        assert!(sampler.observe(&state(1, 10), T0 + 55_000).is_empty());
+        let ops = sampler.observe(&state(3, 30), T0 + 61_000);
         assert_eq!(
             samples(&ops),
             [(Resolution::Minute, T0 / MINUTE_MILLIS + 1, Sample(3, 30, 3))]
@@ -297,10 +289,10 @@ mod tests {
     #[test]
     fn an_hour_over_leaves_its_highest_level_and_the_retention_deletes() {
         let mut sampler = Sampler::default();
-        sampler.observe("t", &state(3, 30), T0);
-        sampler.observe("t", &state(40, 400), T0 + 10 * MINUTE_MILLIS);
-        sampler.observe("t", &state(0, 0), T0 + 20 * MINUTE_MILLIS);
-        let ops = sampler.observe("t", &state(2, 20), T0 + HOUR_MILLIS + 1);
+        sampler.observe(&state(3, 30), T0);
+        sampler.observe(&state(40, 400), T0 + 10 * MINUTE_MILLIS);
+        sampler.observe(&state(0, 0), T0 + 20 * MINUTE_MILLIS);
+        let ops = sampler.observe(&state(2, 20), T0 + HOUR_MILLIS + 1);
         let hour = T0 / HOUR_MILLIS;
         assert_eq!(
             samples(&ops),
@@ -316,9 +308,7 @@ mod tests {
         let deletes: Vec<(Resolution, i64)> = ops
             .iter()
             .filter_map(|op| match op {
-                Op::DeleteSamplesBelow {
-                    resolution, slot, ..
-                } => Some((*resolution, *slot)),
+                SeriesWrite::DeleteBelow { resolution, slot } => Some((*resolution, *slot)),
                 _ => None,
             })
             .collect();
@@ -357,32 +347,6 @@ mod tests {
             apply_deletes: false,
         });
         assert_eq!(Level::of(&waiting), Level(12, 120));
-    }
-
-    #[test]
-    fn sampling_reads_the_tables_own_new_state_from_the_commit() {
-        let mut sampler = Sampler::default();
-        let mut ops = vec![
-            Op::PutTable {
-                table: "other".to_string(),
-                state: state(9, 9),
-            },
-            Op::PutTable {
-                table: "t".to_string(),
-                state: state(4, 40),
-            },
-        ];
-        sampler.sample("t", &mut ops, T0);
-        assert_eq!(
-            samples(&ops),
-            [(Resolution::Minute, T0 / MINUTE_MILLIS, Sample(4, 40, 4))]
-        );
-        let mut without = vec![Op::DeleteFile {
-            table: "t".to_string(),
-            seq: 1,
-        }];
-        sampler.sample("t", &mut without, T0);
-        assert_eq!(without.len(), 1);
     }
 
     #[test]

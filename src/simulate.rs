@@ -13,8 +13,8 @@ use crate::accumulator::{
 };
 use crate::config::TableSpec;
 use crate::policy::{Pacing, RewriteRule, Thresholds};
-use crate::spark::result::FailureClass;
-use crate::spark::runner::{ReportSummary, RunOutcome};
+use crate::run::FailureClass;
+use crate::run::{ReportSummary, RunOutcome};
 use crate::state::{FileEntry, FileSource, PartitionCounts};
 use crate::store::{MemoryStore, StateStore};
 

@@ -319,10 +319,10 @@ pub struct RunRecord {
     pub claimed_files: u64,
     pub claimed_bytes: u64,
     pub succeeded: bool,
-    pub failure_class: Option<crate::spark::result::FailureClass>,
+    pub failure_class: Option<crate::run::FailureClass>,
     /// Short and secret-free.
     pub error: Option<String>,
-    pub result: Option<crate::spark::result::RewriteResult>,
+    pub result: Option<crate::run::RewriteResult>,
     /// Output files of the run whose own ObjectCreated events are (or will be) ignored.
     pub output_files: u64,
     pub duration_millis: u64,

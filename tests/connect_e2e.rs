@@ -7,8 +7,8 @@ mod support;
 
 use std::time::Duration;
 
+use icepack::run::FailureClass;
 use icepack::spark::connect::ConnectRunner;
-use icepack::spark::result::FailureClass;
 use icepack::spark::runner::{judge, SparkRunner};
 use support::connect::{job, runner, sql, value, Cluster, ConnectServer, Gate};
 use support::spark::{stack_available, Lakehouse};

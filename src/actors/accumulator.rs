@@ -21,7 +21,7 @@ use crate::accumulator::{object_keys, settle_run, Accumulator, FailureBackoff, S
 use crate::clock::Clock;
 use crate::policy::DueReason;
 use crate::routing::TableIndex;
-use crate::spark::runner::RunOutcome;
+use crate::run::RunOutcome;
 use crate::status::table_status;
 use crate::store::{StateStore, StoreError};
 
@@ -293,7 +293,7 @@ impl TableAccumulatorActor {
                     backoff,
                 )? {
                     Some((mut ops, change)) => {
-                        sampler.sample(&spec.table, &mut ops, now);
+                        crate::accumulator::sample_commit(&mut sampler, &spec.table, &mut ops, now);
                         store.commit(ops)?;
                         Ok(Some((change, sampler)))
                     }

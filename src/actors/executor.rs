@@ -27,9 +27,10 @@ use crate::compaction::{new_run_id, CompactionSettings};
 use crate::metrics::Metrics;
 use crate::notify::RunEvent;
 use crate::routing::TableIndex;
+use crate::run::FailureClass;
+use crate::run::RunOutcome;
 use crate::scheduler::{Scheduler, TenantLimits};
-use crate::spark::result::FailureClass;
-use crate::spark::runner::{execute, judge, RunOutcome, SparkRunner};
+use crate::spark::runner::{execute, judge, SparkRunner};
 use crate::table_map::TableMap;
 
 /// Notifications carry counts, not the list of output files.

@@ -8,7 +8,7 @@ use crate::accumulator::{Candidate, ClaimTicket, Staged};
 use crate::clock::UnixMillis;
 use crate::intake::{InboundMessage, IntakeSummary, Verdict};
 use crate::routing::TableIndex;
-use crate::spark::runner::RunOutcome;
+use crate::run::RunOutcome;
 use crate::status::TableStatus;
 use crate::store::StoreError;
 

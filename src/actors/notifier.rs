@@ -368,8 +368,8 @@ impl Handler<Flush> for Notifier {
 mod tests {
     use super::*;
     use crate::notify::payload::tests::{event, success};
-    use crate::spark::result::FailureClass;
-    use crate::spark::runner::RunOutcome;
+    use crate::run::FailureClass;
+    use crate::run::RunOutcome;
     use crate::testing::http_receiver::{Receiver, Reply};
 
     fn fast_policy() -> DeliveryPolicy {

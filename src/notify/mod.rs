@@ -7,7 +7,7 @@ pub mod payload;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::UnixMillis;
-use crate::spark::runner::RunOutcome;
+use crate::run::RunOutcome;
 
 /// Which outcomes a sink wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::RunEvent;
 use crate::clock::format_rfc3339;
 use crate::config::DEFAULT_TENANT;
-use crate::spark::runner::RunOutcome;
+use crate::run::RunOutcome;
 
 const GREEN: &str = "#36a64f";
 const RED: &str = "#E01E5A";
@@ -142,7 +142,7 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
 }
 
 /// What a `rewrite_manifests` run did: `12 rewritten → 1 added, 1 now`.
-fn manifest_effect(report: &crate::spark::runner::ReportSummary) -> String {
+fn manifest_effect(report: &crate::run::ReportSummary) -> String {
     let rewrite = report.manifests.unwrap_or_default();
     let now = report
         .manifest_count
@@ -230,8 +230,8 @@ pub fn webhook(event: &RunEvent) -> Value {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::spark::result::{FailureClass, RewriteResult};
-    use crate::spark::runner::ReportSummary;
+    use crate::run::ReportSummary;
+    use crate::run::{FailureClass, RewriteResult};
 
     pub(crate) fn event(outcome: RunOutcome) -> RunEvent {
         RunEvent {
@@ -256,7 +256,7 @@ pub(crate) mod tests {
     fn a_maintenance_run_names_its_task_and_its_effect() {
         let mut event = event(RunOutcome::Success {
             report: ReportSummary {
-                manifests: Some(crate::spark::result::ManifestRewrite {
+                manifests: Some(crate::run::ManifestRewrite {
                     rewritten_manifests_count: 12,
                     added_manifests_count: 1,
                 }),

@@ -3,21 +3,11 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
+pub use crate::run::{split_object_path, DeleteRead, FailureClass, ManifestRewrite, RewriteResult};
 
 use super::sql::{
     COMMITTED_FILE_COLUMN, DELETES_COLUMN, MANIFESTS_COLUMN, OUTPUT_FILE_COLUMN, TRUTH_FILE_COLUMN,
 };
-
-/// `rewrite_data_files`' result; columns were added over Iceberg releases, so absent ones are 0.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RewriteResult {
-    pub rewritten_data_files_count: u64,
-    pub added_data_files_count: u64,
-    pub rewritten_bytes_count: u64,
-    pub failed_data_files_count: u64,
-    pub removed_delete_files_count: u64,
-}
 
 /// What stdout of a successful run told.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,22 +33,6 @@ pub struct RunReport {
     pub deletes: Option<DeleteRead>,
     /// `rewrite_position_delete_files`' result: delete files rewritten and added.
     pub delete_rewrite: Option<(u64, u64)>,
-}
-
-/// The delete files of a table as its metadata has them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeleteRead {
-    pub position_files: u64,
-    pub equality_files: u64,
-    pub deleted_rows: u64,
-    pub data_rows: u64,
-}
-
-/// `rewrite_manifests`' result.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ManifestRewrite {
-    pub rewritten_manifests_count: u64,
-    pub added_manifests_count: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -326,52 +300,6 @@ fn rewrite_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> {
         output_files,
         ..RunReport::default()
     })
-}
-
-/// Splits `s3://bucket/key` (also `s3a://`, `s3n://`) into bucket and key.
-pub fn split_object_path(path: &str) -> Option<(&str, &str)> {
-    let rest = path
-        .strip_prefix("s3://")
-        .or_else(|| path.strip_prefix("s3a://"))
-        .or_else(|| path.strip_prefix("s3n://"))?;
-    let (bucket, key) = rest.split_once('/')?;
-    (!bucket.is_empty() && !key.is_empty()).then_some((bucket, key))
-}
-
-/// Why a run failed, as operators act on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureClass {
-    /// A concurrent writer changed the files being rewritten; a later retry usually succeeds.
-    CommitConflict,
-    /// The commit may or may not have happened; never retried blindly.
-    CommitStateUnknown,
-    OutOfMemory,
-    Timeout,
-    /// No container engine, image missing, spark-sql not found.
-    EngineUnavailable,
-    Other,
-}
-
-impl FailureClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureClass::CommitConflict => "commit_conflict",
-            FailureClass::CommitStateUnknown => "commit_state_unknown",
-            FailureClass::OutOfMemory => "out_of_memory",
-            FailureClass::Timeout => "timeout",
-            FailureClass::EngineUnavailable => "engine_unavailable",
-            FailureClass::Other => "other",
-        }
-    }
-
-    /// Whether another attempt within the same run is worth it.
-    pub fn is_retryable(self) -> bool {
-        matches!(
-            self,
-            FailureClass::CommitConflict | FailureClass::EngineUnavailable | FailureClass::Other
-        )
-    }
 }
 
 /// Classifies a finished engine run that did not succeed. `oom_killed` alone is unreliable: only

@@ -4,10 +4,12 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
+
 use tracing::{info, warn};
 
 use std::collections::BTreeMap;
+
+pub use crate::run::{ReportSummary, RunOutcome};
 
 use super::command::{command_line, describe_args, is_secret_key};
 use super::result::{
@@ -200,67 +202,6 @@ pub trait SparkRunner: Send + Sync + 'static {
     }
 }
 
-/// The end of a compaction run.
-// One a run, moved a few times: the size of a success's report costs nothing worth a box.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum RunOutcome {
-    Success {
-        report: ReportSummary,
-        duration_millis: u64,
-        attempts: u32,
-    },
-    Failure {
-        class: FailureClass,
-        /// Short, secret-free.
-        excerpt: String,
-        duration_millis: u64,
-        attempts: u32,
-    },
-}
-
-/// What a successful run reported.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportSummary {
-    pub result: super::result::RewriteResult,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub output_files: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<Vec<crate::partitions::PartitionField>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub truth: Option<Vec<(String, u64)>>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub committed: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub table_order: Option<crate::strategy::TableOrder>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifest_count: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manifests: Option<super::result::ManifestRewrite>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub orphan_files: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deletes: Option<super::result::DeleteRead>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delete_rewrite: Option<(u64, u64)>,
-}
-
-impl ReportSummary {
-    /// The counts only: what notifications and command output carry.
-    pub fn without_file_lists(&self) -> ReportSummary {
-        ReportSummary {
-            result: self.result,
-            manifest_count: self.manifest_count,
-            manifests: self.manifests,
-            orphan_files: self.orphan_files,
-            deletes: self.deletes,
-            delete_rewrite: self.delete_rewrite,
-            ..ReportSummary::default()
-        }
-    }
-}
-
 impl From<RunReport> for ReportSummary {
     fn from(report: RunReport) -> Self {
         ReportSummary {
@@ -275,15 +216,6 @@ impl From<RunReport> for ReportSummary {
             orphan_files: report.orphan_files,
             deletes: report.deletes,
             delete_rewrite: report.delete_rewrite,
-        }
-    }
-}
-
-impl RunOutcome {
-    pub fn failure_class(&self) -> Option<FailureClass> {
-        match self {
-            RunOutcome::Success { .. } => None,
-            RunOutcome::Failure { class, .. } => Some(*class),
         }
     }
 }

@@ -128,6 +128,30 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// A change to `table`'s series, as an op of the commit it joins.
+    pub fn series(table: &str, write: crate::series::SeriesWrite) -> Op {
+        use crate::series::SeriesWrite;
+        match write {
+            SeriesWrite::Put {
+                resolution,
+                slot,
+                sample,
+            } => Op::PutSample {
+                table: table.to_string(),
+                resolution,
+                slot,
+                sample,
+            },
+            SeriesWrite::DeleteBelow { resolution, slot } => Op::DeleteSamplesBelow {
+                table: table.to_string(),
+                resolution,
+                slot,
+            },
+        }
+    }
+}
+
 /// The state store every component talks to.
 pub trait StateStore: Send + Sync + 'static {
     /// A table's state and partitions; the default (empty) state for a table never seen.

@@ -239,7 +239,7 @@ pub async fn sql(
 
 fn judge_statements(
     output: &icepack::spark::runner::EngineOutput,
-) -> Result<(), (icepack::spark::result::FailureClass, String)> {
+) -> Result<(), (icepack::run::FailureClass, String)> {
     match &output.error {
         None => Ok(()),
         Some(_) => judge(output, &[]).map(|_| ()),

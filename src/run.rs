@@ -1,0 +1,147 @@
+//! What a run of a table's maintenance reports, whatever engine ran it: its outcome, the
+//! rewrite's counts, why it failed. The durable state and the pure accumulator use these types
+//! and nothing of the engines; `spark` produces them (and re-exports them under its old paths).
+
+use serde::{Deserialize, Serialize};
+
+/// The end of a compaction run.
+// One a run, moved a few times: the size of a success's report costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum RunOutcome {
+    Success {
+        report: ReportSummary,
+        duration_millis: u64,
+        attempts: u32,
+    },
+    Failure {
+        class: FailureClass,
+        /// Short, secret-free.
+        excerpt: String,
+        duration_millis: u64,
+        attempts: u32,
+    },
+}
+
+/// What a successful run reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportSummary {
+    pub result: RewriteResult,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_files: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Vec<crate::partitions::PartitionField>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truth: Option<Vec<(String, u64)>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub committed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_order: Option<crate::strategy::TableOrder>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_count: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifests: Option<ManifestRewrite>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orphan_files: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletes: Option<DeleteRead>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_rewrite: Option<(u64, u64)>,
+}
+
+impl ReportSummary {
+    /// The counts only: what notifications and command output carry.
+    pub fn without_file_lists(&self) -> ReportSummary {
+        ReportSummary {
+            result: self.result,
+            manifest_count: self.manifest_count,
+            manifests: self.manifests,
+            orphan_files: self.orphan_files,
+            deletes: self.deletes,
+            delete_rewrite: self.delete_rewrite,
+            ..ReportSummary::default()
+        }
+    }
+}
+
+impl RunOutcome {
+    pub fn failure_class(&self) -> Option<FailureClass> {
+        match self {
+            RunOutcome::Success { .. } => None,
+            RunOutcome::Failure { class, .. } => Some(*class),
+        }
+    }
+}
+
+/// `rewrite_data_files`' result; columns were added over Iceberg releases, so absent ones are 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RewriteResult {
+    pub rewritten_data_files_count: u64,
+    pub added_data_files_count: u64,
+    pub rewritten_bytes_count: u64,
+    pub failed_data_files_count: u64,
+    pub removed_delete_files_count: u64,
+}
+
+/// The delete files of a table as its metadata has them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteRead {
+    pub position_files: u64,
+    pub equality_files: u64,
+    pub deleted_rows: u64,
+    pub data_rows: u64,
+}
+
+/// `rewrite_manifests`' result.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestRewrite {
+    pub rewritten_manifests_count: u64,
+    pub added_manifests_count: u64,
+}
+
+/// Why a run failed, as operators act on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// A concurrent writer changed the files being rewritten; a later retry usually succeeds.
+    CommitConflict,
+    /// The commit may or may not have happened; never retried blindly.
+    CommitStateUnknown,
+    OutOfMemory,
+    Timeout,
+    /// No container engine, image missing, spark-sql not found.
+    EngineUnavailable,
+    Other,
+}
+
+impl FailureClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::CommitConflict => "commit_conflict",
+            FailureClass::CommitStateUnknown => "commit_state_unknown",
+            FailureClass::OutOfMemory => "out_of_memory",
+            FailureClass::Timeout => "timeout",
+            FailureClass::EngineUnavailable => "engine_unavailable",
+            FailureClass::Other => "other",
+        }
+    }
+
+    /// Whether another attempt within the same run is worth it.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            FailureClass::CommitConflict | FailureClass::EngineUnavailable | FailureClass::Other
+        )
+    }
+}
+
+/// Splits `s3://bucket/key` (also `s3a://`, `s3n://`) into bucket and key.
+pub fn split_object_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path
+        .strip_prefix("s3://")
+        .or_else(|| path.strip_prefix("s3a://"))
+        .or_else(|| path.strip_prefix("s3n://"))?;
+    let (bucket, key) = rest.split_once('/')?;
+    (!bucket.is_empty() && !key.is_empty()).then_some((bucket, key))
+}
