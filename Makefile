@@ -10,6 +10,7 @@ build: deps
 
 lint: deps
 	cargo fmt --all -- --check
+	python3 deploy/check/module-graph.py --quiet --allow actors,table_map
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features failpoints -- -D warnings
 

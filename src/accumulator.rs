@@ -161,9 +161,7 @@ pub const DELETES_TRIGGER: &str = "deletes";
 /// The trigger (and task name) of a `remove_orphan_files` run.
 pub const REMOVE_ORPHANS_TRIGGER: &str = "remove_orphan_files";
 
-/// The trigger of a read of an `auto` table's sort order before its first run (a reconcile:
-/// it rewrites nothing; the run follows once the order is known).
-pub const ORDER_READ_TRIGGER: &str = "read_order";
+pub use crate::state::ORDER_READ_TRIGGER;
 
 impl RunPlan {
     fn order_read() -> RunPlan {

@@ -145,7 +145,7 @@ pub struct SlackConfig {
     #[serde(default = "default_slack_channel")]
     pub channel: String,
     #[serde(default = "default_notify_on")]
-    pub notify_on: Vec<crate::notify::EventKind>,
+    pub notify_on: Vec<EventKind>,
 }
 
 fn default_slack_url_env() -> String {
@@ -156,11 +156,8 @@ fn default_slack_channel() -> String {
     "#lakehouse-alerts".to_string()
 }
 
-fn default_notify_on() -> Vec<crate::notify::EventKind> {
-    vec![
-        crate::notify::EventKind::Success,
-        crate::notify::EventKind::Failure,
-    ]
+fn default_notify_on() -> Vec<EventKind> {
+    vec![EventKind::Success, EventKind::Failure]
 }
 
 impl Default for SlackConfig {
@@ -179,7 +176,7 @@ pub struct WebhookConfig {
     /// Name of the environment variable holding the URL.
     pub url_env: String,
     #[serde(default = "default_notify_on")]
-    pub notify_on: Vec<crate::notify::EventKind>,
+    pub notify_on: Vec<EventKind>,
 }
 
 fn check_env_name(key: &str, name: &str, hint: &str) -> Result<(), ConfigError> {
@@ -558,6 +555,14 @@ const OWNED_REWRITE_OPTIONS: [&str; 4] = [
     "partial-progress.enabled",
 ];
 
+/// Which outcomes a sink wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Success,
+    Failure,
+}
+
 /// A table with every default applied: what the rest of icepack works with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSpec {
@@ -591,19 +596,7 @@ pub struct TableSpec {
     pub run_history: u64,
 }
 
-/// When a merge-on-read table is due by its delete files.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DeleteThresholds {
-    pub files: Option<u64>,
-    /// Deleted rows per million rows (`delete_ratio_threshold` × 10⁶).
-    pub ratio_ppm: Option<u64>,
-}
-
-impl DeleteThresholds {
-    pub fn is_on(&self) -> bool {
-        self.files.is_some() || self.ratio_ppm.is_some()
-    }
-}
+pub use crate::state::DeleteThresholds;
 
 impl TableSpec {
     pub fn rewrite_rule(&self) -> crate::policy::RewriteRule {
@@ -1162,7 +1155,7 @@ impl TableConfig {
             }
         }
         if let Some(catalog) = &self.catalog {
-            if !crate::spark::sql::is_safe_identifier(catalog) {
+            if !crate::sql_text::is_safe_identifier(catalog) {
                 return invalid(format!(
                     "{key}.catalog: `{}` is not a valid catalog name",
                     catalog.escape_debug()
@@ -1386,7 +1379,7 @@ fn default_catalogs() -> BTreeMap<String, CatalogConfig> {
 impl CatalogConfig {
     fn validate(&self, name: &str) -> Result<(), ConfigError> {
         let key = format!("catalogs.{name}");
-        if !crate::spark::sql::is_safe_identifier(name) {
+        if !crate::sql_text::is_safe_identifier(name) {
             return invalid(format!(
                 "{key}: `{}` is not a valid catalog name",
                 name.escape_debug()
@@ -1419,7 +1412,7 @@ impl CatalogConfig {
             return invalid(format!("{key}.warehouse: must not be empty"));
         }
         for (property, value) in &self.properties {
-            if !crate::spark::sql::is_safe_conf_key(property) {
+            if !crate::sql_text::is_safe_conf_key(property) {
                 return invalid(format!(
                     "{key}.properties: `{}` is not a valid property name",
                     property.escape_debug()
@@ -1637,7 +1630,7 @@ impl SparkConfig {
             return invalid("spark.master: must be one URL such as spark://host:7077");
         }
         for (key, value) in &self.conf {
-            if !crate::spark::sql::is_safe_conf_key(key) {
+            if !crate::sql_text::is_safe_conf_key(key) {
                 return invalid(format!(
                     "spark.conf: `{}` is not a valid Spark property name",
                     key.escape_debug()
@@ -1649,7 +1642,7 @@ impl SparkConfig {
                 ));
             }
         }
-        if !self.network.is_empty() && !crate::spark::sql::is_safe_conf_key(&self.network) {
+        if !self.network.is_empty() && !crate::sql_text::is_safe_conf_key(&self.network) {
             return invalid(format!(
                 "spark.network: `{}` is not a network mode",
                 self.network.escape_debug()
@@ -1695,7 +1688,7 @@ impl SparkConfig {
             check_env_name("spark.connect_token_env", &self.connect_token_env, "")?;
         }
         if self.runner == SparkRunnerKind::Connect || !self.connect_url.is_empty() {
-            crate::spark::connect::ConnectEndpoint::parse(&self.connect_url, self.connect_tls)
+            crate::connect_endpoint::ConnectEndpoint::parse(&self.connect_url, self.connect_tls)
                 .map_err(|error| ConfigError::Invalid(format!("spark.connect_url: {error}")))?;
         }
         Ok(())

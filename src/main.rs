@@ -50,7 +50,8 @@ enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the service: poll SQS, count small files per table, report due tables.
+    /// Run the service: poll SQS, count small files per table, compact and maintain due tables,
+    /// notify, and serve the HTTP API and the operator's page.
     Run {
         #[arg(long, env = "ICEPACK_CONFIG")]
         config: PathBuf,

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::spark::sql::quote_string;
+use crate::sql_text::quote_string;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

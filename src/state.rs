@@ -167,6 +167,20 @@ pub struct TableState {
     pub next_run_seq: u64,
 }
 
+/// When a merge-on-read table is due by its delete files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeleteThresholds {
+    pub files: Option<u64>,
+    /// Deleted rows per million rows (`delete_ratio_threshold` × 10⁶).
+    pub ratio_ppm: Option<u64>,
+}
+
+impl DeleteThresholds {
+    pub fn is_on(&self) -> bool {
+        self.files.is_some() || self.ratio_ppm.is_some()
+    }
+}
+
 /// A table's position and equality delete files, and the rows they delete.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeleteCounts {
@@ -193,7 +207,7 @@ impl DeleteCounts {
     }
 
     /// Whether the table is due by its deletes.
-    pub fn due(&self, thresholds: &crate::config::DeleteThresholds) -> bool {
+    pub fn due(&self, thresholds: &DeleteThresholds) -> bool {
         thresholds.files.is_some_and(|files| self.files() >= files)
             || thresholds
                 .ratio_ppm
@@ -295,13 +309,15 @@ pub struct Claim {
     pub apply_deletes: bool,
 }
 
+/// The trigger of a read of an `auto` table's sort order before its first run (a reconcile:
+/// it rewrites nothing; the run follows once the order is known).
+pub const ORDER_READ_TRIGGER: &str = "read_order";
+
 impl Claim {
     /// Whether its outcome counts like a run's (a failure backs the table off): a data rewrite,
     /// maintenance, or the read of the order an `auto` table's runs wait for — not a reconcile.
     pub fn is_run(&self) -> bool {
-        self.rewrite
-            || self.maintenance.is_some()
-            || self.trigger == crate::accumulator::ORDER_READ_TRIGGER
+        self.rewrite || self.maintenance.is_some() || self.trigger == ORDER_READ_TRIGGER
     }
 }
 

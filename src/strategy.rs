@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::spark::sql::is_safe_identifier;
+use crate::sql_text::is_safe_identifier;
 
 /// A table's rewrite strategy, as configured (`strategy`, `sort_order`).
 #[derive(Debug, Clone, PartialEq, Eq)]

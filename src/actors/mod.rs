@@ -10,3 +10,4 @@ pub mod notifier;
 pub mod poller;
 pub mod router;
 pub mod supervisor;
+pub mod workers;

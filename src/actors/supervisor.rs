@@ -16,11 +16,11 @@ use tracing::{error, info, warn};
 use super::accumulator::TableAccumulatorActor;
 use super::executor::CompactionPool;
 use super::messages::AccumulatorRestarted;
+use super::workers::Workers;
 use crate::accumulator::{Accumulator, FailureBackoff};
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::routing::TableIndex;
-use crate::service::Workers;
 use crate::store::StateStore;
 use crate::table_map::TableMap;
 

@@ -4,18 +4,10 @@
 pub mod delivery;
 pub mod payload;
 
-use serde::{Deserialize, Serialize};
-
 use crate::clock::UnixMillis;
 use crate::run::RunOutcome;
 
-/// Which outcomes a sink wants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EventKind {
-    Success,
-    Failure,
-}
+pub use crate::config::EventKind;
 
 /// The end of a compaction run, as it is told.
 #[derive(Debug, Clone, PartialEq, Eq)]

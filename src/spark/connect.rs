@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use arrow_array::RecordBatch;
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use async_trait::async_trait;
-use spark_connect_core::channel::ChannelBuilder;
 use spark_connect_core::client::SparkConnectClient;
 use spark_connect_core::error::SparkError;
 use spark_connect_core::retries::RetryPolicy;
@@ -50,59 +49,7 @@ const RECOVERY_SETTLE: Duration = Duration::from_secs(2);
 /// Longest a run's interrupt may take after its deadline before the run gives up on it.
 const INTERRUPT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A validated Spark Connect endpoint: `sc://host:port[/;param=value...]`, TLS and token applied.
-#[derive(Debug, Clone)]
-pub struct ConnectEndpoint {
-    builder: ChannelBuilder,
-}
-
-impl ConnectEndpoint {
-    /// Parses the URL; `tls` forces `use_ssl=true`.
-    pub fn parse(url: &str, tls: bool) -> Result<ConnectEndpoint, String> {
-        if url.is_empty() {
-            return Err(
-                "is empty: the Spark Connect endpoint, e.g. sc://spark-connect:15002".into(),
-            );
-        }
-        if url.chars().any(|c| c.is_control() || c.is_whitespace()) {
-            return Err("must be one URL without spaces".into());
-        }
-        let mut builder = ChannelBuilder::parse(url).map_err(|error| {
-            super::command::hide_url_password(&error.message())
-                .replace(url, "the URL")
-                .to_string()
-        })?;
-        if tls {
-            builder.set("use_ssl", "true");
-        }
-        if builder.user_id().is_none() {
-            builder.set("user_id", "icepack");
-        }
-        Ok(ConnectEndpoint { builder })
-    }
-
-    /// The bearer token sent with every request (TLS required except to the loopback).
-    pub fn with_token(mut self, token: Option<String>) -> ConnectEndpoint {
-        if let Some(token) = token.filter(|token| !token.is_empty()) {
-            self.builder.set("token", &token);
-        }
-        self
-    }
-
-    /// What logs and status may show: scheme, host and port, TLS, whether a token is used.
-    pub fn shown(&self) -> String {
-        format!(
-            "sc://{}{}{}",
-            self.builder.endpoint(),
-            if self.builder.use_ssl() { " (TLS)" } else { "" },
-            if self.builder.token().is_some() {
-                " (token)"
-            } else {
-                ""
-            }
-        )
-    }
-}
+pub use crate::connect_endpoint::ConnectEndpoint;
 
 /// What the connect runner needs.
 #[derive(Debug, Clone)]
@@ -219,7 +166,7 @@ impl ConnectRunner {
         let base = self
             .base
             .get_or_try_init(|| async {
-                let mut client = SparkConnectClient::connect(&self.settings.endpoint.builder)
+                let mut client = SparkConnectClient::connect(self.settings.endpoint.channel())
                     .await
                     .map_err(|error| {
                         EngineError::Unavailable(format!(
