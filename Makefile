@@ -10,7 +10,7 @@ build: deps
 
 lint: deps
 	cargo fmt --all -- --check
-	python3 deploy/check/module-graph.py --quiet --allow actors,table_map
+	python3 deploy/check/module-graph.py --quiet
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features failpoints -- -D warnings
 

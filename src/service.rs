@@ -19,6 +19,7 @@ use crate::actors::messages::{GetStatus, SetTableMap, UpdateSpec};
 use crate::actors::notifier::Notifier;
 use crate::actors::router::IntakeRouter;
 use crate::actors::supervisor::AccumulatorSupervisor;
+use crate::actors::TableMap;
 use crate::clock::Clock;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
@@ -27,7 +28,7 @@ use crate::routing::TableIndex;
 use crate::spark::runner::SparkRunner;
 use crate::status::StatusReport;
 use crate::store::{StateStore, StoreError};
-use crate::table_map::{plan_changes, TableMap};
+use crate::table_map::plan_changes;
 
 impl Pipeline {
     /// The state store (for reads such as the run history).

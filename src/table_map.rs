@@ -12,31 +12,53 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use actix::Addr;
-
-use crate::actors::accumulator::TableAccumulatorActor;
 use crate::config::{TableSpec, TenantSpec};
 use crate::routing::TableIndex;
 
-/// Where a table's accumulator is now; shared by every snapshot of the map.
-type AccumulatorSlot = Arc<RwLock<Addr<TableAccumulatorActor>>>;
+/// Where a table's accumulator is now (`A`: its address); shared by every snapshot of the map.
+type AccumulatorSlot<A> = Arc<RwLock<A>>;
 
-#[derive(Clone, Default)]
-pub struct TableMap {
+/// The tables and, for each, the address `A` of its accumulator: generic, so this catalogue
+/// knows nothing of the actors (`actors::TableMap` is the one the pipeline uses).
+pub struct TableMap<A> {
     specs: Vec<Arc<TableSpec>>,
     active: Vec<bool>,
-    accumulators: Vec<AccumulatorSlot>,
+    accumulators: Vec<AccumulatorSlot<A>>,
     by_name: HashMap<String, TableIndex>,
     tenants: BTreeMap<String, Arc<TenantSpec>>,
 }
 
-impl TableMap {
+impl<A> Clone for TableMap<A> {
+    fn clone(&self) -> Self {
+        TableMap {
+            specs: self.specs.clone(),
+            active: self.active.clone(),
+            accumulators: self.accumulators.clone(),
+            by_name: self.by_name.clone(),
+            tenants: self.tenants.clone(),
+        }
+    }
+}
+
+impl<A> Default for TableMap<A> {
+    fn default() -> Self {
+        TableMap {
+            specs: Vec::new(),
+            active: Vec::new(),
+            accumulators: Vec::new(),
+            by_name: HashMap::new(),
+            tenants: BTreeMap::new(),
+        }
+    }
+}
+
+impl<A: Clone> TableMap<A> {
     /// A map of the given tables (all active), in order, with their accumulators.
     pub fn new(
         specs: Vec<Arc<TableSpec>>,
-        accumulators: Vec<Addr<TableAccumulatorActor>>,
+        accumulators: Vec<A>,
         tenants: Vec<TenantSpec>,
-    ) -> TableMap {
+    ) -> TableMap<A> {
         assert_eq!(specs.len(), accumulators.len());
         let by_name = specs
             .iter()
@@ -76,7 +98,7 @@ impl TableMap {
         &self.specs
     }
 
-    pub fn accumulator(&self, table: TableIndex) -> Addr<TableAccumulatorActor> {
+    pub fn accumulator(&self, table: TableIndex) -> A {
         self.accumulators[table]
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -84,7 +106,7 @@ impl TableMap {
     }
 
     /// A restarted accumulator takes the slot: every snapshot of the map reaches it from now on.
-    pub fn replace_accumulator(&self, table: TableIndex, accumulator: Addr<TableAccumulatorActor>) {
+    pub fn replace_accumulator(&self, table: TableIndex, accumulator: A) {
         *self.accumulators[table]
             .write()
             .unwrap_or_else(PoisonError::into_inner) = accumulator;
@@ -125,9 +147,9 @@ impl TableMap {
     pub fn apply(
         &self,
         changes: &MapChanges,
-        started: Vec<Addr<TableAccumulatorActor>>,
+        started: Vec<A>,
         tenants: Vec<TenantSpec>,
-    ) -> TableMap {
+    ) -> TableMap<A> {
         assert_eq!(changes.added.len(), started.len());
         let mut next = self.clone();
         next.active.iter_mut().for_each(|active| *active = false);
@@ -163,7 +185,7 @@ pub struct MapChanges {
 }
 
 /// Compares the current map with the tables of a new configuration. Pure.
-pub fn plan_changes(map: &TableMap, specs: Vec<TableSpec>) -> MapChanges {
+pub fn plan_changes<A: Clone>(map: &TableMap<A>, specs: Vec<TableSpec>) -> MapChanges {
     let mut changes = MapChanges::default();
     let mut still_configured = vec![false; map.len()];
     for spec in specs {
@@ -207,7 +229,7 @@ mod tests {
     }
 
     /// A map without accumulators: the plan only reads specs and flags.
-    fn map_of(specs: &[TableSpec], active: &[bool]) -> TableMap {
+    fn map_of(specs: &[TableSpec], active: &[bool]) -> TableMap<()> {
         TableMap {
             specs: specs.iter().cloned().map(Arc::new).collect(),
             active: active.to_vec(),

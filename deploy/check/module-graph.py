@@ -6,8 +6,7 @@ comments and test modules), and its cycles.
     deploy/check/module-graph.py --allow a,b       ... except one among exactly these modules
     deploy/check/module-graph.py --dot             the graph for Graphviz
 
-`make lint` runs it (`--quiet`) with the one cycle still allowed (docs/architecture.md says which and why),
-so no new one comes in.
+`make lint` runs it (`--quiet`): the graph has no cycle, and none comes in.
 """
 import argparse
 import os

@@ -21,6 +21,7 @@ use super::messages::{
 use tracing::Instrument;
 
 use super::notifier::{Notifier, Notify};
+use super::TableMap;
 use crate::accumulator::ClaimTicket;
 use crate::clock::Clock;
 use crate::compaction::{new_run_id, CompactionSettings};
@@ -31,7 +32,6 @@ use crate::run::FailureClass;
 use crate::run::RunOutcome;
 use crate::scheduler::{Scheduler, TenantLimits};
 use crate::spark::runner::{execute, judge, SparkRunner};
-use crate::table_map::TableMap;
 
 /// Notifications carry counts, not the list of output files.
 fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {

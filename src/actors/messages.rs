@@ -225,7 +225,7 @@ pub struct Forget;
 /// A reload: the table map to work from now.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SetTableMap(pub std::sync::Arc<crate::table_map::TableMap>);
+pub struct SetTableMap(pub std::sync::Arc<super::TableMap>);
 
 #[cfg(test)]
 mod tests {

@@ -11,3 +11,6 @@ pub mod poller;
 pub mod router;
 pub mod supervisor;
 pub mod workers;
+
+/// The pipeline's tables, each with the address of its accumulator.
+pub type TableMap = crate::table_map::TableMap<actix::Addr<accumulator::TableAccumulatorActor>>;

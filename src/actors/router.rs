@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
 use super::messages::{Ingest, IngestReport, IntakeError, Reload, SetTableMap, Settle, Stage};
+use super::TableMap;
 use crate::accumulator::{object_keys, Candidate};
 use crate::clock::Clock;
 use crate::failpoint;
@@ -30,7 +31,6 @@ use crate::metrics::Metrics;
 use crate::policy::Backoff;
 use crate::routing::{IgnoreReason, Router, TableIndex};
 use crate::store::{StateStore, StoreError};
-use crate::table_map::TableMap;
 
 const PURGE_INTERVAL: Duration = Duration::from_secs(3600);
 /// A store writable this long after a recovery probes from the shortest back-off when it fails.

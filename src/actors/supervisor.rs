@@ -17,12 +17,12 @@ use super::accumulator::TableAccumulatorActor;
 use super::executor::CompactionPool;
 use super::messages::AccumulatorRestarted;
 use super::workers::Workers;
+use super::TableMap;
 use crate::accumulator::{Accumulator, FailureBackoff};
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::routing::TableIndex;
 use crate::store::StateStore;
-use crate::table_map::TableMap;
 
 /// How often every slot is looked at.
 const CHECK_INTERVAL: Duration = Duration::from_millis(500);
