@@ -1,0 +1,647 @@
+//! One table's pending small files: counting new files once, and deciding when the table is due.
+//!
+//! A plain component: the [`TableAccumulatorActor`](crate::actors::accumulator) wraps it and is the
+//! only code that changes a table's state. A change is *staged* (returned as store ops), then
+//! *settled* once the commit that carries it succeeded or failed; in between nothing else changes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use crate::clock::UnixMillis;
+use crate::config::TableSpec;
+use crate::policy::{next_max_wait_deadline, table_decision, Decision, DueReason};
+use crate::run::split_object_path;
+use crate::run::RunOutcome;
+use crate::series::Sampler;
+use crate::state::{
+    Claim, FileEntry, FileSource, Maintenance, PartitionCounts, PendingCounts, RunRecord,
+    SeenEntry, TableSnapshot, TableState,
+};
+use crate::store::{Op, StateStore, StoreError};
+use crate::strategy::RunStrategy;
+
+/// Adds to a commit's `ops` the series writes of the table's new state, if they carry one.
+pub fn sample_commit(sampler: &mut Sampler, table: &str, ops: &mut Vec<Op>, now: UnixMillis) {
+    let writes = ops
+        .iter()
+        .rev()
+        .find_map(|op| match op {
+            Op::PutTable {
+                table: owner,
+                state,
+            } if owner == table => Some(state),
+            _ => None,
+        })
+        .map(|state| sampler.observe(state, now));
+    ops.extend(
+        writes
+            .into_iter()
+            .flatten()
+            .map(|write| Op::series(table, write)),
+    );
+}
+
+/// A record that routed to this table as a small data file; not yet checked for duplicates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub bucket: String,
+    pub key: String,
+    pub size: u64,
+    pub event_millis: UnixMillis,
+    pub partition: String,
+    pub kind: FileKind,
+}
+
+/// What an announced file is to its table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FileKind {
+    /// A small data file: pending until a run compacts it.
+    #[default]
+    Data,
+    /// A new manifest: counted toward `max_manifests`, never pending.
+    Manifest,
+    /// A new delete file: counted toward `delete_file_threshold`, never pending.
+    Delete,
+}
+
+/// The result of staging candidates: ops to commit, and what happened to each candidate.
+#[derive(Debug, Default)]
+pub struct Staged {
+    pub ops: Vec<Op>,
+    pub num_counted: u64,
+    pub num_duplicates: u64,
+    /// Positions (in the staged candidates) of the duplicates, so a caller that staged several
+    /// batches together can attribute them.
+    pub duplicate_positions: Vec<usize>,
+}
+
+/// The (bucket, key) of each candidate, in order: what is looked up in the `seen` family.
+pub fn object_keys(candidates: &[Candidate]) -> Vec<(&str, &str)> {
+    candidates
+        .iter()
+        .map(|candidate| (candidate.bucket.as_str(), candidate.key.as_str()))
+        .collect()
+}
+
+/// A change to a table's state, computed before its commit and adopted once the commit succeeded.
+#[derive(Debug, Clone)]
+pub struct StagedChange {
+    state: TableState,
+    partitions: PartitionUpdate,
+}
+
+#[derive(Debug, Clone)]
+enum PartitionUpdate {
+    /// These partitions have new counts; the others are unchanged.
+    Merge(Vec<(String, PartitionCounts)>),
+    /// The pending partitions are exactly these.
+    Replace(BTreeMap<String, PartitionCounts>),
+}
+
+/// What the executor pool needs to know of a claim to start the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimTicket {
+    pub run_id: String,
+    pub trigger: String,
+    pub started_millis: UnixMillis,
+    pub files: u64,
+    pub bytes: u64,
+    /// The partitions to rewrite (empty: the whole table), and `min-input-files`.
+    pub partitions: Vec<String>,
+    pub min_input_files: u64,
+    /// The partition spec known when the run started (to build the `where` filter).
+    pub spec: Option<Vec<crate::partitions::PartitionField>>,
+    /// `false`: a reconcile, which reads the truth and rewrites nothing.
+    pub rewrite: bool,
+    /// Mid-sized files may join the rewrite (Iceberg's default floor); only small ones otherwise.
+    pub joins_mid_sized: bool,
+    pub strategy: RunStrategy,
+    /// Maintenance instead of a data rewrite.
+    pub maintenance: Option<Maintenance>,
+    /// The data rewrite applies the table's deletes.
+    pub apply_deletes: bool,
+}
+
+impl ClaimTicket {
+    fn from_claim(claim: &Claim, spec: Option<Vec<crate::partitions::PartitionField>>) -> Self {
+        ClaimTicket {
+            run_id: claim.run_id.clone(),
+            trigger: claim.trigger.clone(),
+            started_millis: claim.started_millis,
+            files: claim.counts.files,
+            bytes: claim.counts.bytes,
+            partitions: claim.rewrite_partitions.clone(),
+            min_input_files: claim.min_input_files,
+            spec,
+            rewrite: claim.rewrite,
+            joins_mid_sized: claim.joins_mid_sized,
+            strategy: claim.strategy.clone(),
+            maintenance: claim.maintenance,
+            apply_deletes: claim.apply_deletes,
+        }
+    }
+}
+
+/// What a run is to do, decided when it gets its slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunPlan {
+    pub trigger: String,
+    pub partitions: Vec<String>,
+    pub min_input_files: u64,
+    pub rewrite: bool,
+    pub joins_mid_sized: bool,
+    pub strategy: RunStrategy,
+    pub maintenance: Option<Maintenance>,
+    pub apply_deletes: bool,
+}
+
+/// The trigger of a run due by its delete files alone.
+pub const DELETES_TRIGGER: &str = "deletes";
+
+/// The trigger (and task name) of a `remove_orphan_files` run.
+pub const REMOVE_ORPHANS_TRIGGER: &str = "remove_orphan_files";
+
+pub use crate::state::ORDER_READ_TRIGGER;
+
+impl RunPlan {
+    fn order_read() -> RunPlan {
+        RunPlan {
+            trigger: ORDER_READ_TRIGGER.to_string(),
+            partitions: Vec::new(),
+            min_input_files: 0,
+            rewrite: false,
+            joins_mid_sized: false,
+            strategy: RunStrategy::Binpack,
+            maintenance: None,
+            apply_deletes: false,
+        }
+    }
+
+    fn maintenance(maintenance: Maintenance) -> RunPlan {
+        RunPlan {
+            trigger: maintenance.as_str().to_string(),
+            maintenance: Some(maintenance),
+            ..RunPlan::order_read()
+        }
+    }
+}
+
+/// How long every truth read — a run's and a reconcile's alike — keeps a file announced by an event
+/// although the metadata does not have it yet: its writer uploads the object first and commits the
+/// snapshot later, so it may still be committing. Older such files are orphans and are dropped.
+pub const RECONCILE_GRACE_MILLIS: i64 = 15 * 60 * 1000;
+
+/// Where a run's report of committed files begins (`icepack_committed_file`): a grace window before
+/// the claim, so that a file the grace keeps and that was committed and then removed (rewritten by
+/// the run, deleted) shows up in it and is not kept.
+pub fn committed_since_millis(started_millis: UnixMillis) -> UnixMillis {
+    started_millis - RECONCILE_GRACE_MILLIS
+}
+
+/// How a failed table waits before its next run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailureBackoff {
+    pub initial_millis: i64,
+    pub max_millis: i64,
+}
+
+impl FailureBackoff {
+    /// The wait after the `failures`-th consecutive failure: initial, doubling, capped.
+    pub fn delay_millis(&self, failures: u32) -> i64 {
+        let doublings = failures.saturating_sub(1).min(30);
+        self.initial_millis
+            .saturating_mul(1i64 << doublings)
+            .min(self.max_millis)
+    }
+}
+
+#[derive(Debug)]
+pub struct Accumulator {
+    spec: Arc<TableSpec>,
+    snapshot: TableSnapshot,
+    /// Boxed: a table is idle almost always, and this is half of an idle table's size.
+    staged: Option<Box<StagedChange>>,
+    /// What the table's small-files series last recorded.
+    sampler: Sampler,
+}
+
+impl Accumulator {
+    pub fn load(spec: Arc<TableSpec>, store: &dyn StateStore) -> Result<Accumulator, StoreError> {
+        let snapshot = store.load_table(&spec.table)?;
+        Ok(Accumulator {
+            spec,
+            snapshot,
+            staged: None,
+            sampler: Sampler::default(),
+        })
+    }
+
+    pub fn spec(&self) -> &TableSpec {
+        &self.spec
+    }
+
+    /// A reload changed the table's settings: the next evaluation uses them.
+    pub fn set_spec(&mut self, spec: Arc<TableSpec>) {
+        debug_assert_eq!(spec.table, self.spec.table);
+        self.spec = spec;
+    }
+
+    pub fn snapshot(&self) -> &TableSnapshot {
+        &self.snapshot
+    }
+
+    /// The series' sampler, to sample a commit made off the actor (a run's settlement).
+    pub fn sampler(&self) -> Sampler {
+        self.sampler
+    }
+
+    /// The sampler after such a commit landed.
+    pub fn set_sampler(&mut self, sampler: Sampler) {
+        self.sampler = sampler;
+    }
+
+    /// Counts the candidates not seen before. The change is held until [`settle`](Self::settle).
+    /// Event times later than `now` are taken as `now`: a skewed writer clock must not postpone
+    /// the max-wait threshold.
+    pub fn stage(
+        &mut self,
+        candidates: Vec<Candidate>,
+        store: &dyn StateStore,
+        now: UnixMillis,
+    ) -> Result<Staged, StoreError> {
+        let already_seen = store.seen(&object_keys(&candidates))?;
+        Ok(self.stage_looked_up(candidates, already_seen, now))
+    }
+
+    /// [`stage`](Self::stage) with the candidates' object keys already looked up in the store
+    /// (`already_seen[i]`: candidate `i`'s key has a `seen` entry), so staging reads nothing. The
+    /// caller must have looked them up after every commit that could change those entries.
+    pub fn stage_looked_up(
+        &mut self,
+        candidates: Vec<Candidate>,
+        already_seen: Vec<bool>,
+        now: UnixMillis,
+    ) -> Staged {
+        assert!(
+            self.staged.is_none(),
+            "a table accumulator stages one change at a time"
+        );
+        assert_eq!(
+            candidates.len(),
+            already_seen.len(),
+            "one lookup per candidate"
+        );
+        let mut state = self.snapshot.state.clone();
+        let mut partitions: BTreeMap<String, PartitionCounts> = BTreeMap::new();
+        let mut in_this_batch = HashSet::new();
+        let mut staged = Staged::default();
+        for (position, (candidate, seen)) in candidates.iter().zip(already_seen).enumerate() {
+            if seen || !in_this_batch.insert((candidate.bucket.as_str(), candidate.key.as_str())) {
+                staged.num_duplicates += 1;
+                staged.duplicate_positions.push(position);
+                continue;
+            }
+            let event_millis = candidate.event_millis.min(now);
+            if candidate.kind != FileKind::Data {
+                // Written before the last read of the metadata: that read counted it already.
+                let (read, since_read) = match candidate.kind {
+                    FileKind::Manifest => {
+                        (state.manifests.read_millis, &mut state.manifests.since_read)
+                    }
+                    _ => (state.deletes.read_millis, &mut state.deletes.since_read),
+                };
+                if read.is_some_and(|read| candidate.event_millis < read) {
+                    staged.num_duplicates += 1;
+                    staged.duplicate_positions.push(position);
+                    continue;
+                }
+                *since_read += 1;
+                staged.ops.push(Op::PutSeen {
+                    bucket: candidate.bucket.clone(),
+                    key: candidate.key.clone(),
+                    entry: SeenEntry {
+                        table: self.spec.table.clone(),
+                        first_seen_millis: now,
+                        seq: None,
+                    },
+                });
+                staged.num_counted += 1;
+                continue;
+            }
+            state.pending.add_file(candidate.size, event_millis);
+            let counts = partitions
+                .entry(candidate.partition.clone())
+                .or_insert_with(|| {
+                    self.snapshot
+                        .partitions
+                        .get(&candidate.partition)
+                        .copied()
+                        .unwrap_or_default()
+                });
+            counts.add_file(candidate.size, event_millis);
+            staged.ops.push(Op::PutSeen {
+                bucket: candidate.bucket.clone(),
+                key: candidate.key.clone(),
+                entry: SeenEntry {
+                    table: self.spec.table.clone(),
+                    first_seen_millis: now,
+                    seq: Some(state.next_file_seq),
+                },
+            });
+            staged.ops.push(Op::PutFile {
+                table: self.spec.table.clone(),
+                seq: state.next_file_seq,
+                entry: FileEntry {
+                    bucket: candidate.bucket.clone(),
+                    key: candidate.key.clone(),
+                    size: candidate.size,
+                    event_millis,
+                    partition: candidate.partition.clone(),
+                    source: FileSource::Events,
+                },
+            });
+            state.next_file_seq += 1;
+            staged.num_counted += 1;
+        }
+        if staged.num_counted > 0 {
+            staged.ops.push(Op::PutTable {
+                table: self.spec.table.clone(),
+                state: state.clone(),
+            });
+            for (partition, counts) in &partitions {
+                staged.ops.push(Op::PutPartition {
+                    table: self.spec.table.clone(),
+                    partition: partition.clone(),
+                    counts: *counts,
+                });
+            }
+        }
+        self.staged = Some(Box::new(StagedChange {
+            state,
+            partitions: PartitionUpdate::Merge(partitions.into_iter().collect()),
+        }));
+        sample_commit(&mut self.sampler, &self.spec.table, &mut staged.ops, now);
+        staged
+    }
+
+    /// Adopts the staged change when its commit succeeded, drops it otherwise.
+    pub fn settle(&mut self, committed: bool) {
+        if let Some(change) = self.staged.take() {
+            if committed {
+                self.adopt(*change);
+            }
+        }
+    }
+
+    /// Makes a committed change the table's state.
+    pub fn adopt(&mut self, change: StagedChange) {
+        self.snapshot.state = change.state;
+        match change.partitions {
+            PartitionUpdate::Merge(partitions) => self.snapshot.partitions.extend(partitions),
+            PartitionUpdate::Replace(partitions) => self.snapshot.partitions = partitions,
+        }
+    }
+
+    pub fn spec_arc(&self) -> Arc<TableSpec> {
+        self.spec.clone()
+    }
+
+    pub fn claim(&self) -> Option<&Claim> {
+        self.snapshot.state.claim.as_ref()
+    }
+
+    /// Moves every pending file into a claim for a new run and stages that change. `None` when a
+    /// run is already in flight, or nothing is pending and the run is not forced.
+    pub fn begin_claim(
+        &mut self,
+        run_id: &str,
+        trigger: &str,
+        now: UnixMillis,
+        force: bool,
+    ) -> Option<(Vec<Op>, ClaimTicket)> {
+        let strategy = self
+            .spec
+            .strategy
+            .for_run(self.snapshot.state.table_order.as_ref());
+        let plan = match (self.decision(now), force) {
+            (
+                Decision::Due {
+                    reason,
+                    partitions,
+                    min_input_files,
+                    joins_mid_sized,
+                },
+                false,
+            ) => match strategy {
+                Some(strategy) => RunPlan {
+                    trigger: reason.as_str().to_string(),
+                    partitions,
+                    min_input_files,
+                    rewrite: true,
+                    joins_mid_sized,
+                    strategy,
+                    maintenance: None,
+                    apply_deletes: self.deletes_due(),
+                },
+                // `auto` on a table never read: its order first, the run once it is known.
+                None => RunPlan::order_read(),
+            },
+            (_, false) => return None,
+            (_, true) if trigger == Maintenance::RewriteManifests.as_str() => {
+                RunPlan::maintenance(Maintenance::RewriteManifests)
+            }
+            (_, true) if trigger == DELETES_TRIGGER => {
+                self.deletes_plan(strategy.unwrap_or_default())
+            }
+            // A table's first `remove_orphan_files` only lists what it would remove.
+            (_, true) if trigger == REMOVE_ORPHANS_TRIGGER => {
+                RunPlan::maintenance(Maintenance::RemoveOrphans {
+                    dry_run: !self.snapshot.state.orphans.dry_run_done,
+                })
+            }
+            // A manual run compacts whatever can be: any partition with two small files or more.
+            (_, true) => RunPlan {
+                trigger: trigger.to_string(),
+                partitions: Vec::new(),
+                min_input_files: 2.min(self.spec.min_input_files),
+                rewrite: trigger != "reconcile",
+                // A manual run compacts whatever can be, mid-sized files too.
+                joins_mid_sized: true,
+                // An `auto` table never read yet bin-packs (its runs after sort if it is sorted).
+                strategy: strategy.unwrap_or_default(),
+                maintenance: None,
+                apply_deletes: self.spec.deletes.is_on(),
+            },
+        };
+        self.begin_claim_with(run_id, plan, now)
+    }
+
+    /// Claims every pending file for a run that follows `plan`.
+    pub fn begin_claim_with(
+        &mut self,
+        run_id: &str,
+        plan: RunPlan,
+        now: UnixMillis,
+    ) -> Option<(Vec<Op>, ClaimTicket)> {
+        assert!(
+            self.staged.is_none(),
+            "a claim is staged only between batches"
+        );
+        let current = &self.snapshot.state;
+        if current.claim.is_some() {
+            return None;
+        }
+        let claim = Claim {
+            run_id: run_id.to_string(),
+            trigger: plan.trigger,
+            started_millis: now,
+            upto_seq: current.next_file_seq,
+            counts: current.pending.clone(),
+            partitions: self.snapshot.partitions.clone(),
+            rewrite_partitions: plan.partitions,
+            min_input_files: plan.min_input_files,
+            rewrite: plan.rewrite,
+            joins_mid_sized: plan.joins_mid_sized,
+            strategy: plan.strategy,
+            maintenance: plan.maintenance,
+            apply_deletes: plan.apply_deletes,
+        };
+        let ticket = ClaimTicket::from_claim(&claim, current.partition_spec.clone());
+        let state = TableState {
+            pending: PendingCounts::default(),
+            claim: Some(claim),
+            ..current.clone()
+        };
+        let mut ops = vec![Op::PutTable {
+            table: self.spec.table.clone(),
+            state: state.clone(),
+        }];
+        ops.extend(
+            self.snapshot
+                .partitions
+                .keys()
+                .map(|partition| Op::DeletePartition {
+                    table: self.spec.table.clone(),
+                    partition: partition.clone(),
+                }),
+        );
+        self.staged = Some(Box::new(StagedChange {
+            state,
+            partitions: PartitionUpdate::Replace(BTreeMap::new()),
+        }));
+        Some((ops, ticket))
+    }
+
+    /// Whether the table may start a run now: no run in flight and no failure back-off pending.
+    pub fn may_start_run(&self, now: UnixMillis) -> bool {
+        let state = &self.snapshot.state;
+        state.claim.is_none() && state.next_attempt_millis.is_none_or(|next| now >= next)
+    }
+
+    /// When the failure back-off ends, if one is pending.
+    pub fn next_attempt(&self) -> Option<UnixMillis> {
+        self.snapshot.state.next_attempt_millis
+    }
+
+    pub fn has_staged_change(&self) -> bool {
+        self.staged.is_some()
+    }
+
+    /// Whether the committed state makes the table due now, and why (a table whose thresholds
+    /// are crossed but that has nothing worth rewriting is not due).
+    /// Whether the table has more manifests than its `max_manifests` (and has gained half of
+    /// them since its last `rewrite_manifests`).
+    pub fn manifests_due(&self) -> bool {
+        self.spec
+            .max_manifests
+            .is_some_and(|max| self.snapshot.state.manifests.due(max))
+    }
+
+    /// Whether the table is due by its delete files (`delete_file_threshold`,
+    /// `delete_ratio_threshold`).
+    pub fn deletes_due(&self) -> bool {
+        self.spec.deletes.is_on() && self.snapshot.state.deletes.due(&self.spec.deletes)
+    }
+
+    /// The run a table due by its deletes alone gets, whichever fixes it with less work: only
+    /// position deletes, few rows against the data (below the ratio threshold, Iceberg's 0.3 if
+    /// none is set) — merge the delete files; equality deletes, many deleted rows, or counts not
+    /// read yet — rewrite the data files that carry deletes, applying them.
+    fn deletes_plan(&self, strategy: RunStrategy) -> RunPlan {
+        let deletes = &self.snapshot.state.deletes;
+        let ratio = self.spec.deletes.ratio_ppm.unwrap_or(300_000);
+        let read = deletes.read_millis.is_some();
+        if read && deletes.equality_files == 0 && deletes.ratio_ppm() < ratio {
+            return RunPlan::maintenance(Maintenance::RewritePositionDeletes);
+        }
+        RunPlan {
+            trigger: DELETES_TRIGGER.to_string(),
+            partitions: Vec::new(),
+            min_input_files: self.spec.min_input_files,
+            rewrite: true,
+            joins_mid_sized: false,
+            strategy,
+            maintenance: None,
+            apply_deletes: true,
+        }
+    }
+
+    /// When the table's next `remove_orphan_files` is due (`None`: off); at once if it never ran.
+    pub fn next_orphan_run(&self) -> Option<UnixMillis> {
+        let every = self.spec.remove_orphans_every_millis?;
+        Some(
+            self.snapshot
+                .state
+                .orphans
+                .last_run_millis
+                .map_or(UnixMillis::MIN, |last| last.saturating_add(every)),
+        )
+    }
+
+    pub fn due(&self, now: UnixMillis) -> Option<DueReason> {
+        match self.decision(now) {
+            Decision::Due { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    pub fn decision(&self, now: UnixMillis) -> Decision {
+        table_decision(
+            &self.snapshot.state.pending,
+            &self.snapshot.partitions,
+            &self.spec.thresholds,
+            &self.spec.rewrite_rule(),
+            &self.spec.pacing,
+            now,
+        )
+    }
+
+    /// A ticket for the claim in flight (recovery after a restart).
+    pub fn claim_ticket(&self) -> Option<ClaimTicket> {
+        let state = &self.snapshot.state;
+        state
+            .claim
+            .as_ref()
+            .map(|claim| ClaimTicket::from_claim(claim, state.partition_spec.clone()))
+    }
+
+    /// The next moment the max-wait threshold makes a partition worth a run by itself, if any is
+    /// still ahead (a partition whose time has passed is already part of the decision).
+    pub fn next_deadline(&self, now: UnixMillis) -> Option<UnixMillis> {
+        let max_wait =
+            next_max_wait_deadline(&self.snapshot.partitions, &self.spec.thresholds, now);
+        match self.decision(now) {
+            // (A wait only more files can end has no time of its own.)
+            Decision::Waiting { until, .. } if until < UnixMillis::MAX => {
+                Some(max_wait.map_or(until, |at| at.min(until)))
+            }
+            _ => max_wait,
+        }
+    }
+}
+
+mod settle;
+pub use settle::settle_run;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,431 @@
+//! A run's end: its outcome settled into the table's state, and the pending files rebuilt from
+//! the table's committed metadata when the run read it.
+
+use super::*;
+
+/// The pending files after a run read the table's committed metadata (the truth): every small
+/// data file the metadata has, plus the logged files it does not have yet and that are still
+/// expected — logged after the claim, or announced by an event at `keep_unconfirmed_after` or
+/// later (the grace: a writer still committing, whether or not the run claimed the file) — and
+/// were not committed and removed since. A file known from the metadata and gone from it is gone.
+/// Returns the new log (fresh sequence numbers from `next_seq`) and the `seen` entries that make
+/// late events of these files — and of everything committed meanwhile, such as the run's own
+/// output — duplicates.
+#[allow(clippy::too_many_arguments)]
+fn rebuild_from_truth(
+    spec: &TableSpec,
+    logged: &BTreeMap<u64, FileEntry>,
+    upto_seq: u64,
+    keep_unconfirmed_after: UnixMillis,
+    truth: &[(String, u64)],
+    committed: &[String],
+    next_seq: u64,
+    store: &dyn StateStore,
+    now: UnixMillis,
+) -> Result<(BTreeMap<u64, FileEntry>, Vec<Op>), StoreError> {
+    use std::collections::HashMap;
+    let object = |path: &str| {
+        split_object_path(path).map(|(bucket, key)| (bucket.to_string(), key.to_string()))
+    };
+    let truth: HashMap<(String, String), u64> = truth
+        .iter()
+        .filter_map(|(path, size)| Some((object(path)?, *size)))
+        .collect();
+    let committed: HashSet<(String, String)> =
+        committed.iter().filter_map(|path| object(path)).collect();
+    let mut kept: Vec<FileEntry> = Vec::new();
+    let mut known: HashSet<(String, String)> = HashSet::new();
+    for (seq, file) in logged {
+        let id = (file.bucket.clone(), file.key.clone());
+        let keep = if let Some(size) = truth.get(&id) {
+            Some(FileEntry {
+                size: *size,
+                ..file.clone()
+            })
+        } else if (*seq >= upto_seq
+            || (file.source == FileSource::Events && file.event_millis >= keep_unconfirmed_after))
+            && !committed.contains(&id)
+        {
+            Some(file.clone())
+        } else {
+            None
+        };
+        if let Some(file) = keep {
+            known.insert(id);
+            kept.push(file);
+        }
+    }
+    let mut discovered: Vec<(&(String, String), &u64)> = truth
+        .iter()
+        .filter(|(id, _)| !known.contains(*id))
+        .collect();
+    discovered.sort();
+    for ((bucket, key), size) in discovered {
+        kept.push(FileEntry {
+            bucket: bucket.clone(),
+            key: key.clone(),
+            size: *size,
+            event_millis: now,
+            partition: crate::routing::partition_of(&spec.prefix, key),
+            source: FileSource::Metadata,
+        });
+    }
+    let rebuilt: BTreeMap<u64, FileEntry> = kept
+        .into_iter()
+        .enumerate()
+        .map(|(index, file)| (next_seq + index as u64, file))
+        .collect();
+    // Every file now pending, and everything committed meanwhile, is a known key from now on.
+    let mut ids: Vec<(String, String, Option<u64>)> = rebuilt
+        .iter()
+        .map(|(seq, file)| (file.bucket.clone(), file.key.clone(), Some(*seq)))
+        .collect();
+    let pending: HashSet<(String, String)> = rebuilt
+        .values()
+        .map(|file| (file.bucket.clone(), file.key.clone()))
+        .collect();
+    ids.extend(
+        committed
+            .into_iter()
+            .filter(|id| !pending.contains(id))
+            .map(|(bucket, key)| (bucket, key, None)),
+    );
+    let lookups: Vec<(&str, &str)> = ids
+        .iter()
+        .map(|(bucket, key, _)| (bucket.as_str(), key.as_str()))
+        .collect();
+    let existing = store.seen_entries(&lookups)?;
+    let mut ops = Vec::new();
+    for ((bucket, key, seq), existing) in ids.iter().zip(existing) {
+        let first_seen_millis = existing
+            .as_ref()
+            .map_or(now, |entry| entry.first_seen_millis);
+        if existing.as_ref().map(|entry| entry.seq) != Some(*seq) {
+            ops.push(Op::PutSeen {
+                bucket: bucket.clone(),
+                key: key.clone(),
+                entry: SeenEntry {
+                    table: spec.table.clone(),
+                    first_seen_millis,
+                    seq: *seq,
+                },
+            });
+        }
+    }
+    Ok((rebuilt, ops))
+}
+
+/// What a table's state becomes when its run ended, and the ops that make it so.
+///
+/// Success: the claimed files leave the log; the run's own output files stop counting — those
+/// already counted are removed from the pending files, the others are remembered so that their
+/// events count as duplicates. Failure: the claimed files are pending again, and the table waits
+/// out its back-off. Either way the pending counts are recomputed from the file log.
+pub fn settle_run(
+    spec: &TableSpec,
+    snapshot: &TableSnapshot,
+    store: &dyn StateStore,
+    run_id: &str,
+    outcome: &RunOutcome,
+    now: UnixMillis,
+    backoff: FailureBackoff,
+) -> Result<Option<(Vec<Op>, StagedChange)>, StoreError> {
+    let current = &snapshot.state;
+    let Some(claim) = current
+        .claim
+        .as_ref()
+        .filter(|claim| claim.run_id == run_id)
+    else {
+        return Ok(None);
+    };
+    let table = spec.table.clone();
+    let mut files: BTreeMap<u64, FileEntry> = store.files(&table)?.into_iter().collect();
+    let mut ops = Vec::new();
+    let mut state = TableState {
+        claim: None,
+        ..current.clone()
+    };
+    if let RunOutcome::Success { report, .. } = outcome {
+        if let Some(order) = &report.table_order {
+            state.table_order = Some(order.clone());
+        }
+    }
+    let record = |succeeded: bool| RunRecord {
+        run_id: run_id.to_string(),
+        trigger: claim.trigger.clone(),
+        started_millis: claim.started_millis,
+        finished_millis: now,
+        claimed_files: claim.counts.files,
+        claimed_bytes: claim.counts.bytes,
+        succeeded,
+        failure_class: None,
+        error: None,
+        result: None,
+        output_files: 0,
+        duration_millis: 0,
+        strategy: claim.rewrite.then(|| claim.strategy.name().to_string()),
+        maintenance: claim.maintenance,
+        manifests: None,
+        orphan_files: None,
+        delete_rewrite: None,
+        partitions: claim.rewrite_partitions.clone(),
+        attempts: 0,
+    };
+    match outcome {
+        RunOutcome::Success {
+            report,
+            duration_millis,
+            attempts,
+        } if report.truth.is_some() => {
+            let truth = report.truth.as_deref().unwrap_or_default();
+            // The same grace for a run as for a reconcile: a file announced shortly before the
+            // claim whose writer commits after the truth read stays pending, and is not counted
+            // as compacted below.
+            let keep_unconfirmed_after = (now - RECONCILE_GRACE_MILLIS).min(claim.started_millis);
+            let (rebuilt, seen_ops) = rebuild_from_truth(
+                spec,
+                &files,
+                claim.upto_seq,
+                keep_unconfirmed_after,
+                truth,
+                &report.committed,
+                current.next_file_seq,
+                store,
+                now,
+            )?;
+            ops.push(Op::DeleteFilesBelow {
+                table: table.clone(),
+                seq: current.next_file_seq,
+            });
+            ops.extend(seen_ops);
+            if claim.rewrite {
+                let still_pending: HashSet<(&str, &str)> = rebuilt
+                    .values()
+                    .map(|file| (file.bucket.as_str(), file.key.as_str()))
+                    .collect();
+                let gone = files
+                    .range(..claim.upto_seq)
+                    .filter(|(_, file)| {
+                        !still_pending.contains(&(file.bucket.as_str(), file.key.as_str()))
+                    })
+                    .count();
+                state.compacted_files += gone as u64;
+            }
+            files = rebuilt;
+            for (seq, entry) in &files {
+                ops.push(Op::PutFile {
+                    table: table.clone(),
+                    seq: *seq,
+                    entry: entry.clone(),
+                });
+            }
+            state.next_file_seq = files
+                .keys()
+                .next_back()
+                .map_or(current.next_file_seq, |last| last + 1)
+                .max(current.next_file_seq);
+            state.last_truth_millis = Some(now);
+            if report.spec.is_some() {
+                state.partition_spec = report.spec.clone();
+            }
+            if claim.is_run() {
+                state.consecutive_failures = 0;
+                state.next_attempt_millis = None;
+            }
+            if let Some(read) = report.deletes {
+                state.deletes = crate::state::DeleteCounts {
+                    position_files: read.position_files,
+                    equality_files: read.equality_files,
+                    deleted_rows: read.deleted_rows,
+                    data_rows: read.data_rows,
+                    since_read: 0,
+                    read_millis: Some(now),
+                };
+            }
+            if claim.maintenance == Some(Maintenance::RewritePositionDeletes) {
+                state.last_run = Some(RunRecord {
+                    delete_rewrite: Some(report.delete_rewrite.unwrap_or_default()),
+                    duration_millis: *duration_millis,
+                    attempts: *attempts,
+                    ..record(true)
+                });
+            }
+            if let Some(Maintenance::RemoveOrphans { dry_run }) = claim.maintenance {
+                let files = report.orphan_files.unwrap_or(0);
+                let previous = current.orphans;
+                state.orphans = crate::state::OrphanRuns {
+                    last_run_millis: Some(claim.started_millis),
+                    dry_run_done: true,
+                    found: if dry_run { Some(files) } else { previous.found },
+                    removed: if dry_run {
+                        previous.removed
+                    } else {
+                        Some(files)
+                    },
+                };
+                state.last_run = Some(RunRecord {
+                    orphan_files: Some(files),
+                    duration_millis: *duration_millis,
+                    attempts: *attempts,
+                    ..record(true)
+                });
+            }
+            if let Some(count) = report.manifest_count {
+                let before = current.manifests.total();
+                let rewritten = claim.maintenance == Some(Maintenance::RewriteManifests);
+                state.manifests = crate::state::ManifestCounts {
+                    known: count,
+                    since_read: 0,
+                    read_millis: Some(now),
+                    left_by_rewrite: if rewritten {
+                        count
+                    } else {
+                        current.manifests.left_by_rewrite.min(count)
+                    },
+                };
+                if rewritten {
+                    state.last_run = Some(RunRecord {
+                        manifests: Some((before, count)),
+                        duration_millis: *duration_millis,
+                        attempts: *attempts,
+                        ..record(true)
+                    });
+                }
+            }
+            if claim.rewrite {
+                state.last_run = Some(RunRecord {
+                    result: Some(report.result),
+                    output_files: report.output_files.len() as u64,
+                    duration_millis: *duration_millis,
+                    attempts: *attempts,
+                    ..record(true)
+                });
+            }
+        }
+        RunOutcome::Success {
+            report,
+            duration_millis,
+            attempts,
+        } => {
+            let before = files.len();
+            files.retain(|seq, _| *seq >= claim.upto_seq);
+            state.compacted_files += (before - files.len()) as u64;
+            ops.push(Op::DeleteFilesBelow {
+                table: table.clone(),
+                seq: claim.upto_seq,
+            });
+            let outputs: Vec<(&str, &str)> = report
+                .output_files
+                .iter()
+                .filter_map(|path| split_object_path(path))
+                .filter(|(bucket, key)| {
+                    *bucket == spec.bucket && key.starts_with(spec.prefix.as_str())
+                })
+                .collect();
+            for ((bucket, key), seen) in outputs.iter().zip(store.seen_entries(&outputs)?) {
+                match seen {
+                    Some(SeenEntry {
+                        table: owner,
+                        seq: Some(seq),
+                        ..
+                    }) if owner == table => {
+                        if files.remove(&seq).is_some() {
+                            ops.push(Op::DeleteFile {
+                                table: table.clone(),
+                                seq,
+                            });
+                        }
+                    }
+                    Some(_) => {}
+                    None => ops.push(Op::PutSeen {
+                        bucket: bucket.to_string(),
+                        key: key.to_string(),
+                        entry: SeenEntry {
+                            table: table.clone(),
+                            first_seen_millis: now,
+                            seq: None,
+                        },
+                    }),
+                }
+            }
+            state.consecutive_failures = 0;
+            state.next_attempt_millis = None;
+            state.last_run = Some(RunRecord {
+                result: Some(report.result),
+                output_files: outputs.len() as u64,
+                duration_millis: *duration_millis,
+                attempts: *attempts,
+                ..record(true)
+            });
+        }
+        RunOutcome::Failure {
+            class,
+            excerpt,
+            duration_millis,
+            attempts,
+        } if claim.is_run() => {
+            state.consecutive_failures = current.consecutive_failures.saturating_add(1);
+            state.next_attempt_millis =
+                Some(now + backoff.delay_millis(state.consecutive_failures));
+            state.last_run = Some(RunRecord {
+                failure_class: Some(*class),
+                error: Some(excerpt.clone()),
+                duration_millis: *duration_millis,
+                attempts: *attempts,
+                ..record(false)
+            });
+        }
+        // A reconcile that failed: its files are pending again, compactions are not held back
+        // (but a failed read of the order the table's runs wait for is a failed run).
+        RunOutcome::Failure { .. } => {}
+    }
+    // A run that recorded an outcome joins the table's history; the oldest beyond its bound go.
+    if let Some(run) = state
+        .last_run
+        .as_ref()
+        .filter(|run| Some(*run) != current.last_run.as_ref())
+    {
+        ops.push(Op::PutRun {
+            table: table.clone(),
+            seq: state.next_run_seq,
+            record: run.clone(),
+        });
+        state.next_run_seq += 1;
+        if let Some(below) = state.next_run_seq.checked_sub(spec.run_history) {
+            ops.push(Op::DeleteRunsBelow {
+                table: table.clone(),
+                seq: below,
+            });
+        }
+    }
+    let (pending, partitions) = PendingCounts::aggregate(files.values());
+    state.pending = pending;
+    ops.push(Op::PutTable {
+        table: table.clone(),
+        state: state.clone(),
+    });
+    for stale in snapshot
+        .partitions
+        .keys()
+        .filter(|partition| !partitions.contains_key(*partition))
+    {
+        ops.push(Op::DeletePartition {
+            table: table.clone(),
+            partition: stale.clone(),
+        });
+    }
+    for (partition, counts) in &partitions {
+        ops.push(Op::PutPartition {
+            table: table.clone(),
+            partition: partition.clone(),
+            counts: *counts,
+        });
+    }
+    Ok(Some((
+        ops,
+        StagedChange {
+            state,
+            partitions: PartitionUpdate::Replace(partitions),
+        },
+    )))
+}
