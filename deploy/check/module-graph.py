@@ -46,7 +46,7 @@ def modules():
                 continue
             relative = os.path.relpath(os.path.join(directory, name), SRC)[:-3].split(os.sep)
             top = relative[0]
-            if top in ("lib", "main"):
+            if top in ("lib", "main", "cli"):  # the binary: it uses the library as `icepack::`
                 continue
             found.setdefault(top, []).append(os.path.join(directory, name))
     return found

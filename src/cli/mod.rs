@@ -1,0 +1,136 @@
+//! The subcommands of `icepack`, one file each, and what they share: loading the configuration,
+//! opening the store, waiting for a signal, building a pipeline for one-shot commands.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Actor;
+use anyhow::{bail, Context as _, Result};
+use tracing::{error, info, warn};
+
+use icepack::actors::executor::StopDispatching;
+use icepack::actors::messages::{CompactNow, Ingest, WaitIdle};
+use icepack::actors::notifier::{sinks_from_config, Flush, Notifier};
+use icepack::clock::{Clock, SystemClock};
+use icepack::compaction::{runner_from_config, CompactionSettings};
+use icepack::config::Config;
+use icepack::control::{control_channel, sqs_connector, Control};
+use icepack::http::{self, ApiState};
+use icepack::intake::{InboundMessage, IntakeSummary};
+use icepack::metrics::Metrics;
+use icepack::notify::delivery::DeliveryPolicy;
+use icepack::queue::SqsQueue;
+use icepack::run::RunOutcome;
+use icepack::service::{start_pipeline, Compaction};
+use icepack::status::{render_status_text, table_status, StatusReport};
+use icepack::store::{RocksStore, StateStore};
+
+pub(crate) mod bridge;
+pub(crate) mod compact;
+pub(crate) mod forget;
+pub(crate) mod replay;
+pub(crate) mod run;
+pub(crate) mod simulate;
+pub(crate) mod status;
+
+pub(crate) fn load_config(path: &Path) -> Result<Config> {
+    Config::load(path).with_context(|| format!("invalid configuration {}", path.display()))
+}
+
+pub(crate) fn check_config(path: &Path) -> Result<()> {
+    let config = load_config(path)?;
+    println!(
+        "{}: valid, {} table(s), {} tenant(s), {} queue(s)",
+        path.display(),
+        config.tables.len(),
+        config.tenant_specs().len(),
+        config.queues().len()
+    );
+    Ok(())
+}
+
+pub(crate) fn open_store(config: &Config) -> Result<Arc<dyn StateStore>> {
+    let store = RocksStore::open(&config.service.state_dir)?;
+    Ok(Arc::new(store))
+}
+
+pub(crate) async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut interrupt = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = terminate.recv() => info!("SIGTERM received"),
+        _ = interrupt.recv() => info!("SIGINT received"),
+    }
+}
+
+/// The pipeline over the store, with a notifier built from the configuration.
+pub(crate) fn notifying_pipeline(
+    config: &Arc<Config>,
+    store: Arc<dyn StateStore>,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+    compaction: Compaction,
+) -> Result<(icepack::service::Pipeline, actix::Addr<Notifier>)> {
+    let notifier = Notifier::new(
+        sinks_from_config(config),
+        DeliveryPolicy::default(),
+        metrics.clone(),
+    )
+    .start();
+    let pipeline = start_pipeline(store, clock, compaction, metrics, Some(notifier.clone()))?;
+    Ok((pipeline, notifier))
+}
+
+/// The pipeline of a one-shot command (`compact`, `reconcile`): its own metrics, no engine probe.
+pub(crate) fn one_shot_pipeline(
+    config: &Arc<Config>,
+    store: Arc<dyn StateStore>,
+    clock: Arc<dyn Clock>,
+) -> Result<(icepack::service::Pipeline, actix::Addr<Notifier>)> {
+    notifying_pipeline(
+        config,
+        store,
+        clock,
+        Arc::new(Metrics::default()),
+        compaction(config, true),
+    )
+}
+
+/// Runs `trigger` (`manual` or `reconcile`) on one table now and waits until its settlement is
+/// committed; returns how it went and the table's status after it.
+pub(crate) async fn run_now(
+    pipeline: &icepack::service::Pipeline,
+    index: usize,
+    trigger: &str,
+) -> Result<(
+    Result<icepack::actors::messages::RunResult, String>,
+    icepack::status::TableStatus,
+)> {
+    let result = pipeline
+        .pool
+        .send(CompactNow {
+            table: index,
+            trigger: trigger.to_string(),
+        })
+        .await
+        .context("executor pool stopped")?;
+    let _ = pipeline.pool.send(WaitIdle).await;
+    // The accumulator answers once it has committed the settlement.
+    let status = pipeline
+        .accumulator(index)
+        .send(icepack::actors::messages::GetStatus)
+        .await?;
+    Ok((result, status))
+}
+
+/// The configuration is shared with the pipeline (not copied: it may hold thousands of tables).
+pub(crate) fn compaction(config: &Arc<Config>, enabled: bool) -> Compaction {
+    Compaction {
+        settings: CompactionSettings::from_config(config.clone()),
+        runner: runner_from_config(config),
+        enabled,
+    }
+}

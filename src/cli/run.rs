@@ -1,0 +1,85 @@
+//! `icepack run`: the service, until SIGTERM or SIGINT.
+
+use super::*;
+
+pub(crate) fn run(path: &Path) -> Result<()> {
+    let config = Arc::new(load_config(path)?);
+    if config.tables.is_empty() {
+        warn!("no [[tables]] configured: every record will be ignored as unrouted");
+    }
+    let store = open_store(&config)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let system = actix::System::new();
+    system.block_on(async move {
+        let metrics = Arc::new(Metrics::default());
+        let compaction = compaction(&config, true);
+        icepack::engine::spawn_probe(
+            compaction.runner.clone(),
+            metrics.engine.clone(),
+            clock.clone(),
+            icepack::engine::PROBE_INTERVAL,
+        );
+        let (pipeline, notifier) =
+            notifying_pipeline(&config, store, clock.clone(), metrics.clone(), compaction)?;
+        let (control_handle, control_requests) = control_channel();
+        if !config.service.http_listen.is_empty() {
+            let address: std::net::SocketAddr = config.service.http_listen.parse()?;
+            let state = ApiState {
+                pipeline: pipeline.clone(),
+                metrics: metrics.clone(),
+                clock: clock.clone(),
+                token: std::env::var("ICEPACK_API_TOKEN").ok().filter(|token| !token.is_empty()),
+                loopback: address.ip().is_loopback(),
+                queue_window: Some(Duration::from_secs(
+                    (3 * (config.sqs.wait_time_seconds as u64 + 15)).max(60),
+                )),
+                control: Some(control_handle),
+            };
+            http::serve(address, state)
+                .await
+                .with_context(|| format!("cannot listen on service.http_listen {address}"))?;
+        }
+        let control = Control::start(
+            path.to_path_buf(),
+            config.clone(),
+            pipeline.clone(),
+            Some(notifier.clone()),
+            sqs_connector(),
+            metrics.clone(),
+            clock.clone(),
+        )
+        .await;
+        icepack::service::release_freed_memory();
+        info!(
+            tables = pipeline.map().num_active(),
+            tenants = pipeline.map().tenants().count(),
+            queues = control.num_queues(),
+            pollers = control.num_pollers(),
+            state_dir = %config.service.state_dir.display(),
+            "icepack is running (SIGHUP reloads the configuration)"
+        );
+        let stop_control = control.serve(control_requests);
+        wait_for_signal().await;
+        info!("shutting down: polling stops, the batch in flight is committed; runs in flight are recovered at the next start");
+        if !icepack::control::stop(stop_control, Duration::from_secs(120)).await {
+            error!(
+                "the batch in flight did not finish within 120 s; its messages stay in the queue"
+            );
+        }
+        let grace = Duration::from_secs(config.service.shutdown_timeout_seconds as u64);
+        pipeline.pool.do_send(StopDispatching);
+        match tokio::time::timeout(grace, pipeline.pool.send(WaitIdle)).await {
+            Ok(_) => info!("no run in flight"),
+            Err(_) => warn!(
+                grace_secs = grace.as_secs(),
+                "runs still in flight are left running; the next start recovers them"
+            ),
+        }
+        if !notifier.send(Flush(grace)).await.unwrap_or(false) {
+            warn!("some notifications were not sent before the shutdown deadline");
+        }
+        info!("stopped");
+        Ok::<(), anyhow::Error>(())
+    })?;
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! `icepack simulate`: the compaction policy against generated traces.
+
+use super::*;
+
+/// `icepack simulate`: the trace, the run cost model and the output.
+#[derive(clap::Args, Debug)]
+pub(crate) struct SimulateArgs {
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Tables of the generated `bursty` trace.
+    #[arg(long, default_value_t = 5)]
+    tables: usize,
+    #[arg(long, default_value_t = 3)]
+    days: u32,
+    /// Average small files per table and day of the `bursty` trace (busier by day).
+    #[arg(long, default_value_t = 240)]
+    files_per_day: u32,
+    /// The generated trace: `bursty` (day/night, bursts, daily partitions) or `mixed` (a
+    /// streaming writer, an 8-writer micro-batch, an hourly ETL job, CDC with late data, a quiet
+    /// table).
+    #[arg(long, default_value = "bursty", value_parser = ["bursty", "mixed"])]
+    workload: String,
+    /// Share of runs that fail.
+    #[arg(long, default_value_t = 0.1)]
+    failure_rate: f64,
+    #[arg(long, default_value_t = 15)]
+    schedule_minutes: i64,
+    /// A run's fixed cost in seconds (a JVM and a session per run: ~90; a warm Spark Connect
+    /// server: ~1).
+    #[arg(long, default_value_t = 90.0)]
+    run_base_seconds: f64,
+    /// A run's cost per GiB it rewrites, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    seconds_per_gib: f64,
+    /// icepack's pacing (`[defaults]` keys of the same names; its run cost is
+    /// `--run-base-seconds`): what fixing one small file is worth, in engine seconds (0: off).
+    #[arg(long, default_value_t = 8.0)]
+    file_fix_value_seconds: f64,
+    /// What a small file waiting an hour costs, in engine seconds (0: off).
+    #[arg(long, default_value_t = 40.0)]
+    file_hour_cost_seconds: f64,
+    /// A due table waits until no file landed for this long (0: off), at most five times as
+    /// long after its oldest pending file.
+    #[arg(long, default_value_t = 60)]
+    settle_seconds: i64,
+    /// A partition with no new file for this long merges its last small files into its
+    /// mid-sized outputs (0: never).
+    #[arg(long, default_value_t = 15)]
+    quiet_partition_minutes: i64,
+    /// A partition holding one still-small output joins a run once its new files hold this
+    /// share of the output's bytes, in percent (0: at once).
+    #[arg(long, default_value_t = 0)]
+    remerge_new_data_percent: u64,
+    /// icepack without pacing: runs at the thresholds (as before issue 17).
+    #[arg(long)]
+    no_pacing: bool,
+    /// A trace file (`seconds,table,size_bytes[,partition]` per line; table a name or an
+    /// index) instead of a generated one.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Write the plot here (SVG): pending small files and cumulative compute over time.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
+    use icepack::simulate::*;
+    let SimulateArgs {
+        seed,
+        tables,
+        days,
+        files_per_day,
+        workload,
+        failure_rate,
+        schedule_minutes,
+        run_base_seconds,
+        seconds_per_gib,
+        file_fix_value_seconds,
+        file_hour_cost_seconds,
+        settle_seconds,
+        quiet_partition_minutes,
+        remerge_new_data_percent,
+        no_pacing,
+        trace: trace_path,
+        svg,
+    } = args;
+    if !(0.0..=1.0).contains(&failure_rate) || schedule_minutes < 1 || tables == 0 {
+        bail!("--failure-rate must be within 0..1, --schedule-minutes and --tables at least 1");
+    }
+    if !(run_base_seconds >= 0.0
+        && seconds_per_gib >= 0.0
+        && file_fix_value_seconds >= 0.0
+        && file_hour_cost_seconds >= 0.0
+        && settle_seconds >= 0
+        && quiet_partition_minutes >= 0)
+    {
+        bail!("--run-base-seconds, --seconds-per-gib and the pacing flags must not be negative");
+    }
+    let (trace, source) = match &trace_path {
+        Some(path) => (
+            read_trace(
+                &std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?,
+            )
+            .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?,
+            path.display().to_string(),
+        ),
+        None if workload == "mixed" => (
+            generate_mixed_trace(seed, days),
+            format!("mixed workload, seed {seed}"),
+        ),
+        None => (
+            generate_trace(seed, tables, days, files_per_day),
+            format!("bursty workload, seed {seed}"),
+        ),
+    };
+    if trace.arrivals.is_empty() {
+        bail!("{source}: the trace has no files");
+    }
+    let scenario = Scenario {
+        failure_rate,
+        schedule_minutes,
+        seed,
+        run_base_millis: (run_base_seconds * 1000.0) as i64,
+        seconds_per_gib,
+        pacing: if no_pacing {
+            icepack::policy::Pacing::OFF
+        } else {
+            icepack::policy::Pacing {
+                run_cost_millis: (run_base_seconds * 1000.0) as u64,
+                file_fix_value_millis: (file_fix_value_seconds * 1000.0) as u64,
+                file_hour_cost_millis: (file_hour_cost_seconds * 1000.0) as u64,
+                settle_millis: settle_seconds * 1000,
+                settle_max_millis: settle_seconds * 5000,
+                quiet_millis: quiet_partition_minutes * 60_000,
+                remerge_percent: remerge_new_data_percent,
+            }
+        },
+        ..Scenario::default()
+    };
+    let reports = [
+        simulate_icepack(&trace, &scenario),
+        simulate_reference(&trace, &scenario),
+        simulate_schedule(&trace, &scenario),
+    ];
+    let gib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0 * 1024.0);
+    let thresholds = &scenario.thresholds;
+    let pacing = if no_pacing {
+        "off".to_string()
+    } else {
+        format!("a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data")
+    };
+    println!(
+        "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB; icepack's pacing: {pacing}\n",
+        trace.arrivals.len(),
+        gib(trace.bytes()),
+        trace.tables.len(),
+        trace.tables.join(", "),
+        thresholds.min_files,
+        thresholds.min_total_bytes / (1024 * 1024),
+        thresholds.max_wait_millis.map_or(0, |millis| millis / 60_000),
+        scenario.rule.min_input_files,
+    );
+    println!(
+        "{:<10} {:>6} {:>11} {:>7} {:>12} {:>6} {:>12} {:>12} {:>12} {:>11} {:>12} {:>12}",
+        "policy",
+        "runs",
+        "empty runs",
+        "failed",
+        "GiB rewrit.",
+        "WA",
+        "compute s",
+        "max pending",
+        "mean pending",
+        "left small",
+        "p50 latency",
+        "p99 latency"
+    );
+    let minutes =
+        |value: Option<f64>| value.map_or("-".to_string(), |value| format!("{value:.0} min"));
+    for report in &reports {
+        println!(
+            "{:<10} {:>6} {:>11} {:>7} {:>12.2} {:>6.2} {:>12.0} {:>12} {:>12.1} {:>11} {:>12} {:>12}",
+            report.policy,
+            report.runs,
+            report.empty_runs,
+            report.failed_runs,
+            gib(report.bytes_rewritten),
+            report.write_amplification,
+            report.compute_seconds,
+            report.max_pending_files,
+            report.mean_pending_files,
+            report.left_small,
+            minutes(report.latency_p50_minutes),
+            minutes(report.latency_p99_minutes)
+        );
+    }
+    if let Some(svg) = svg {
+        std::fs::write(&svg, render_svg(&reports))
+            .with_context(|| format!("cannot write {}", svg.display()))?;
+        println!("\nplot: {}", svg.display());
+    }
+    println!("{}", serde_json::to_string(&reports)?);
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! `icepack status`: from the running service's API, or from the state directory.
+
+use super::*;
+
+pub(crate) fn status_from_service(config: &Config) -> Option<serde_json::Value> {
+    if config.service.http_listen.is_empty() {
+        return None;
+    }
+    let url = format!("http://{}/v1/tables", config.service.http_listen);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .get(&url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .ok()?;
+        response
+            .error_for_status()
+            .ok()?
+            .json::<serde_json::Value>()
+            .await
+            .ok()
+    })
+}
+
+/// A table's run history from the state directory (a point-in-time view: the service may run).
+pub(crate) fn run_history(path: &Path, table: &str, json: bool) -> Result<()> {
+    let config = load_config(path)?;
+    if !config.table_specs().iter().any(|spec| spec.table == table) {
+        bail!("table {table} is not configured in {}", path.display());
+    }
+    let state_dir = &config.service.state_dir;
+    let runs: Vec<icepack::status::LastRun> = if state_dir.join("CURRENT").exists() {
+        let store = RocksStore::open_read_only(state_dir)?;
+        store
+            .runs(table)?
+            .iter()
+            .rev()
+            .map(|(_, run)| icepack::status::run_status(run))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if json {
+        println!("{}", serde_json::json!({"table": table, "runs": runs}));
+        return Ok(());
+    }
+    println!(
+        "{:<26} {:<20} {:<8} {:<9} {:>9} {:>9}  error",
+        "started", "task/trigger", "outcome", "duration", "files in", "files out"
+    );
+    for run in &runs {
+        println!(
+            "{:<26} {:<20} {:<8} {:>8.1}s {:>9} {:>9}  {}",
+            run.started_at,
+            format!("{}/{}", run.task, run.trigger),
+            run.outcome,
+            run.duration_ms as f64 / 1000.0,
+            run.rewritten_data_files
+                .map_or("-".to_string(), |n| n.to_string()),
+            run.added_data_files
+                .map_or("-".to_string(), |n| n.to_string()),
+            run.failure_class.map_or(String::new(), |class| format!(
+                "{class}: {}",
+                run.error.as_deref().unwrap_or("")
+            )),
+        );
+    }
+    Ok(())
+}
+
+pub(crate) fn status(path: &Path, json: bool) -> Result<()> {
+    let config = load_config(path)?;
+    let specs = config.table_specs();
+    if specs.is_empty() {
+        bail!("no tables configured in {}", path.display());
+    }
+    if let Some(report) = status_from_service(&config) {
+        if json {
+            println!("{report}");
+        } else {
+            print!("{}", render_status_text(&report));
+        }
+        return Ok(());
+    }
+    let now = SystemClock.now_millis();
+    let state_dir = &config.service.state_dir;
+    let report = if state_dir.join("CURRENT").exists() {
+        let store = RocksStore::open_read_only(state_dir)?;
+        let mut tables = Vec::new();
+        for spec in &specs {
+            tables.push(table_status(spec, &store.load_table(&spec.table)?, now));
+        }
+        StatusReport { tables }
+    } else {
+        StatusReport {
+            tables: specs
+                .iter()
+                .map(|spec| table_status(spec, &Default::default(), now))
+                .collect(),
+        }
+    };
+    let report = serde_json::to_value(&report)?;
+    if json {
+        println!("{report}");
+    } else {
+        print!("{}", render_status_text(&report));
+    }
+    Ok(())
+}
