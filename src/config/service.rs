@@ -1,0 +1,199 @@
+//! `[service]` and `[sqs]`: the process and the queues it polls.
+
+use super::*;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// RocksDB directory holding every table's durable state.
+    #[serde(default = "default_state_dir")]
+    pub state_dir: PathBuf,
+    /// How long an object key is remembered to recognise redelivered events. At least the queue's
+    /// message retention (14 days at most on SQS).
+    #[serde(default = "default_dedup_retention_days")]
+    pub dedup_retention_days: i64,
+    /// Metrics, health and the status API; loopback unless set otherwise. Empty disables it.
+    #[serde(default = "default_http_listen")]
+    pub http_listen: String,
+    /// On SIGTERM, how long runs in flight may go on before icepack exits (they are recovered at
+    /// the next start), and how long notifications may take to go out.
+    #[serde(default = "default_shutdown_timeout_seconds")]
+    pub shutdown_timeout_seconds: i64,
+    /// Threads the table accumulators run on (table `i` on thread `i % n`); 0: one per core.
+    #[serde(default = "default_worker_threads")]
+    pub worker_threads: i64,
+    /// Runs kept per table in its durable history (`GET /v1/tables/{table}/runs`).
+    #[serde(default = "default_run_history")]
+    pub run_history: i64,
+}
+
+pub(super) fn default_worker_threads() -> i64 {
+    0
+}
+
+pub(super) fn default_run_history() -> i64 {
+    50
+}
+
+/// More worker threads than this is a typo, not a machine.
+pub(super) const MAX_WORKER_THREADS: i64 = 1024;
+
+pub(super) fn default_http_listen() -> String {
+    "127.0.0.1:9464".to_string()
+}
+
+pub(super) fn default_shutdown_timeout_seconds() -> i64 {
+    30
+}
+
+pub(super) fn default_state_dir() -> PathBuf {
+    PathBuf::from("data/state")
+}
+
+pub(super) fn default_dedup_retention_days() -> i64 {
+    14
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            state_dir: default_state_dir(),
+            dedup_retention_days: default_dedup_retention_days(),
+            http_listen: default_http_listen(),
+            shutdown_timeout_seconds: default_shutdown_timeout_seconds(),
+            worker_threads: default_worker_threads(),
+            run_history: default_run_history(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqsConfig {
+    #[serde(default = "default_queue_url")]
+    pub queue_url: String,
+    #[serde(default = "default_region")]
+    pub region: String,
+    /// LocalStack, MinIO, ElasticMQ or another local endpoint; empty for AWS.
+    #[serde(default)]
+    pub endpoint_url: String,
+    #[serde(default = "default_wait_time_seconds")]
+    pub wait_time_seconds: i64,
+    #[serde(default = "default_max_messages")]
+    pub max_messages: i64,
+    #[serde(default = "default_visibility_timeout_seconds")]
+    pub visibility_timeout_seconds: i64,
+    /// Concurrent receive loops on the queue; their batches share each state commit.
+    #[serde(default = "default_pollers")]
+    pub pollers: i64,
+}
+
+pub(super) fn default_pollers() -> i64 {
+    2
+}
+
+pub(super) fn default_queue_url() -> String {
+    "https://sqs.us-east-1.amazonaws.com/123456789012/s3-parquet-landing-queue".to_string()
+}
+
+pub(super) fn default_region() -> String {
+    "us-east-1".to_string()
+}
+
+pub(super) fn default_wait_time_seconds() -> i64 {
+    20
+}
+
+pub(super) fn default_max_messages() -> i64 {
+    10
+}
+
+pub(super) fn default_visibility_timeout_seconds() -> i64 {
+    300
+}
+
+impl Default for SqsConfig {
+    fn default() -> Self {
+        SqsConfig {
+            queue_url: default_queue_url(),
+            region: default_region(),
+            endpoint_url: String::new(),
+            wait_time_seconds: default_wait_time_seconds(),
+            max_messages: default_max_messages(),
+            visibility_timeout_seconds: default_visibility_timeout_seconds(),
+            pollers: default_pollers(),
+        }
+    }
+}
+
+impl ServiceConfig {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.state_dir.as_os_str().is_empty() {
+            return invalid("service.state_dir: must not be empty");
+        }
+        check_range("service.run_history", self.run_history, 1, 10_000)?;
+        if !self.http_listen.is_empty() && self.http_listen.parse::<std::net::SocketAddr>().is_err()
+        {
+            return invalid(format!(
+                "service.http_listen: expected an address such as 127.0.0.1:9464, got `{}`",
+                self.http_listen
+            ));
+        }
+        check_not_negative(
+            "service.shutdown_timeout_seconds",
+            self.shutdown_timeout_seconds,
+        )?;
+        if self.dedup_retention_days < 1 {
+            return invalid(format!(
+                "service.dedup_retention_days: must be at least 1, got {}",
+                self.dedup_retention_days
+            ));
+        }
+        if !(0..=MAX_WORKER_THREADS).contains(&self.worker_threads) {
+            return invalid(format!(
+                "service.worker_threads: must be 0 (one per core) to {MAX_WORKER_THREADS}, got {}",
+                self.worker_threads
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl SqsConfig {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_as("sqs")
+    }
+
+    pub(super) fn validate_as(&self, key: &str) -> Result<(), ConfigError> {
+        if !is_http_url(&self.queue_url) || self.queue_url.chars().any(char::is_whitespace) {
+            return invalid(format!(
+                "{key}.queue_url: expected an http(s) queue URL, got `{}`",
+                self.queue_url.escape_debug()
+            ));
+        }
+        if self.region.trim().is_empty() {
+            return invalid(format!("{key}.region: must not be empty"));
+        }
+        if !self.endpoint_url.is_empty() && !is_http_url(&self.endpoint_url) {
+            return invalid(format!(
+                "{key}.endpoint_url: expected an http(s) URL or nothing, got `{}`",
+                self.endpoint_url.escape_debug()
+            ));
+        }
+        check_range(
+            &format!("{key}.wait_time_seconds"),
+            self.wait_time_seconds,
+            0,
+            20,
+        )?;
+        check_range(&format!("{key}.max_messages"), self.max_messages, 1, 10)?;
+        check_range(&format!("{key}.pollers"), self.pollers, 1, 64)?;
+        check_range(
+            &format!("{key}.visibility_timeout_seconds"),
+            self.visibility_timeout_seconds,
+            1,
+            43_200,
+        )?;
+        Ok(())
+    }
+}

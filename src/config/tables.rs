@@ -1,0 +1,717 @@
+//! `[defaults]` and `[[tables]]`: what each table is compacted by, and its spec with every
+//! default applied.
+
+use super::*;
+
+/// Threshold defaults; every key may be overridden per table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableDefaults {
+    #[serde(default = "default_small_file_mb")]
+    pub small_file_mb: i64,
+    #[serde(default = "default_min_files")]
+    pub min_files: i64,
+    #[serde(default = "default_min_total_mb")]
+    pub min_total_mb: i64,
+    #[serde(default = "default_target_file_mb")]
+    pub target_file_mb: i64,
+    /// 0 disables the time threshold.
+    #[serde(default = "default_max_wait_minutes")]
+    pub max_wait_minutes: i64,
+    #[serde(default = "default_file_suffixes")]
+    pub file_suffixes: Vec<String>,
+    /// Pacing (docs/design.md, "Pacing"): when a due table's run starts. `false`: a run as
+    /// soon as a threshold is crossed, of the partitions the rewrite rule finds worth it.
+    #[serde(default = "yes")]
+    pub pacing: bool,
+    /// What one run costs on the engine whatever it rewrites, in seconds (~90 for a container
+    /// or spark-submit, ~1 for a warm Spark Connect server).
+    #[serde(default = "default_run_cost_seconds")]
+    pub run_cost_seconds: i64,
+    /// What fixing one small file is worth, in engine seconds: a run waits for
+    /// `run_cost_seconds / this` files it can fix (0: no such wait).
+    #[serde(default = "default_file_fix_value_seconds")]
+    pub file_fix_value_seconds: i64,
+    /// What one small file waiting an hour costs, in engine seconds: a run waits until the
+    /// files it fixes have waited, together, `run_cost_seconds / this` hours (0: no such wait).
+    #[serde(default = "default_file_hour_cost_seconds")]
+    pub file_hour_cost_seconds: i64,
+    /// A due table waits until no file has landed for this long (0: off) ...
+    #[serde(default = "default_settle_seconds")]
+    pub settle_seconds: i64,
+    /// ... but not past this long after the oldest pending file landed.
+    #[serde(default = "default_settle_max_seconds")]
+    pub settle_max_seconds: i64,
+    /// A partition with no new file for this long is complete: its last small files merge
+    /// into its mid-sized outputs (0: never).
+    #[serde(default = "default_quiet_partition_minutes")]
+    pub quiet_partition_minutes: i64,
+    /// A partition holding one still-small output of an earlier run joins a run once its new
+    /// files hold this share of the output's bytes, in percent (0: at once), or it is quiet or
+    /// past max-wait.
+    #[serde(default = "default_remerge_new_data_percent")]
+    pub remerge_new_data_percent: i64,
+    /// How runs rewrite: `binpack`, `sort`, `zorder` or `auto` (sort a table that has a sort
+    /// order, bin-pack the others). `sort_order` is per table.
+    #[serde(default = "default_strategy")]
+    pub strategy: String,
+    /// Run `rewrite_manifests` when a table has more manifests than this, counted from their
+    /// own S3 events and the metadata (0: off).
+    #[serde(default)]
+    pub max_manifests: i64,
+    /// Run `remove_orphan_files` this often (0: off); the first run of a table is a dry run.
+    #[serde(default)]
+    pub remove_orphans_every_hours: i64,
+    /// Never remove files younger than this (at least 24: a running writer's files are not
+    /// orphans yet).
+    #[serde(default = "default_orphan_older_than_hours")]
+    pub orphan_older_than_hours: i64,
+    /// A table with this many delete files (merge-on-read) is due; its run applies them (0: off).
+    #[serde(default)]
+    pub delete_file_threshold: i64,
+    /// A table whose deleted rows are this share of its rows (0 < x <= 1) is due (absent: off).
+    #[serde(default)]
+    pub delete_ratio_threshold: Option<f64>,
+}
+
+pub(super) fn default_orphan_older_than_hours() -> i64 {
+    72
+}
+
+/// Below this, `orphan_older_than_hours` is refused.
+pub(super) const MIN_ORPHAN_AGE_HOURS: i64 = 24;
+
+pub(super) fn default_strategy() -> String {
+    "binpack".to_string()
+}
+
+pub(super) fn yes() -> bool {
+    true
+}
+
+pub(super) fn default_run_cost_seconds() -> i64 {
+    90
+}
+
+pub(super) fn default_file_fix_value_seconds() -> i64 {
+    8
+}
+
+pub(super) fn default_file_hour_cost_seconds() -> i64 {
+    40
+}
+
+pub(super) fn default_settle_seconds() -> i64 {
+    60
+}
+
+pub(super) fn default_settle_max_seconds() -> i64 {
+    300
+}
+
+pub(super) fn default_quiet_partition_minutes() -> i64 {
+    15
+}
+
+pub(super) fn default_remerge_new_data_percent() -> i64 {
+    0
+}
+
+pub(super) fn default_small_file_mb() -> i64 {
+    64
+}
+
+pub(super) fn default_min_files() -> i64 {
+    10
+}
+
+pub(super) fn default_min_total_mb() -> i64 {
+    256
+}
+
+pub(super) fn default_target_file_mb() -> i64 {
+    512
+}
+
+pub(super) fn default_max_wait_minutes() -> i64 {
+    120
+}
+
+pub(super) fn default_file_suffixes() -> Vec<String> {
+    vec![".parquet".to_string()]
+}
+
+impl TableDefaults {
+    /// The pacing of a table that sets none of its keys.
+    pub fn pacing(&self) -> crate::policy::Pacing {
+        TableConfig::default().pacing(self, &TenantDefaults::default())
+    }
+}
+
+impl Default for TableDefaults {
+    fn default() -> Self {
+        TableDefaults {
+            small_file_mb: default_small_file_mb(),
+            min_files: default_min_files(),
+            min_total_mb: default_min_total_mb(),
+            target_file_mb: default_target_file_mb(),
+            max_wait_minutes: default_max_wait_minutes(),
+            file_suffixes: default_file_suffixes(),
+            pacing: true,
+            run_cost_seconds: default_run_cost_seconds(),
+            file_fix_value_seconds: default_file_fix_value_seconds(),
+            file_hour_cost_seconds: default_file_hour_cost_seconds(),
+            settle_seconds: default_settle_seconds(),
+            settle_max_seconds: default_settle_max_seconds(),
+            quiet_partition_minutes: default_quiet_partition_minutes(),
+            remerge_new_data_percent: default_remerge_new_data_percent(),
+            strategy: default_strategy(),
+            max_manifests: 0,
+            remove_orphans_every_hours: 0,
+            orphan_older_than_hours: default_orphan_older_than_hours(),
+            delete_file_threshold: 0,
+            delete_ratio_threshold: None,
+        }
+    }
+}
+
+/// One `[[tables]]` entry: where a table's files land, and its threshold overrides.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableConfig {
+    /// `namespace.table` in the Iceberg catalog (nested namespaces allowed: `a.b.table`).
+    pub table: String,
+    pub bucket: String,
+    pub prefix: String,
+    pub small_file_mb: Option<i64>,
+    pub min_files: Option<i64>,
+    pub min_total_mb: Option<i64>,
+    pub target_file_mb: Option<i64>,
+    pub max_wait_minutes: Option<i64>,
+    pub file_suffixes: Option<Vec<String>>,
+    /// Spark catalog holding the table; `lakehouse` by default.
+    pub catalog: Option<String>,
+    /// `min-input-files` of `rewrite_data_files`; `min_files` by default.
+    pub min_input_files: Option<i64>,
+    /// A filter for `rewrite_data_files(where => ...)`, e.g. `order_date >= '2024-01-01'`.
+    #[serde(rename = "where")]
+    pub where_filter: Option<String>,
+    /// `partial-progress.enabled`: commit file groups as they finish.
+    pub partial_progress: Option<bool>,
+    /// Run `expire_snapshots` after a successful rewrite, for snapshots older than this.
+    pub expire_snapshots_older_than_hours: Option<i64>,
+    /// Rebuild the pending state from the table's metadata this often, events or not (off).
+    pub reconcile_every_hours: Option<i64>,
+    /// The `[tenants.<name>]` owning the table; required when tenants are configured.
+    pub tenant: Option<String>,
+    pub pacing: Option<bool>,
+    pub run_cost_seconds: Option<i64>,
+    pub file_fix_value_seconds: Option<i64>,
+    pub file_hour_cost_seconds: Option<i64>,
+    pub settle_seconds: Option<i64>,
+    pub settle_max_seconds: Option<i64>,
+    pub quiet_partition_minutes: Option<i64>,
+    pub remerge_new_data_percent: Option<i64>,
+    /// `binpack`, `sort`, `zorder` or `auto`; the tenant's, else `[defaults]`, by default.
+    pub strategy: Option<String>,
+    /// For `sort`: `col1 DESC NULLS LAST, col2` (the table's own order when left out); for
+    /// `zorder`: `zorder(col1, col2)`.
+    pub sort_order: Option<String>,
+    /// Further `rewrite_data_files` options (`max-file-group-size-bytes`,
+    /// `shuffle-partitions-per-file`, ...); icepack's own keys are refused.
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+    /// `rewrite_manifests` past this many manifests; the tenant's, else `[defaults]`, by default.
+    pub max_manifests: Option<i64>,
+    pub remove_orphans_every_hours: Option<i64>,
+    pub orphan_older_than_hours: Option<i64>,
+    /// `retain_last` of the `expire_snapshots` follow-up (Iceberg's default: 1).
+    pub expire_snapshots_retain_last: Option<i64>,
+    pub delete_file_threshold: Option<i64>,
+    pub delete_ratio_threshold: Option<f64>,
+}
+
+/// Options of `rewrite_data_files` that icepack sets from its own keys.
+pub(super) const OWNED_REWRITE_OPTIONS: [&str; 4] = [
+    "target-file-size-bytes",
+    "min-input-files",
+    "min-file-size-bytes",
+    "partial-progress.enabled",
+];
+
+/// A table with every default applied: what the rest of icepack works with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSpec {
+    pub table: String,
+    pub bucket: String,
+    pub prefix: String,
+    pub thresholds: Thresholds,
+    pub target_file_bytes: u64,
+    pub file_suffixes: Vec<String>,
+    pub catalog: String,
+    pub min_input_files: u64,
+    pub where_filter: Option<String>,
+    pub partial_progress: bool,
+    pub expire_snapshots_older_than_hours: Option<u64>,
+    pub reconcile_every_millis: Option<i64>,
+    pub tenant: String,
+    /// When a due table's run starts: its cost against the files it fixes, the settle window.
+    pub pacing: crate::policy::Pacing,
+    pub strategy: crate::strategy::Strategy,
+    /// `options` of the table's `[[tables]]` entry.
+    pub rewrite_options: BTreeMap<String, String>,
+    /// `rewrite_manifests` past this many manifests (`None`: off).
+    pub max_manifests: Option<u64>,
+    /// `remove_orphan_files` this often (`None`: off), for files older than the hours.
+    pub remove_orphans_every_millis: Option<i64>,
+    pub orphan_older_than_hours: u64,
+    pub expire_snapshots_retain_last: Option<u64>,
+    /// Due by delete files: their number, or deleted rows per million rows (`None`: off).
+    pub deletes: DeleteThresholds,
+    /// Runs kept in the table's history (`service.run_history`).
+    pub run_history: u64,
+}
+
+pub use crate::state::DeleteThresholds;
+
+impl TableSpec {
+    pub fn rewrite_rule(&self) -> crate::policy::RewriteRule {
+        crate::policy::RewriteRule {
+            min_input_files: self.min_input_files,
+            target_file_bytes: self.target_file_bytes,
+        }
+    }
+
+    /// `min-file-size-bytes` of a run: the files it may rewrite. The small files icepack counts,
+    /// and no larger ones — an output that is no longer small is not rewritten again and again —
+    /// unless a partition has gone quiet (`joins_mid_sized`): then Iceberg's default (three
+    /// quarters of the target, `None`), so its last small files merge into its mid-sized
+    /// outputs instead of staying small. `None` too when the small-file size is not below the
+    /// target (Iceberg requires the floor below it).
+    pub fn rewrite_floor_bytes(&self, joins_mid_sized: bool) -> Option<u64> {
+        let small = self.thresholds.small_file_bytes;
+        (!joins_mid_sized && small < self.target_file_bytes).then_some(small)
+    }
+
+    /// A spec with compaction defaults, for tests and benchmarks.
+    #[doc(hidden)]
+    pub fn for_tests(table: &str, bucket: &str, prefix: &str, thresholds: Thresholds) -> TableSpec {
+        TableSpec {
+            table: table.to_string(),
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+            thresholds,
+            target_file_bytes: 512 * MIB,
+            file_suffixes: vec![".parquet".to_string()],
+            catalog: DEFAULT_CATALOG.to_string(),
+            min_input_files: thresholds.min_files,
+            where_filter: None,
+            partial_progress: false,
+            expire_snapshots_older_than_hours: None,
+            reconcile_every_millis: None,
+            tenant: DEFAULT_TENANT.to_string(),
+            pacing: crate::policy::Pacing::OFF,
+            strategy: crate::strategy::Strategy::Binpack,
+            rewrite_options: BTreeMap::new(),
+            max_manifests: None,
+            remove_orphans_every_millis: None,
+            orphan_older_than_hours: default_orphan_older_than_hours() as u64,
+            expire_snapshots_retain_last: None,
+            deletes: DeleteThresholds::default(),
+            run_history: default_run_history() as u64,
+        }
+    }
+}
+
+impl TableDefaults {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        check_positive("defaults.small_file_mb", self.small_file_mb)?;
+        check_positive("defaults.min_files", self.min_files)?;
+        check_positive("defaults.min_total_mb", self.min_total_mb)?;
+        check_positive("defaults.target_file_mb", self.target_file_mb)?;
+        check_not_negative("defaults.max_wait_minutes", self.max_wait_minutes)?;
+        for (field, value) in [
+            ("run_cost_seconds", self.run_cost_seconds),
+            ("file_fix_value_seconds", self.file_fix_value_seconds),
+            ("file_hour_cost_seconds", self.file_hour_cost_seconds),
+            ("settle_seconds", self.settle_seconds),
+            ("settle_max_seconds", self.settle_max_seconds),
+            ("quiet_partition_minutes", self.quiet_partition_minutes),
+            ("remerge_new_data_percent", self.remerge_new_data_percent),
+            ("max_manifests", self.max_manifests),
+            (
+                "remove_orphans_every_hours",
+                self.remove_orphans_every_hours,
+            ),
+        ] {
+            check_not_negative(&format!("defaults.{field}"), value)?;
+        }
+        check_orphan_age(
+            "defaults.orphan_older_than_hours",
+            self.orphan_older_than_hours,
+        )?;
+        check_not_negative("defaults.delete_file_threshold", self.delete_file_threshold)?;
+        if let Some(ratio) = self.delete_ratio_threshold {
+            check_ratio("defaults.delete_ratio_threshold", ratio)?;
+        }
+        check_strategy_name("defaults.strategy", &self.strategy)?;
+        check_suffixes("defaults.file_suffixes", &self.file_suffixes)
+    }
+}
+
+impl TableConfig {
+    pub(super) fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        validate_table_identifier(&self.table)
+            .map_err(|reason| ConfigError::Invalid(format!("{key}.table: {reason}")))?;
+        validate_bucket(&self.bucket)
+            .map_err(|reason| ConfigError::Invalid(format!("{key}.bucket: {reason}")))?;
+        if self.prefix.starts_with('/') {
+            return invalid(format!(
+                "{key}.prefix: S3 keys do not start with `/`, got `{}`",
+                self.prefix
+            ));
+        }
+        if self.prefix.split('/').any(|segment| segment == "..") {
+            return invalid(format!(
+                "{key}.prefix: must not contain `..` segments, got `{}`",
+                self.prefix
+            ));
+        }
+        TenantDefaults {
+            small_file_mb: self.small_file_mb,
+            min_files: self.min_files,
+            min_total_mb: self.min_total_mb,
+            target_file_mb: self.target_file_mb,
+            max_wait_minutes: self.max_wait_minutes,
+            file_suffixes: self.file_suffixes.clone(),
+            pacing: self.pacing,
+            run_cost_seconds: self.run_cost_seconds,
+            file_fix_value_seconds: self.file_fix_value_seconds,
+            file_hour_cost_seconds: self.file_hour_cost_seconds,
+            settle_seconds: self.settle_seconds,
+            settle_max_seconds: self.settle_max_seconds,
+            quiet_partition_minutes: self.quiet_partition_minutes,
+            remerge_new_data_percent: self.remerge_new_data_percent,
+            strategy: self.strategy.clone(),
+            max_manifests: self.max_manifests,
+            remove_orphans_every_hours: self.remove_orphans_every_hours,
+            orphan_older_than_hours: self.orphan_older_than_hours,
+            delete_file_threshold: self.delete_file_threshold,
+        }
+        .validate(key)?;
+        if let Some(ratio) = self.delete_ratio_threshold {
+            check_ratio(&format!("{key}.delete_ratio_threshold"), ratio)?;
+        }
+        if let Some(retain) = self.expire_snapshots_retain_last {
+            check_positive(&format!("{key}.expire_snapshots_retain_last"), retain)?;
+        }
+        for (option, value) in &self.options {
+            let well_formed = !option.is_empty()
+                && option.len() <= 128
+                && option
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+            if !well_formed {
+                return invalid(format!(
+                    "{key}.options: `{}` is not an option name of rewrite_data_files (lower case, digits, `-`, `.`)",
+                    option.escape_debug()
+                ));
+            }
+            if OWNED_REWRITE_OPTIONS.contains(&option.as_str()) {
+                return invalid(format!(
+                    "{key}.options.{option}: set by icepack from the table's own keys (target_file_mb, min_input_files, small_file_mb, partial_progress)"
+                ));
+            }
+            if value.is_empty() || value.len() > 1024 || value.chars().any(char::is_control) {
+                return invalid(format!(
+                    "{key}.options.{option}: must be one line of 1 to 1024 characters"
+                ));
+            }
+        }
+        if let Some(files) = self.min_input_files {
+            check_positive(&format!("{key}.min_input_files"), files)?;
+        }
+        if let Some(hours) = self.expire_snapshots_older_than_hours {
+            check_positive(&format!("{key}.expire_snapshots_older_than_hours"), hours)?;
+        }
+        if let Some(hours) = self.reconcile_every_hours {
+            check_positive(&format!("{key}.reconcile_every_hours"), hours)?;
+        }
+        if let Some(filter) = &self.where_filter {
+            if filter.trim().is_empty()
+                || filter.chars().any(char::is_control)
+                || filter.len() > 4096
+            {
+                return invalid(format!(
+                    "{key}.where: must be a one-line filter expression of at most 4096 characters"
+                ));
+            }
+        }
+        if let Some(catalog) = &self.catalog {
+            if !crate::sql_text::is_safe_identifier(catalog) {
+                return invalid(format!(
+                    "{key}.catalog: `{}` is not a valid catalog name",
+                    catalog.escape_debug()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The table's pacing: its keys, else the tenant's, else `[defaults]`.
+    pub(super) fn pacing(
+        &self,
+        defaults: &TableDefaults,
+        tenant: &TenantDefaults,
+    ) -> crate::policy::Pacing {
+        if !self.pacing.or(tenant.pacing).unwrap_or(defaults.pacing) {
+            return crate::policy::Pacing::OFF;
+        }
+        let millis = |table: Option<i64>, tenant: Option<i64>, default: i64, unit: i64| {
+            table.or(tenant).unwrap_or(default).saturating_mul(unit)
+        };
+        crate::policy::Pacing {
+            run_cost_millis: millis(
+                self.run_cost_seconds,
+                tenant.run_cost_seconds,
+                defaults.run_cost_seconds,
+                1000,
+            ) as u64,
+            file_fix_value_millis: millis(
+                self.file_fix_value_seconds,
+                tenant.file_fix_value_seconds,
+                defaults.file_fix_value_seconds,
+                1000,
+            ) as u64,
+            file_hour_cost_millis: millis(
+                self.file_hour_cost_seconds,
+                tenant.file_hour_cost_seconds,
+                defaults.file_hour_cost_seconds,
+                1000,
+            ) as u64,
+            settle_millis: millis(
+                self.settle_seconds,
+                tenant.settle_seconds,
+                defaults.settle_seconds,
+                1000,
+            ),
+            settle_max_millis: millis(
+                self.settle_max_seconds,
+                tenant.settle_max_seconds,
+                defaults.settle_max_seconds,
+                1000,
+            ),
+            quiet_millis: millis(
+                self.quiet_partition_minutes,
+                tenant.quiet_partition_minutes,
+                defaults.quiet_partition_minutes,
+                60_000,
+            ),
+            remerge_percent: millis(
+                self.remerge_new_data_percent,
+                tenant.remerge_new_data_percent,
+                defaults.remerge_new_data_percent,
+                1,
+            ) as u64,
+        }
+    }
+
+    /// The table's strategy with its sort order: its key, else the tenant's, else `[defaults]`.
+    pub(super) fn strategy(
+        &self,
+        defaults: &TableDefaults,
+        tenant: &TenantDefaults,
+    ) -> Result<crate::strategy::Strategy, String> {
+        let name = self
+            .strategy
+            .as_deref()
+            .or(tenant.strategy.as_deref())
+            .unwrap_or(&defaults.strategy);
+        crate::strategy::Strategy::parse(name, self.sort_order.as_deref())
+    }
+
+    /// Applies the tenant's defaults, then `[defaults]`, to every key the table leaves out.
+    pub(super) fn resolve(
+        &self,
+        defaults: &TableDefaults,
+        tenant: &TenantDefaults,
+        tenant_name: &str,
+    ) -> TableSpec {
+        let mib = |value: i64| value as u64 * MIB;
+        let max_wait_minutes = self
+            .max_wait_minutes
+            .or(tenant.max_wait_minutes)
+            .unwrap_or(defaults.max_wait_minutes);
+        let min_files = self
+            .min_files
+            .or(tenant.min_files)
+            .unwrap_or(defaults.min_files);
+        TableSpec {
+            table: self.table.clone(),
+            bucket: self.bucket.clone(),
+            prefix: self.prefix.clone(),
+            thresholds: Thresholds {
+                small_file_bytes: mib(self
+                    .small_file_mb
+                    .or(tenant.small_file_mb)
+                    .unwrap_or(defaults.small_file_mb)),
+                min_files: min_files as u64,
+                min_total_bytes: mib(self
+                    .min_total_mb
+                    .or(tenant.min_total_mb)
+                    .unwrap_or(defaults.min_total_mb)),
+                max_wait_millis: (max_wait_minutes > 0).then_some(max_wait_minutes * 60_000),
+            },
+            target_file_bytes: mib(self
+                .target_file_mb
+                .or(tenant.target_file_mb)
+                .unwrap_or(defaults.target_file_mb)),
+            file_suffixes: self
+                .file_suffixes
+                .clone()
+                .or_else(|| tenant.file_suffixes.clone())
+                .unwrap_or_else(|| defaults.file_suffixes.clone()),
+            catalog: self
+                .catalog
+                .clone()
+                .unwrap_or_else(|| DEFAULT_CATALOG.to_string()),
+            min_input_files: self.min_input_files.unwrap_or(min_files) as u64,
+            where_filter: self.where_filter.clone(),
+            partial_progress: self.partial_progress.unwrap_or(false),
+            expire_snapshots_older_than_hours: self
+                .expire_snapshots_older_than_hours
+                .map(|hours| hours as u64),
+            reconcile_every_millis: self.reconcile_every_hours.map(|hours| hours * 3_600_000),
+            tenant: tenant_name.to_string(),
+            pacing: self.pacing(defaults, tenant),
+            strategy: self
+                .strategy(defaults, tenant)
+                .expect("the strategy is validated with the configuration"),
+            rewrite_options: self.options.clone(),
+            max_manifests: on_when_positive(
+                self.max_manifests,
+                tenant.max_manifests,
+                defaults.max_manifests,
+            ),
+            remove_orphans_every_millis: on_when_positive(
+                self.remove_orphans_every_hours,
+                tenant.remove_orphans_every_hours,
+                defaults.remove_orphans_every_hours,
+            )
+            .map(|hours| hours as i64 * 3_600_000),
+            orphan_older_than_hours: self
+                .orphan_older_than_hours
+                .or(tenant.orphan_older_than_hours)
+                .unwrap_or(defaults.orphan_older_than_hours)
+                as u64,
+            expire_snapshots_retain_last: self
+                .expire_snapshots_retain_last
+                .map(|retain| retain as u64),
+            run_history: default_run_history() as u64,
+            deletes: DeleteThresholds {
+                files: on_when_positive(
+                    self.delete_file_threshold,
+                    tenant.delete_file_threshold,
+                    defaults.delete_file_threshold,
+                ),
+                ratio_ppm: self
+                    .delete_ratio_threshold
+                    .or(defaults.delete_ratio_threshold)
+                    .map(|ratio| (ratio * 1_000_000.0).round() as u64),
+            },
+        }
+    }
+}
+
+/// `namespace.table`: two or more dot-separated parts of ASCII letters, digits and `_`, not starting
+/// with a digit. Strict on purpose: the identifier ends up in SQL and in container labels.
+pub fn validate_table_identifier(identifier: &str) -> Result<(), String> {
+    let parts: Vec<&str> = identifier.split('.').collect();
+    if parts.len() < 2 {
+        return Err(format!(
+            "expected `namespace.table`, got `{}`",
+            identifier.escape_debug()
+        ));
+    }
+    for part in parts {
+        let valid = !part.is_empty()
+            && part.len() <= 128
+            && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !part.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            return Err(format!(
+                "`{}` is not a valid identifier: each part of `namespace.table` is letters, digits and `_`, not starting with a digit",
+                identifier.escape_debug()
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn validate_bucket(bucket: &str) -> Result<(), String> {
+    let valid = (3..=63).contains(&bucket.len())
+        && bucket
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && bucket.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` is not a valid S3 bucket name (3-63 lowercase letters, digits, `-` and `.`)",
+            bucket.escape_debug()
+        ))
+    }
+}
+
+/// A key that is off at 0: the table's value, else the tenant's, else `[defaults]` (validated
+/// not negative).
+pub(super) fn on_when_positive(
+    table: Option<i64>,
+    tenant: Option<i64>,
+    default: i64,
+) -> Option<u64> {
+    Some(table.or(tenant).unwrap_or(default))
+        .filter(|value| *value > 0)
+        .map(|value| value as u64)
+}
+
+pub(super) fn check_ratio(key: &str, ratio: f64) -> Result<(), ConfigError> {
+    if ratio > 0.0 && ratio <= 1.0 {
+        Ok(())
+    } else {
+        invalid(format!(
+            "{key}: a share of the table's rows above 0 and at most 1 (Iceberg's default is 0.3), got {ratio}"
+        ))
+    }
+}
+
+pub(super) fn check_orphan_age(key: &str, hours: i64) -> Result<(), ConfigError> {
+    if hours >= MIN_ORPHAN_AGE_HOURS {
+        Ok(())
+    } else {
+        invalid(format!(
+            "{key}: at least {MIN_ORPHAN_AGE_HOURS} hours (a running writer's files are not orphans yet), got {hours}"
+        ))
+    }
+}
+
+pub(super) fn check_strategy_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    if crate::strategy::STRATEGY_NAMES.contains(&name) {
+        Ok(())
+    } else {
+        invalid(format!(
+            "{key}: must be one of {}, got `{}`",
+            crate::strategy::STRATEGY_NAMES.join(", "),
+            name.escape_debug()
+        ))
+    }
+}
+
+pub(super) fn check_suffixes(key: &str, suffixes: &[String]) -> Result<(), ConfigError> {
+    if suffixes.is_empty() || suffixes.iter().any(|suffix| suffix.is_empty()) {
+        return invalid(format!("{key}: must list at least one non-empty suffix"));
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! `[tenants.NAME]`: tenants, their queues and their table defaults.
+
+use super::*;
+
+/// One `[tenants.<name>]`: a team's queues, alert channels, share of the run slots and defaults.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// The tenant's own SQS queues, each polled by its own poller actors. None: its buckets'
+    /// notifications arrive on the shared `[sqs]` queue.
+    #[serde(default)]
+    pub queues: Vec<QueueConfig>,
+    /// The tenant's Slack channel (gets only this tenant's runs).
+    pub slack: Option<SlackConfig>,
+    #[serde(default)]
+    pub webhooks: Vec<WebhookConfig>,
+    /// Runs of this tenant at the same time; the pool size (`spark.max_concurrent`) by default.
+    pub max_concurrent_runs: Option<i64>,
+    /// Share of the run slots when tenants compete (weighted round-robin).
+    #[serde(default = "default_weight")]
+    pub weight: i64,
+    /// Threshold defaults for the tenant's tables, over `[defaults]`.
+    #[serde(default)]
+    pub defaults: TenantDefaults,
+}
+
+pub(super) fn default_weight() -> i64 {
+    1
+}
+
+/// `[[tenants.<name>.queues]]`: receive settings other than these come from `[sqs]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueConfig {
+    pub queue_url: String,
+    /// `sqs.region` by default.
+    pub region: Option<String>,
+    /// `sqs.endpoint_url` by default.
+    pub endpoint_url: Option<String>,
+    /// `sqs.pollers` by default.
+    pub pollers: Option<i64>,
+}
+
+/// A tenant's threshold defaults: each key falls back to `[defaults]`. (A table's own keys have
+/// the same shape and are checked the same way.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantDefaults {
+    pub small_file_mb: Option<i64>,
+    pub min_files: Option<i64>,
+    pub min_total_mb: Option<i64>,
+    pub target_file_mb: Option<i64>,
+    pub max_wait_minutes: Option<i64>,
+    pub file_suffixes: Option<Vec<String>>,
+    pub pacing: Option<bool>,
+    pub run_cost_seconds: Option<i64>,
+    pub file_fix_value_seconds: Option<i64>,
+    pub file_hour_cost_seconds: Option<i64>,
+    pub settle_seconds: Option<i64>,
+    pub settle_max_seconds: Option<i64>,
+    pub quiet_partition_minutes: Option<i64>,
+    pub remerge_new_data_percent: Option<i64>,
+    pub strategy: Option<String>,
+    pub max_manifests: Option<i64>,
+    pub remove_orphans_every_hours: Option<i64>,
+    pub orphan_older_than_hours: Option<i64>,
+    pub delete_file_threshold: Option<i64>,
+}
+
+/// A tenant with its settings resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantSpec {
+    pub name: String,
+    /// The tenant's own Slack channel and webhooks (deployment-wide ones are not listed here).
+    pub slack: Option<SlackConfig>,
+    pub webhooks: Vec<WebhookConfig>,
+    pub max_concurrent_runs: usize,
+    pub weight: u32,
+}
+
+/// A queue to poll, and whose it is (`None`: the shared `[sqs]` queue).
+#[derive(Debug, Clone)]
+pub struct QueueSpec {
+    pub tenant: Option<String>,
+    pub sqs: SqsConfig,
+}
+
+impl QueueConfig {
+    pub(super) fn resolve(&self, shared: &SqsConfig) -> SqsConfig {
+        SqsConfig {
+            queue_url: self.queue_url.clone(),
+            region: self.region.clone().unwrap_or_else(|| shared.region.clone()),
+            endpoint_url: self
+                .endpoint_url
+                .clone()
+                .unwrap_or_else(|| shared.endpoint_url.clone()),
+            pollers: self.pollers.unwrap_or(shared.pollers),
+            ..shared.clone()
+        }
+    }
+}
+
+/// Tenant names end up in metric labels, URLs and log fields: kept plain.
+pub fn validate_tenant_name(name: &str) -> Result<(), String> {
+    let valid = (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` is not a valid tenant name (1-64 letters, digits, `_` and `-`, starting with a letter or digit)",
+            name.escape_debug()
+        ))
+    }
+}
+
+impl TenantConfig {
+    pub(super) fn validate(&self, name: &str, shared: &SqsConfig) -> Result<(), ConfigError> {
+        let key = format!("tenants.{name}");
+        validate_tenant_name(name)
+            .map_err(|reason| ConfigError::Invalid(format!("{key}: {reason}")))?;
+        for (index, queue) in self.queues.iter().enumerate() {
+            queue
+                .resolve(shared)
+                .validate_as(&format!("{key}.queues[{index}]"))?;
+        }
+        const URL_HINT: &str = " (the URL itself never goes in this file)";
+        if let Some(slack) = &self.slack {
+            check_env_name(
+                &format!("{key}.slack.webhook_url_env"),
+                &slack.webhook_url_env,
+                URL_HINT,
+            )?;
+        }
+        for (index, webhook) in self.webhooks.iter().enumerate() {
+            check_env_name(
+                &format!("{key}.webhooks[{index}].url_env"),
+                &webhook.url_env,
+                URL_HINT,
+            )?;
+        }
+        if let Some(runs) = self.max_concurrent_runs {
+            check_range(&format!("{key}.max_concurrent_runs"), runs, 1, 256)?;
+        }
+        check_range(&format!("{key}.weight"), self.weight, 1, 100)?;
+        self.defaults.validate(&format!("{key}.defaults"))
+    }
+}
+
+impl TenantDefaults {
+    /// Checks the keys set, each named under `key` (`tenants.x.defaults`, `tables[3]`).
+    pub(super) fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        for (field, value) in [
+            ("small_file_mb", self.small_file_mb),
+            ("min_files", self.min_files),
+            ("min_total_mb", self.min_total_mb),
+            ("target_file_mb", self.target_file_mb),
+        ] {
+            if let Some(value) = value {
+                check_positive(&format!("{key}.{field}"), value)?;
+            }
+        }
+        for (field, value) in [
+            ("max_wait_minutes", self.max_wait_minutes),
+            ("run_cost_seconds", self.run_cost_seconds),
+            ("file_fix_value_seconds", self.file_fix_value_seconds),
+            ("file_hour_cost_seconds", self.file_hour_cost_seconds),
+            ("settle_seconds", self.settle_seconds),
+            ("settle_max_seconds", self.settle_max_seconds),
+            ("quiet_partition_minutes", self.quiet_partition_minutes),
+            ("remerge_new_data_percent", self.remerge_new_data_percent),
+            ("max_manifests", self.max_manifests),
+            (
+                "remove_orphans_every_hours",
+                self.remove_orphans_every_hours,
+            ),
+        ] {
+            if let Some(value) = value {
+                check_not_negative(&format!("{key}.{field}"), value)?;
+            }
+        }
+        if let Some(hours) = self.orphan_older_than_hours {
+            check_orphan_age(&format!("{key}.orphan_older_than_hours"), hours)?;
+        }
+        if let Some(files) = self.delete_file_threshold {
+            check_not_negative(&format!("{key}.delete_file_threshold"), files)?;
+        }
+        if let Some(suffixes) = &self.file_suffixes {
+            check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
+        }
+        if let Some(strategy) = &self.strategy {
+            check_strategy_name(&format!("{key}.strategy"), strategy)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,419 @@
+//! The configuration's tests: parsing, defaults, validation and its messages.
+
+use super::*;
+
+const EXAMPLE: &str = r#"
+        [service]
+        state_dir = "data/state"
+
+        [sqs]
+        queue_url = "https://sqs.us-east-1.amazonaws.com/123456789012/s3-parquet-landing-queue"
+
+        [[tables]]
+        table = "analytics.customer_orders"
+        bucket = "lakehouse-data"
+        prefix = "warehouse/analytics/customer_orders/"
+
+        [[tables]]
+        table = "analytics.events"
+        bucket = "lakehouse-data"
+        prefix = "warehouse/analytics/events/"
+        min_files = 3
+        max_wait_minutes = 0
+    "#;
+
+fn error_of(text: &str) -> String {
+    Config::from_toml_str(text).unwrap_err().to_string()
+}
+
+#[test]
+fn defaults_are_the_reference_blueprint() {
+    let config = Config::from_toml_str(EXAMPLE).unwrap();
+    let specs = config.table_specs();
+    let orders = &specs[0].thresholds;
+    assert_eq!(orders.small_file_bytes, 64 * MIB);
+    assert_eq!(orders.min_files, 10);
+    assert_eq!(orders.min_total_bytes, 256 * MIB);
+    assert_eq!(orders.max_wait_millis, Some(120 * 60_000));
+    assert_eq!(specs[0].target_file_bytes, 512 * MIB);
+    assert_eq!(specs[0].file_suffixes, vec![".parquet".to_string()]);
+    assert_eq!(config.sqs.wait_time_seconds, 20);
+    assert_eq!(config.sqs.max_messages, 10);
+    assert_eq!(config.sqs.visibility_timeout_seconds, 300);
+    assert_eq!(config.service.dedup_retention_days, 14);
+}
+
+#[test]
+fn strategies_resolve_table_then_tenant_then_defaults_and_bad_ones_are_named() {
+    let table = |extra: &str| {
+        format!("[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n{extra}")
+    };
+    let spec = |text: &str| Config::from_toml_str(text).unwrap().table_specs().remove(0);
+    assert_eq!(
+        spec(&table("")).strategy,
+        crate::strategy::Strategy::Binpack
+    );
+    assert_eq!(
+        spec(&format!("[defaults]\nstrategy = \"auto\"\n{}", table(""))).strategy,
+        crate::strategy::Strategy::Auto
+    );
+    let sorted = spec(&format!(
+            "[defaults]\nstrategy = \"auto\"\n{}",
+            table("strategy = \"sort\"\nsort_order = \"ts desc, id\"\noptions = { \"shuffle-partitions-per-file\" = \"4\" }\n")
+        ));
+    assert_eq!(
+        sorted.strategy.for_run(None),
+        Some(crate::strategy::RunStrategy::Sort(Some(
+            "ts DESC, id".to_string()
+        )))
+    );
+    assert_eq!(sorted.rewrite_options["shuffle-partitions-per-file"], "4");
+    let tenant = spec(
+            "[tenants.t]\n[tenants.t.defaults]\nstrategy = \"zorder\"\n[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\ntenant = \"t\"\nsort_order = \"zorder(x, y)\"\n",
+        );
+    assert_eq!(
+        tenant.strategy,
+        crate::strategy::Strategy::Zorder(vec!["x".to_string(), "y".to_string()])
+    );
+    for (text, named) in [
+        (
+            format!("[defaults]\nstrategy = \"fastest\"\n{}", table("")),
+            "defaults.strategy",
+        ),
+        (table("strategy = \"Sort\"\n"), "tables[0].strategy"),
+        (
+            table("strategy = \"zorder\"\n"),
+            "tables[0]: strategy = \"zorder\" needs sort_order",
+        ),
+        (table("sort_order = \"id\"\n"), "sort_order needs strategy"),
+        (
+            table("strategy = \"sort\"\nsort_order = \"id'); DROP TABLE x; --\"\n"),
+            "tables[0]: sort_order",
+        ),
+        (
+            table("options = { \"min-input-files\" = \"2\" }\n"),
+            "tables[0].options.min-input-files: set by icepack",
+        ),
+        (
+            table("options = { \"Rewrite All\" = \"true\" }\n"),
+            "tables[0].options: `Rewrite All`",
+        ),
+        (
+            table("options = { \"rewrite-all\" = \"\" }\n"),
+            "tables[0].options.rewrite-all",
+        ),
+        (
+            table("orphan_older_than_hours = 12\n"),
+            "tables[0].orphan_older_than_hours: at least 24 hours",
+        ),
+        (
+            format!("[defaults]\norphan_older_than_hours = 1\n{}", table("")),
+            "defaults.orphan_older_than_hours",
+        ),
+        (
+            table("remove_orphans_every_hours = -1\n"),
+            "tables[0].remove_orphans_every_hours",
+        ),
+        (table("max_manifests = -3\n"), "tables[0].max_manifests"),
+        (
+            table("delete_ratio_threshold = 1.5\n"),
+            "tables[0].delete_ratio_threshold",
+        ),
+        (
+            table("expire_snapshots_retain_last = 0\n"),
+            "tables[0].expire_snapshots_retain_last",
+        ),
+    ] {
+        let message = error_of(&text);
+        assert!(message.contains(named), "{named}: {message}");
+    }
+}
+
+#[test]
+fn per_table_overrides_apply() {
+    let specs = Config::from_toml_str(EXAMPLE).unwrap().table_specs();
+    assert_eq!(specs[1].thresholds.min_files, 3);
+    assert_eq!(specs[1].thresholds.max_wait_millis, None);
+}
+
+#[test]
+fn unknown_key_is_named() {
+    let message = error_of("[sqs]\nqueue_urll = \"x\"\n");
+    assert!(message.contains("queue_urll"), "{message}");
+    let message =
+        error_of("[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\ncolour = 1\n");
+    assert!(message.contains("colour"), "{message}");
+    let message = error_of("[nonsense]\nx = 1\n");
+    assert!(message.contains("nonsense"), "{message}");
+}
+
+#[test]
+fn missing_table_field_is_named() {
+    let message = error_of("[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\n");
+    assert!(message.contains("prefix"), "{message}");
+}
+
+#[test]
+fn same_bucket_and_prefix_twice_is_rejected() {
+    let message = error_of(
+            "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n[[tables]]\ntable = \"a.c\"\nbucket = \"bkt\"\nprefix = \"p/\"\n",
+        );
+    assert!(message.contains("tables[1].prefix"), "{message}");
+    assert!(
+        message.contains("a.b") && message.contains("a.c"),
+        "{message}"
+    );
+}
+
+#[test]
+fn worker_threads_default_to_one_per_core_and_are_bounded() {
+    assert_eq!(Config::from_toml_str("").unwrap().service.worker_threads, 0);
+    let config = Config::from_toml_str(
+        "[service]
+worker_threads = 3
+",
+    )
+    .unwrap();
+    assert_eq!(config.service.worker_threads, 3);
+    for wrong in ["-1", "1025"] {
+        let message = error_of(&format!(
+            "[service]
+worker_threads = {wrong}
+"
+        ));
+        assert!(message.contains("service.worker_threads"), "{message}");
+    }
+}
+
+#[test]
+fn zero_and_negative_thresholds_are_rejected() {
+    assert!(error_of("[defaults]\nmin_files = 0\n").contains("defaults.min_files"));
+    assert!(error_of("[defaults]\nsmall_file_mb = -5\n").contains("defaults.small_file_mb"));
+    assert!(error_of("[defaults]\nmax_wait_minutes = -1\n").contains("defaults.max_wait_minutes"));
+    let message = error_of(
+        "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\nmin_total_mb = 0\n",
+    );
+    assert!(message.contains("tables[0].min_total_mb"), "{message}");
+}
+
+#[test]
+fn malformed_table_identifiers_are_rejected() {
+    for bad in [
+        "orders", "a..b", "a.b;drop", "a.b'c", "1a.b", "a. b", "a.b-c", "",
+    ] {
+        let text = format!("[[tables]]\ntable = \"{bad}\"\nbucket = \"bkt\"\nprefix = \"p/\"\n");
+        let message = error_of(&text);
+        assert!(message.contains("tables[0].table"), "{bad}: {message}");
+    }
+    assert!(validate_table_identifier("db.schema.table_1").is_ok());
+}
+
+#[test]
+fn sqs_limits_are_checked() {
+    assert!(error_of("[sqs]\nmax_messages = 11\n").contains("sqs.max_messages"));
+    assert!(error_of("[sqs]\nwait_time_seconds = 21\n").contains("sqs.wait_time_seconds"));
+    assert!(error_of("[sqs]\nqueue_url = \"my-queue\"\n").contains("sqs.queue_url"));
+}
+
+#[test]
+fn compaction_settings_have_the_reference_defaults() {
+    let config = Config::from_toml_str(EXAMPLE).unwrap();
+    let catalog = &config.catalogs["lakehouse"];
+    assert_eq!(catalog.catalog_impl, "org.apache.iceberg.rest.RESTCatalog");
+    assert_eq!(catalog.uri, "http://iceberg-rest:8181");
+    assert_eq!(catalog.io_impl, "org.apache.iceberg.aws.s3.S3FileIO");
+    assert_eq!(config.spark.runner, SparkRunnerKind::Docker);
+    assert_eq!(config.spark.image, "apache/spark:3.5.1");
+    assert_eq!(config.spark.packages.len(), 3);
+    assert_eq!(
+        (
+            config.spark.retry_attempts,
+            config.spark.retry_interval_seconds
+        ),
+        (2, 15)
+    );
+    let specs = config.table_specs();
+    assert_eq!(specs[0].catalog, "lakehouse");
+    assert_eq!(specs[0].min_input_files, 10);
+    assert_eq!(
+        specs[1].min_input_files, 3,
+        "min_input_files follows the table's min_files"
+    );
+    assert!(!specs[0].partial_progress);
+}
+
+#[test]
+fn compaction_settings_are_validated() {
+    let table = "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n";
+    assert!(error_of(&format!("{table}catalog = \"other\"\n")).contains("tables[0].catalog"));
+    assert!(error_of(&format!("{table}where = \"a = 1\\nb\"\n")).contains("tables[0].where"));
+    assert!(error_of("[catalogs.lakehouse]\nimpl = \"x y\"\n").contains("catalogs.lakehouse.impl"));
+    assert!(
+        error_of("[catalogs.lakehouse]\nproperties = { \"a=b\" = \"c\" }\n")
+            .contains("catalogs.lakehouse.properties")
+    );
+    assert!(error_of("[spark]\nrunner = \"ssh\"\n").contains("spark.runner"));
+    assert!(error_of("[spark]\nmax_concurrent = 0\n").contains("spark.max_concurrent"));
+    assert!(error_of("[spark]\npackages = [\"a:b\"]\n").contains("spark.packages"));
+    assert!(error_of("[spark]\nconf = { \"x y\" = \"1\" }\n").contains("spark.conf"));
+    assert!(error_of("[spark]\nenv = [\"lower\"]\n").contains("spark.env"));
+    assert!(error_of("[spark]\nbinds = [\"relative:/x\"]\n").contains("spark.binds"));
+    let ok = format!("[catalogs.other]\nimpl = \"org.apache.iceberg.jdbc.JdbcCatalog\"\nwarehouse = \"s3://b/w\"\n{table}catalog = \"other\"\nwhere = \"dt >= '2024-01-01'\"\n");
+    let config = Config::from_toml_str(&ok).unwrap();
+    assert!(
+        !config.catalogs.contains_key("lakehouse"),
+        "naming catalogs replaces the default one"
+    );
+    assert_eq!(
+        config.table_specs()[0].where_filter.as_deref(),
+        Some("dt >= '2024-01-01'")
+    );
+}
+
+const TENANTS: &str = r##"
+        [sqs]
+        region = "eu-west-1"
+        pollers = 3
+
+        [tenants.analytics]
+        weight = 3
+        max_concurrent_runs = 1
+        defaults = { min_files = 5, max_wait_minutes = 30 }
+        slack = { webhook_url_env = "ANALYTICS_SLACK_URL", channel = "#analytics" }
+        [[tenants.analytics.queues]]
+        queue_url = "http://localhost:4566/000000000000/analytics-landing"
+        pollers = 1
+
+        [tenants.billing]
+        [[tenants.billing.queues]]
+        queue_url = "http://localhost:4566/000000000000/billing-landing"
+        region = "us-east-2"
+
+        [[tables]]
+        table = "analytics.events"
+        bucket = "analytics-lake"
+        prefix = "events/"
+        tenant = "analytics"
+        min_files = 8
+
+        [[tables]]
+        table = "analytics.sessions"
+        bucket = "analytics-lake"
+        prefix = "sessions/"
+        tenant = "analytics"
+
+        [[tables]]
+        table = "billing.invoices"
+        bucket = "billing-lake"
+        prefix = "invoices/"
+        tenant = "billing"
+    "##;
+
+#[test]
+fn without_tenants_there_is_one_implicit_tenant_on_the_shared_queue() {
+    let config = Config::from_toml_str(EXAMPLE).unwrap();
+    let tenants = config.tenant_specs();
+    assert_eq!(tenants.len(), 1);
+    assert_eq!(tenants[0].name, DEFAULT_TENANT);
+    assert_eq!(tenants[0].max_concurrent_runs, 2, "the whole pool");
+    assert!(config
+        .table_specs()
+        .iter()
+        .all(|t| t.tenant == DEFAULT_TENANT));
+    let queues = config.queues();
+    assert_eq!(queues.len(), 1);
+    assert_eq!(queues[0].tenant, None);
+    assert_eq!(queues[0].sqs.queue_url, config.sqs.queue_url);
+}
+
+#[test]
+fn tenants_bring_their_queues_limits_and_defaults() {
+    let config = Config::from_toml_str(TENANTS).unwrap();
+    let tenants = config.tenant_specs();
+    let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["analytics", "billing"]);
+    assert_eq!((tenants[0].weight, tenants[0].max_concurrent_runs), (3, 1));
+    assert_eq!((tenants[1].weight, tenants[1].max_concurrent_runs), (1, 2));
+    assert_eq!(tenants[0].slack.as_ref().unwrap().channel, "#analytics");
+    assert!(tenants[1].slack.is_none());
+
+    let queues = config.queues();
+    assert_eq!(
+        queues.len(),
+        2,
+        "every tenant has its own: the shared queue is not polled"
+    );
+    assert_eq!(queues[0].tenant.as_deref(), Some("analytics"));
+    assert_eq!(queues[0].sqs.pollers, 1);
+    assert_eq!(queues[0].sqs.region, "eu-west-1", "from [sqs]");
+    assert_eq!(queues[1].sqs.region, "us-east-2");
+    assert_eq!(queues[1].sqs.pollers, 3, "from [sqs]");
+
+    let specs = config.table_specs();
+    assert_eq!(specs[0].tenant, "analytics");
+    assert_eq!(
+        specs[0].thresholds.min_files, 8,
+        "the table's own value wins"
+    );
+    assert_eq!(
+        specs[1].thresholds.min_files, 5,
+        "then the tenant's default"
+    );
+    assert_eq!(specs[1].min_input_files, 5);
+    assert_eq!(specs[1].thresholds.max_wait_millis, Some(30 * 60_000));
+    assert_eq!(specs[2].thresholds.min_files, 10, "then [defaults]");
+}
+
+#[test]
+fn a_tenant_without_queues_is_fed_by_the_shared_queue() {
+    let text = TENANTS.replace(
+            "[[tenants.billing.queues]]\n        queue_url = \"http://localhost:4566/000000000000/billing-landing\"\n        region = \"us-east-2\"",
+            "",
+        );
+    let config = Config::from_toml_str(&text).unwrap();
+    let queues = config.queues();
+    assert_eq!(queues.len(), 2);
+    assert_eq!(queues[0].tenant, None);
+}
+
+#[test]
+fn tenant_mistakes_are_named() {
+    let untenanted = TENANTS.replace("tenant = \"billing\"\n", "");
+    assert!(error_of(&untenanted).contains("tables[2].tenant: required"));
+    let unknown = TENANTS.replace("tenant = \"billing\"", "tenant = \"biling\"");
+    assert!(error_of(&unknown).contains("no [tenants.biling] section"));
+    assert!(error_of(&format!("{TENANTS}\n[tenants.\"bad name\"]\n"))
+        .contains("not a valid tenant name"));
+    assert!(
+        error_of(&TENANTS.replace("weight = 3", "weight = 0")).contains("tenants.analytics.weight")
+    );
+    assert!(
+        error_of(&TENANTS.replace("max_concurrent_runs = 1", "max_concurrent_runs = 0"))
+            .contains("tenants.analytics.max_concurrent_runs")
+    );
+    assert!(error_of(&TENANTS.replace("min_files = 5", "min_files = 0"))
+        .contains("tenants.analytics.defaults.min_files"));
+    assert!(
+        error_of(&TENANTS.replace("\"ANALYTICS_SLACK_URL\"", "\"https://hooks.slack.com/x\""))
+            .contains("tenants.analytics.slack.webhook_url_env")
+    );
+    let same_queue = TENANTS.replace("billing-landing", "analytics-landing");
+    let message = error_of(&same_queue);
+    assert!(
+        message.contains("also configured for analytics"),
+        "{message}"
+    );
+    let bad_queue = TENANTS.replace(
+        "http://localhost:4566/000000000000/billing-landing",
+        "billing",
+    );
+    assert!(error_of(&bad_queue).contains("tenants.billing.queues[0].queue_url"));
+    let lonely = EXAMPLE.replace("min_files = 3", "min_files = 3\ntenant = \"x\"");
+    assert!(error_of(&lonely).contains("tables[1].tenant: no [tenants.x]"));
+}
+
+#[test]
+fn wrong_type_names_the_key() {
+    let message = error_of("[defaults]\nmin_files = \"ten\"\n");
+    assert!(message.contains("defaults.min_files"), "{message}");
+}
