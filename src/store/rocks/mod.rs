@@ -47,6 +47,9 @@ pub mod cf {
 
 const SEPARATOR: u8 = 0;
 
+mod keys;
+use keys::*;
+
 pub struct RocksStore {
     /// `None` while a reopen after a failed write has not succeeded.
     db: RwLock<Option<DB>>,
@@ -578,53 +581,6 @@ impl RocksStore {
     }
 }
 
-/// The keys of a table's records in a per-table family (`table \0 ...`), as the range
-/// `[table \0, table \1)`: exactly the keys with that prefix, so no other table's (`a.bc`,
-/// `a.b.c` for `a.b`).
-fn table_range(table: &str) -> (Vec<u8>, Vec<u8>) {
-    let start = joined(table.as_bytes(), b"");
-    let mut end = table.as_bytes().to_vec();
-    end.push(SEPARATOR + 1);
-    (start, end)
-}
-
-/// The one field of a [`SeenEntry`] that forgetting a table reads, without copying it.
-#[derive(Deserialize)]
-struct SeenOwner<'a> {
-    #[serde(borrow)]
-    table: Cow<'a, str>,
-}
-
-/// The fields of a [`SeenEntry`] its index entry is made of.
-#[derive(Deserialize)]
-struct SeenIndexFields<'a> {
-    #[serde(borrow)]
-    table: Cow<'a, str>,
-    first_seen_millis: UnixMillis,
-}
-
-/// The object of a [`FileEntry`], to tell whether a log entry is a remembered key's file.
-#[derive(Deserialize)]
-struct LoggedObject<'a> {
-    #[serde(borrow)]
-    bucket: Cow<'a, str>,
-    #[serde(borrow)]
-    key: Cow<'a, str>,
-}
-
-/// Length of an index key's time and separator, before the `seen` key.
-const TIME_PREFIX: usize = 9;
-
-/// A time as 8 bytes that sort like the times (big endian, sign bit flipped).
-fn time_key(millis: UnixMillis) -> [u8; 8] {
-    ((millis as u64) ^ (1 << 63)).to_be_bytes()
-}
-
-/// The `seen_by_time` key of a `seen` key (bucket \0 key) first seen at `first_seen_millis`.
-fn index_key(first_seen_millis: UnixMillis, seen_key: &[u8]) -> Vec<u8> {
-    joined(&time_key(first_seen_millis), seen_key)
-}
-
 impl StateStore for RocksStore {
     fn load_table(&self, table: &str) -> Result<TableSnapshot, StoreError> {
         let db = self.db()?;
@@ -809,62 +765,5 @@ impl StateStore for RocksStore {
         drop(db);
         self.write_synced(batch)?;
         Ok(summary)
-    }
-}
-
-fn family<'a>(db: &'a DB, name: &str) -> Result<&'a ColumnFamily, StoreError> {
-    db.cf_handle(name)
-        .ok_or_else(|| StoreError::Read(format!("column family {name} is missing")))
-}
-
-fn joined(first: &[u8], second: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(first.len() + 1 + second.len());
-    key.extend_from_slice(first);
-    key.push(SEPARATOR);
-    key.extend_from_slice(second);
-    key
-}
-
-/// table \0 resolution slot: a slot's sign bit flipped, so big-endian bytes sort like the numbers.
-fn sample_key(table: &str, resolution: Resolution, slot: i64) -> Vec<u8> {
-    let mut suffix = vec![resolution.tag()];
-    suffix.extend_from_slice(&((slot as u64) ^ (1 << 63)).to_be_bytes());
-    joined(table.as_bytes(), &suffix)
-}
-
-fn slot_from_key(bytes: [u8; 8]) -> i64 {
-    (u64::from_be_bytes(bytes) ^ (1 << 63)) as i64
-}
-
-fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).expect("state values always serialize")
-}
-
-fn decode<T: DeserializeOwned>(key: &[u8], value: &[u8]) -> Result<T, StoreError> {
-    serde_json::from_slice(value).map_err(|error| corrupt(key, error))
-}
-
-fn read_error(error: rocksdb::Error) -> StoreError {
-    StoreError::Read(error.to_string())
-}
-
-fn corrupt(key: &[u8], error: serde_json::Error) -> StoreError {
-    StoreError::Corrupt {
-        key: String::from_utf8_lossy(key).replace('\0', "/"),
-        message: error.to_string(),
-    }
-}
-
-fn open_error(path: &Path, error: rocksdb::Error) -> StoreError {
-    let message = error.to_string();
-    if message.contains("lock file") || message.contains("LOCK") {
-        StoreError::Locked {
-            path: path.display().to_string(),
-        }
-    } else {
-        StoreError::Open {
-            path: path.display().to_string(),
-            message,
-        }
     }
 }
