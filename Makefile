@@ -11,6 +11,7 @@ build: deps
 lint: deps
 	cargo fmt --all -- --check
 	python3 deploy/check/module-graph.py --quiet
+	cargo deny --log-level error check licenses bans sources
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features failpoints -- -D warnings
 

@@ -29,4 +29,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo is missing: install Rust with rustup first" >&2
   exit 1
 fi
+
+# cargo-deny for `make lint` (licences, bans, sources; deny.toml): built once from crates.io into
+# ~/.cargo/bin (about 4 minutes on 2 cores), in a target directory of its own.
+if ! cargo deny --version 2>/dev/null | grep -q "^cargo-deny 0.20.2"; then
+  log "installing cargo-deny 0.20.2 from crates.io"
+  CARGO_TARGET_DIR="${HOME}/.cache/icepack/cargo-deny-target" cargo install --quiet --locked cargo-deny --version 0.20.2
+fi
 log "dependencies ready"
