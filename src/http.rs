@@ -387,15 +387,40 @@ async fn table(State(state): State<ApiState>, Path(table): Path<String>) -> Resp
     }
 }
 
-/// A table's run history, newest first (`service.run_history` runs at most).
-async fn runs(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
-    if state.pipeline.table_index(&table).is_none() {
-        return not_found(&table);
+/// Reads what the store keeps of a configured table off the async threads: 404 for a table not
+/// configured, 503 naming `what` when the store cannot be read.
+async fn read_table<T: Send + 'static>(
+    state: &ApiState,
+    table: &str,
+    what: &str,
+    read: impl FnOnce(&dyn crate::store::StateStore, &str) -> Result<T, crate::store::StoreError>
+        + Send
+        + 'static,
+) -> Result<T, Response> {
+    if state.pipeline.table_index(table).is_none() {
+        return Err(not_found(table));
     }
     let store = state.pipeline.store();
-    let name = table.clone();
-    match tokio::task::spawn_blocking(move || store.runs(&name)).await {
-        Ok(Ok(runs)) => {
+    let name = table.to_string();
+    match tokio::task::spawn_blocking(move || read(store.as_ref(), &name)).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": format!("cannot read the {what}: {error}")})),
+        )
+            .into_response()),
+        Err(_) => Err(StatusCode::INTERNAL_SERVER_ERROR.into_response()),
+    }
+}
+
+/// A table's run history, newest first (`service.run_history` runs at most).
+async fn runs(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
+    match read_table(&state, &table, "run history", |store, name| {
+        store.runs(name)
+    })
+    .await
+    {
+        Ok(runs) => {
             let runs: Vec<crate::status::LastRun> = runs
                 .iter()
                 .rev()
@@ -403,53 +428,38 @@ async fn runs(State(state): State<ApiState>, Path(table): Path<String>) -> Respo
                 .collect();
             Json(json!({"table": table, "runs": runs})).into_response()
         }
-        Ok(Err(error)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"error": format!("cannot read the run history: {error}")})),
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        Err(response) => response,
     }
 }
 
 /// A table's small files over time (pending plus claimed by a run in flight), oldest first:
 /// each hour's highest level beyond the last 24 hours, then a point a minute where it changed.
 async fn series(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
-    if state.pipeline.table_index(&table).is_none() {
-        return not_found(&table);
-    }
-    let store = state.pipeline.store();
-    let name = table.clone();
-    match tokio::task::spawn_blocking(move || store.series(&name)).await {
-        Ok(Ok(series)) => {
-            let points: Vec<serde_json::Value> = series
-                .points()
-                .into_iter()
-                .map(|point| {
-                    json!({
-                        "at": crate::clock::format_rfc3339(point.at_millis),
-                        "files": point.files,
-                        "bytes": point.bytes,
-                        "peak_files": point.peak_files,
-                    })
-                })
-                .collect();
-            Json(json!({
-                "table": table,
-                "now": crate::clock::format_rfc3339(state.clock.now_millis()),
-                "minutes_kept": crate::series::MINUTES_KEPT,
-                "hours_kept": crate::series::HOURS_KEPT,
-                "points": points,
-            }))
-            .into_response()
-        }
-        Ok(Err(error)) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"error": format!("cannot read the series: {error}")})),
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
+    let series = match read_table(&state, &table, "series", |store, name| store.series(name)).await
+    {
+        Ok(series) => series,
+        Err(response) => return response,
+    };
+    let points: Vec<serde_json::Value> = series
+        .points()
+        .into_iter()
+        .map(|point| {
+            json!({
+                "at": crate::clock::format_rfc3339(point.at_millis),
+                "files": point.files,
+                "bytes": point.bytes,
+                "peak_files": point.peak_files,
+            })
+        })
+        .collect();
+    Json(json!({
+        "table": table,
+        "now": crate::clock::format_rfc3339(state.clock.now_millis()),
+        "minutes_kept": crate::series::MINUTES_KEPT,
+        "hours_kept": crate::series::HOURS_KEPT,
+        "points": points,
+    }))
+    .into_response()
 }
 
 fn not_found(table: &str) -> Response {

@@ -5,7 +5,8 @@ use serde::Deserialize;
 
 use crate::status::TableStatus;
 
-/// The query string of `GET /v1/tables` (every part optional; none: every table, by name).
+/// The query string of `GET /v1/tables` (every part optional; none: every table, in the
+/// configuration's order).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TableQuery {
@@ -15,7 +16,8 @@ pub struct TableQuery {
     pub q: Option<String>,
     /// `due`, `failing`, `running`, `pending` (any small file waiting) or `all`.
     pub state: Option<String>,
-    /// `name`, `tenant`, `pending_files`, `pending_bytes`, `failures`, `last_run` or `due`.
+    /// `name`, `tenant`, `pending_files`, `pending_bytes`, `failures`, `last_run` or `due`
+    /// (none: the configuration's order, as before there were queries).
     pub sort: Option<String>,
     /// `asc` or `desc` (default: `asc` by name and tenant, `desc` by the numbers).
     pub order: Option<String>,
@@ -113,7 +115,9 @@ impl TableQuery {
             .into_iter()
             .filter(|status| self.keeps(status, needle.as_deref()))
             .collect();
-        let sort = self.sort.as_deref().unwrap_or("name");
+        let Some(sort) = self.sort.as_deref() else {
+            return Ok(self.page(kept, total));
+        };
         let descending = match self.order.as_deref() {
             Some(order) => order == "desc",
             None => !matches!(sort, "name" | "tenant"),
@@ -144,19 +148,23 @@ impl TableQuery {
                 by_name
             })
         });
+        Ok(self.page(kept, total))
+    }
+
+    fn page(&self, kept: Vec<TableStatus>, total: usize) -> Page {
         let matched = kept.len();
         let offset = self.offset.unwrap_or(0).min(matched);
         let tables: Vec<TableStatus> = match self.limit {
             Some(limit) => kept.into_iter().skip(offset).take(limit).collect(),
             None => kept.into_iter().skip(offset).collect(),
         };
-        Ok(Page {
+        Page {
             tables,
             matched,
             total,
             offset,
             limit: self.limit,
-        })
+        }
     }
 }
 
@@ -202,14 +210,22 @@ mod tests {
     }
 
     #[test]
-    fn without_a_query_every_table_by_name() {
+    fn without_a_query_every_table_in_the_configurations_order_and_by_name_when_asked() {
         let all = statuses();
-        let total = all.len();
+        let configured: Vec<String> = all.iter().map(|status| status.table.clone()).collect();
         let page = TableQuery::default().select(all).unwrap();
-        assert_eq!(page.matched, total);
-        let mut sorted = names(&page);
+        assert_eq!(page.matched, configured.len());
+        assert_eq!(names(&page), configured);
+        let by_name = TableQuery {
+            sort: Some("name".to_string()),
+            ..TableQuery::default()
+        }
+        .select(statuses())
+        .unwrap();
+        let mut sorted = configured.clone();
         sorted.sort();
-        assert_eq!(names(&page), sorted);
+        assert_eq!(names(&by_name), sorted);
+        assert_ne!(sorted, configured, "the fixture is not in name order");
     }
 
     #[test]

@@ -241,7 +241,8 @@ function healthCards(listing) {
 async function overview(params) {
   const page = Math.max(0, Number(params.get("page") || 0));
   const query = new URLSearchParams();
-  for (const name of ["tenant", "q", "state", "sort", "order"]) if (params.get(name)) query.set(name, params.get(name));
+  for (const name of ["tenant", "q", "state", "order"]) if (params.get(name)) query.set(name, params.get(name));
+  query.set("sort", params.get("sort") || "name");
   query.set("offset", String(page * PAGE_SIZE));
   query.set("limit", String(PAGE_SIZE));
   const [listing, tenants] = await Promise.all([api("/v1/tables?" + query), api("/v1/tenants")]);
