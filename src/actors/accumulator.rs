@@ -599,20 +599,21 @@ mod tests {
         ))
     }
 
+    /// A table's actor on its own (no pool: it counts and settles, never starts a run).
+    fn unpooled(
+        accumulator: Accumulator,
+        store: &Arc<dyn StateStore>,
+        clock: Arc<dyn Clock>,
+    ) -> TableAccumulatorActor {
+        TableAccumulatorActor::new(0, accumulator, store.clone(), clock, None, BACKOFF)
+    }
+
     #[actix::test]
     async fn max_wait_is_enforced_by_the_timer_without_new_events() {
         let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
         let clock = FakeClock::new(1_000_000);
         let accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
-        let actor = TableAccumulatorActor::new(
-            0,
-            accumulator,
-            store.clone(),
-            Arc::new(clock.clone()),
-            None,
-            BACKOFF,
-        )
-        .start();
+        let actor = unpooled(accumulator, &store, Arc::new(clock.clone())).start();
         let mut staged = actor
             .send(Stage {
                 candidates: ["t/a.parquet", "t/b.parquet"]
@@ -664,15 +665,7 @@ mod tests {
             .unwrap();
         store.commit(ops).unwrap();
         accumulator.settle(true);
-        let actor = TableAccumulatorActor::new(
-            0,
-            accumulator,
-            store.clone(),
-            Arc::new(clock.clone()),
-            None,
-            BACKOFF,
-        )
-        .start();
+        let actor = unpooled(accumulator, &store, Arc::new(clock.clone())).start();
         clock.advance(Duration::from_secs(60));
         actor
             .send(RunFinished {
@@ -727,16 +720,9 @@ mod tests {
         store.commit(vec![seen("t/old.parquet")]).unwrap();
         let clock = FakeClock::new(1_000_000);
         let accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
-        let actor = TableAccumulatorActor::new(
-            0,
-            accumulator,
-            store.clone(),
-            Arc::new(clock),
-            None,
-            BACKOFF,
-        )
-        .restarted()
-        .start();
+        let actor = unpooled(accumulator, &store, Arc::new(clock))
+            .restarted()
+            .start();
         let staged = actor
             .send(Stage {
                 candidates: vec![candidate("t/old.parquet"), candidate("t/new.parquet")],
@@ -776,15 +762,7 @@ mod tests {
         let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
         let now = SystemClock.now_millis();
         let accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
-        let actor = TableAccumulatorActor::new(
-            0,
-            accumulator,
-            store.clone(),
-            Arc::new(SystemClock),
-            None,
-            BACKOFF,
-        )
-        .start();
+        let actor = unpooled(accumulator, &store, Arc::new(SystemClock)).start();
         // The file's event is 300 ms short of the 60 s max-wait.
         let mut staged = actor
             .send(Stage {
