@@ -480,7 +480,7 @@ fn listing_child(tables: usize, pending: u64) {
             let started = Instant::now();
             let statuses = pipeline.status().await.tables;
             statuses_only.push(started.elapsed().as_secs_f64() * 1000.0);
-            let page = query.select(statuses).unwrap();
+            let page = query.select(statuses);
             let body = serde_json::to_string(&serde_json::json!({
                 "total": page.total,
                 "matched": page.matched,

@@ -335,15 +335,11 @@ async fn forget(
 /// Every table, or the page of them the query asks for (`?tenant=&q=&state=&sort=&order=&offset=&limit=`).
 async fn tables(State(state): State<ApiState>, query: Query<TableQuery>) -> Response {
     let Query(query) = query;
+    // Refused before every table's status is asked for.
     if let Err(reason) = query.validate() {
         return (StatusCode::BAD_REQUEST, Json(json!({"error": reason}))).into_response();
     }
-    let page = match query.select(statuses(&state).await) {
-        Ok(page) => page,
-        Err(reason) => {
-            return (StatusCode::BAD_REQUEST, Json(json!({"error": reason}))).into_response()
-        }
-    };
+    let page = query.select(statuses(&state).await);
     let engine = state.metrics.engine.get();
     let map = state.pipeline.map();
     let removed: Vec<&str> = (0..map.len())

@@ -106,9 +106,9 @@ impl TableQuery {
         }
     }
 
-    /// The page of `statuses` this query asks for (validated first).
-    pub fn select(&self, statuses: Vec<TableStatus>) -> Result<Page, String> {
-        self.validate()?;
+    /// The page of `statuses` this query asks for; [`validate`](Self::validate) it first (an
+    /// unknown sort keeps the configuration's order).
+    pub fn select(&self, statuses: Vec<TableStatus>) -> Page {
         let total = statuses.len();
         let needle = self.q.as_ref().map(|q| q.to_lowercase());
         let mut kept: Vec<TableStatus> = statuses
@@ -116,7 +116,7 @@ impl TableQuery {
             .filter(|status| self.keeps(status, needle.as_deref()))
             .collect();
         let Some(sort) = self.sort.as_deref() else {
-            return Ok(self.page(kept, total));
+            return self.page(kept, total);
         };
         let descending = match self.order.as_deref() {
             Some(order) => order == "desc",
@@ -131,6 +131,7 @@ impl TableQuery {
         };
         kept.sort_by(|a, b| {
             let by = match sort {
+                "name" => a.table.cmp(&b.table),
                 "tenant" => a.tenant.cmp(&b.tenant),
                 "pending_files" => a.pending_files.cmp(&b.pending_files),
                 "pending_bytes" => a.pending_bytes.cmp(&b.pending_bytes),
@@ -140,15 +141,10 @@ impl TableQuery {
                 _ => std::cmp::Ordering::Equal,
             };
             let by = if descending { by.reverse() } else { by };
-            // Ties (and `name`) by name, so pages never overlap.
-            let by_name = a.table.cmp(&b.table);
-            by.then(if sort == "name" && descending {
-                by_name.reverse()
-            } else {
-                by_name
-            })
+            // Ties by name, so pages never overlap.
+            by.then_with(|| a.table.cmp(&b.table))
         });
-        Ok(self.page(kept, total))
+        self.page(kept, total)
     }
 
     fn page(&self, kept: Vec<TableStatus>, total: usize) -> Page {
@@ -213,15 +209,14 @@ mod tests {
     fn without_a_query_every_table_in_the_configurations_order_and_by_name_when_asked() {
         let all = statuses();
         let configured: Vec<String> = all.iter().map(|status| status.table.clone()).collect();
-        let page = TableQuery::default().select(all).unwrap();
+        let page = TableQuery::default().select(all);
         assert_eq!(page.matched, configured.len());
         assert_eq!(names(&page), configured);
         let by_name = TableQuery {
             sort: Some("name".to_string()),
             ..TableQuery::default()
         }
-        .select(statuses())
-        .unwrap();
+        .select(statuses());
         let mut sorted = configured.clone();
         sorted.sort();
         assert_eq!(names(&by_name), sorted);
@@ -242,7 +237,7 @@ mod tests {
             .map(|status| (status.pending_files, status.table.clone()))
             .collect();
         by_files.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        let page = query.select(all).unwrap();
+        let page = query.select(all);
         assert_eq!(page.tables.len(), 2);
         assert_eq!(
             names(&page),
@@ -256,8 +251,7 @@ mod tests {
             state: Some("failing".to_string()),
             ..TableQuery::default()
         }
-        .select(statuses())
-        .unwrap();
+        .select(statuses());
         assert_eq!(failing.matched, 1);
         assert_eq!(failing.tables[0].consecutive_failures, 1);
 
@@ -270,8 +264,7 @@ mod tests {
             q: Some(needle.clone()),
             ..TableQuery::default()
         }
-        .select(all)
-        .unwrap();
+        .select(all);
         assert!(by_tenant.matched >= 1 && by_tenant.matched <= expected);
         assert!(by_tenant.tables.iter().all(|status| status.tenant == tenant
             && status.table.to_lowercase().contains(&needle.to_lowercase())));
@@ -279,7 +272,7 @@ mod tests {
 
     #[test]
     fn unknown_values_are_refused_with_the_known_ones() {
-        let bad = |query: TableQuery| query.select(statuses()).unwrap_err();
+        let bad = |query: TableQuery| query.validate().unwrap_err();
         assert!(bad(TableQuery {
             state: Some("broken".to_string()),
             ..TableQuery::default()
