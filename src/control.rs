@@ -11,7 +11,7 @@
 //! Every polled queue is registered with the metrics under its label ([`queue_labels`]); a queue a
 //! reload removes leaves the registry, so it leaves `/metrics` and `/readyz` too.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -231,11 +231,24 @@ impl Control {
             .map(Arc::new)
             .map_err(|error| format!("{}: {error}", self.path.display()))?;
         let restart_required = restart_only_changes(&self.config, &config);
+        let table_series = |config: &Config| -> BTreeSet<(String, String)> {
+            config
+                .table_specs()
+                .into_iter()
+                .map(|spec| (spec.table, spec.tenant))
+                .collect()
+        };
+        let series_before = table_series(&self.config);
         let map = self
             .pipeline
             .apply(&config)
             .await
             .map_err(|error| format!("cannot load the state of a new table: {error}"))?;
+        // A removed table (or one moved to another tenant) leaves /metrics.
+        let series_after = table_series(&config);
+        for (table, tenant) in series_before.difference(&series_after) {
+            self.metrics.forget_table(table, tenant);
+        }
         if let Some(notifier) = &self.notifier {
             notifier.do_send(SetSinks(sinks_from_config(&config)));
         }

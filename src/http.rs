@@ -106,10 +106,7 @@ async fn metrics(State(state): State<ApiState>) -> Response {
         })
         .collect();
     (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         state.metrics.render(&gauges),
     )
         .into_response()

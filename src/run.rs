@@ -116,6 +116,15 @@ pub enum FailureClass {
 }
 
 impl FailureClass {
+    pub const ALL: [FailureClass; 6] = [
+        FailureClass::CommitConflict,
+        FailureClass::CommitStateUnknown,
+        FailureClass::OutOfMemory,
+        FailureClass::Timeout,
+        FailureClass::EngineUnavailable,
+        FailureClass::Other,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FailureClass::CommitConflict => "commit_conflict",

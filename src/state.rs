@@ -267,6 +267,13 @@ pub enum Maintenance {
 }
 
 impl Maintenance {
+    /// One of each task (a dry run of orphan removal is the same task).
+    pub const ALL: [Maintenance; 3] = [
+        Maintenance::RewriteManifests,
+        Maintenance::RemoveOrphans { dry_run: false },
+        Maintenance::RewritePositionDeletes,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Maintenance::RewriteManifests => "rewrite_manifests",

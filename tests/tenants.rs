@@ -356,6 +356,20 @@ async fn reloads_add_change_and_remove_tables_and_refuse_broken_files() {
         .map(|entry| entry["table"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["ns.kept", "ns.added"]);
+    let metrics = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("icepack_records_counted_total{table=\"ns.kept\",tenant=\"default\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("ns.removed"),
+        "a removed table leaves /metrics, its counters too: {metrics}"
+    );
     assert_eq!(
         tables["tables"][0]["explain"]["files"]["threshold"], 40,
         "the new threshold applies at once"
@@ -570,7 +584,7 @@ async fn readiness_names_the_queue_that_cannot_be_reached_until_a_reload_removes
         format!("icepack_sqs_messages_received_total{{queue=\"{live}\"}} 1\n"),
         format!("icepack_sqs_messages_deleted_total{{queue=\"{live}\"}} 1\n"),
         format!("icepack_sqs_messages_received_total{{queue=\"{missing}\"}} 0\n"),
-        format!("icepack_sqs_last_receive_timestamp_seconds{{queue=\"{missing}\"}} 0\n"),
+        format!("icepack_sqs_last_receive_timestamp_seconds{{queue=\"{missing}\"}} 0.0\n"),
         format!("icepack_sqs_errors_total{{operation=\"ReceiveMessage\",queue=\"{missing}\"}} "),
     ] {
         assert!(

@@ -25,7 +25,7 @@ use super::TableMap;
 use crate::accumulator::ClaimTicket;
 use crate::clock::Clock;
 use crate::compaction::{new_run_id, CompactionSettings};
-use crate::metrics::Metrics;
+use crate::metrics::{FailedRunLabels, Metrics, OutcomeLabels, RunLabels, REWRITE_KIND};
 use crate::notify::RunEvent;
 use crate::routing::TableIndex;
 use crate::run::FailureClass;
@@ -263,29 +263,34 @@ impl CompactionPool {
             self.remember_run(&spec.tenant, &spec.table, &run_id, &outcome);
         }
         let kind = run_kind(&ticket);
-        let labels = [
-            ("table", spec.table.as_str()),
-            ("tenant", spec.tenant.as_str()),
-            ("kind", kind),
-        ];
+        let labels = RunLabels {
+            table: spec.table.clone(),
+            tenant: spec.tenant.clone(),
+            kind,
+        };
         match outcome.failure_class() {
             _ if !rewrite => {}
             None => {
-                self.metrics.runs_succeeded.inc(&labels);
+                self.metrics.runs_succeeded.get_or_create(&labels).inc();
                 self.metrics
                     .run_duration
-                    .observe(&[("outcome", "success")], duration_seconds);
+                    .get_or_create(&OutcomeLabels { outcome: "success" })
+                    .observe(duration_seconds);
             }
             Some(class) => {
-                self.metrics.runs_failed.inc(&[
-                    ("table", &spec.table),
-                    ("tenant", &spec.tenant),
-                    ("kind", kind),
-                    ("class", class.as_str()),
-                ]);
+                self.metrics
+                    .runs_failed
+                    .get_or_create(&FailedRunLabels {
+                        table: labels.table,
+                        tenant: labels.tenant,
+                        kind,
+                        class: class.as_str(),
+                    })
+                    .inc();
                 self.metrics
                     .run_duration
-                    .observe(&[("outcome", "failure")], duration_seconds);
+                    .get_or_create(&OutcomeLabels { outcome: "failure" })
+                    .observe(duration_seconds);
             }
         }
         if let Some(notifier) = self.notifier.as_ref().filter(|_| rewrite) {
@@ -470,7 +475,7 @@ impl Handler<RequestCompaction> for CompactionPool {
 fn run_kind(ticket: &ClaimTicket) -> &'static str {
     ticket
         .maintenance
-        .map_or("rewrite_data_files", |maintenance| maintenance.as_str())
+        .map_or(REWRITE_KIND, |maintenance| maintenance.as_str())
 }
 
 impl Handler<Claimed> for CompactionPool {
@@ -486,11 +491,14 @@ impl Handler<Claimed> for CompactionPool {
         let retry_interval = self.settings.retry_interval;
         let run_id = ticket.run_id.clone();
         if ticket.rewrite || ticket.maintenance.is_some() {
-            self.metrics.runs_started.inc(&[
-                ("table", &spec.table),
-                ("tenant", &spec.tenant),
-                ("kind", run_kind(&ticket)),
-            ]);
+            self.metrics
+                .runs_started
+                .get_or_create(&RunLabels {
+                    table: spec.table.clone(),
+                    tenant: spec.tenant.clone(),
+                    kind: run_kind(&ticket),
+                })
+                .inc();
         }
         let span = tracing::info_span!("run", table = %spec.table, tenant = %spec.tenant, run_id = %run_id);
         ctx.spawn(

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use crate::config::{Config, SlackConfig, WebhookConfig};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SinkLabels};
 use crate::notify::delivery::{run_worker, DeliveryPolicy, SinkQueue};
 use crate::notify::{payload, EventKind, RunEvent};
 
@@ -239,7 +239,8 @@ impl Notifier {
             if forgotten > 0 {
                 metrics
                     .notifications_dropped
-                    .add(&[("sink", &spec.name)], forgotten as u64);
+                    .get_or_create(&SinkLabels::new(&spec.name))
+                    .inc_by(forgotten as u64);
                 warn!(sink = %spec.name, forgotten, grace_secs = grace.as_secs(), "sink stopped before sending everything it had queued");
             } else {
                 info!(sink = %spec.name, "sink stopped");
@@ -313,7 +314,8 @@ impl Handler<Notify> for Notifier {
             if sink.queue.push(Self::render(&sink.spec.format, &message.0)) {
                 self.metrics
                     .notifications_dropped
-                    .inc(&[("sink", &sink.spec.name)]);
+                    .get_or_create(&SinkLabels::new(&sink.spec.name))
+                    .inc();
                 warn!(sink = %sink.spec.name, "notification queue full: dropped the oldest message");
             }
         }
@@ -606,9 +608,10 @@ mod tests {
         );
         assert!(slow_queue.is_idle());
         assert_eq!(
-            metrics
-                .notifications_dropped
-                .get(&[("sink", "b/webhook[0]")]),
+            crate::metrics::count(
+                &metrics.notifications_dropped,
+                &SinkLabels::new("b/webhook[0]")
+            ),
             2,
             "the one in flight and the one queued"
         );

@@ -517,7 +517,7 @@ mod tests {
         store.fail_commits(true);
         let (_, shutdown, stopped) = start_poller(queue.clone(), &pipeline);
         wait_for("a commit failure", || {
-            pipeline.metrics.commit_failures.load(Ordering::Relaxed) >= 1
+            pipeline.metrics.commit_failures.get() >= 1
         })
         .await;
         assert!(queue.deleted_ids().is_empty());

@@ -27,7 +27,7 @@ use crate::accumulator::{object_keys, Candidate};
 use crate::clock::Clock;
 use crate::failpoint;
 use crate::intake::{plan_batch, InboundMessage, IntakePlan, IntakeSummary, Verdict};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ReasonLabels, TableLabels};
 use crate::policy::Backoff;
 use crate::routing::{IgnoreReason, Router, TableIndex};
 use crate::store::{StateStore, StoreError};
@@ -131,7 +131,7 @@ impl IntakeRouter {
                 router
                     .metrics
                     .store_recoveries
-                    .fetch_add(1, Ordering::Relaxed);
+                    .inc();
                 info!("the state store takes writes again: receiving resumes");
                 router.start_group(ctx);
             }
@@ -423,7 +423,7 @@ async fn commit_group(
             .and_then(|result| result.map_err(IntakeError::Store));
         if committed.is_ok() {
             debug!(num_ops, batches = members.len(), "group committed");
-            metrics.state_commits.fetch_add(1, Ordering::Relaxed);
+            metrics.state_commits.inc();
             failpoint::crash_point!("intake.after_commit");
         }
         committed
@@ -443,13 +443,13 @@ async fn commit_group(
             .store(now, Ordering::Relaxed);
         for (table, counted) in counted_per_table {
             if counted > 0 {
-                metrics.records_counted.add(
-                    &[
-                        ("table", &map.spec(table).table),
-                        ("tenant", &map.spec(table).tenant),
-                    ],
-                    counted,
-                );
+                metrics
+                    .records_counted
+                    .get_or_create(&TableLabels {
+                        table: map.spec(table).table.clone(),
+                        tenant: map.spec(table).tenant.clone(),
+                    })
+                    .inc_by(counted);
             }
         }
         for reason in IgnoreReason::ALL {
@@ -460,11 +460,14 @@ async fn commit_group(
             if ignored > 0 {
                 metrics
                     .records_ignored
-                    .add(&[("reason", reason.as_str())], ignored);
+                    .get_or_create(&ReasonLabels {
+                        reason: reason.as_str(),
+                    })
+                    .inc_by(ignored);
             }
         }
     } else {
-        metrics.commit_failures.fetch_add(1, Ordering::Relaxed);
+        metrics.commit_failures.inc();
         metrics
             .last_commit_failure_millis
             .store(now, Ordering::Relaxed);
@@ -613,7 +616,7 @@ pub(crate) mod tests {
         assert_eq!(reports[1].summary.ignored.unrouted, 1);
         assert_eq!(reports[0].verdicts, vec![Verdict::Delete]);
         // The first batch went alone (nothing was waiting); the three others waited and shared one.
-        assert_eq!(pipeline.metrics.state_commits.load(Ordering::Relaxed), 2);
+        assert_eq!(pipeline.metrics.state_commits.get(), 2);
         let status = pipeline.status().await;
         let pending: Vec<u64> = status.tables.iter().map(|t| t.pending_files).collect();
         assert_eq!(pending, vec![2, 2]);
@@ -655,7 +658,7 @@ pub(crate) mod tests {
             assert!(opened.elapsed() < Duration::from_secs(10), "the gate opens");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(pipeline.metrics.store_recoveries.load(Ordering::Relaxed), 1);
+        assert_eq!(pipeline.metrics.store_recoveries.get(), 1);
         let report = pipeline
             .router
             .send(Ingest {

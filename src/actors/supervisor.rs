@@ -6,7 +6,6 @@
 //! accumulator is down, `/readyz` names it.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -157,7 +156,7 @@ impl AccumulatorSupervisor {
             supervisor
                 .metrics
                 .accumulator_restarts
-                .fetch_add(1, Ordering::Relaxed);
+                .inc();
             info!(table = %name, restarts = restarts.count, "the table's accumulator was restarted from the stored state");
         }));
     }
@@ -173,7 +172,6 @@ impl Actor for AccumulatorSupervisor {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::Ordering;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -228,17 +226,12 @@ mod tests {
         );
         assert_eq!(only_b.unwrap().unwrap().summary.counted, 1);
         assert_eq!(
-            pipeline.metrics.state_commits.load(Ordering::Relaxed),
+            pipeline.metrics.state_commits.get(),
             3,
             "the first batch, the warm-up, and the handed-back one"
         );
         let restarted = std::time::Instant::now();
-        while pipeline
-            .metrics
-            .accumulator_restarts
-            .load(Ordering::Relaxed)
-            == 0
-        {
+        while pipeline.metrics.accumulator_restarts.get() == 0 {
             assert!(restarted.elapsed() < Duration::from_secs(10), "restarted");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tracing::{debug, error, warn};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SinkLabels};
 
 #[derive(Debug, Clone, Copy)]
 pub struct DeliveryPolicy {
@@ -122,11 +122,17 @@ pub async fn run_worker(
         last_send = Some(Instant::now());
         match result {
             Ok(()) => {
-                metrics.notifications_sent.inc(&[("sink", &sink)]);
+                metrics
+                    .notifications_sent
+                    .get_or_create(&SinkLabels::new(&sink))
+                    .inc();
                 debug!(%sink, "notification delivered");
             }
             Err(reason) => {
-                metrics.notification_failures.inc(&[("sink", &sink)]);
+                metrics
+                    .notification_failures
+                    .get_or_create(&SinkLabels::new(&sink))
+                    .inc();
                 error!(%sink, %reason, "notification not delivered");
             }
         }
@@ -364,6 +370,9 @@ mod tests {
         let received = receiver.received();
         assert!(received[1].at - received[0].at >= Duration::from_millis(280));
         assert!(received[2].at - received[1].at >= Duration::from_millis(280));
-        assert_eq!(metrics.notifications_sent.get(&[("sink", "slack")]), 3);
+        assert_eq!(
+            crate::metrics::count(&metrics.notifications_sent, &SinkLabels::new("slack")),
+            3
+        );
     }
 }
