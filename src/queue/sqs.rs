@@ -11,6 +11,7 @@ use aws_sdk_sqs::types::{
     MessageSystemAttributeName,
 };
 use aws_sdk_sqs::Client;
+use aws_smithy_http_client::tls;
 
 use super::{FailedEntry, Queue, QueueError, Receipt, ReceivedMessage};
 use crate::config::SqsConfig;
@@ -27,6 +28,7 @@ impl SqsQueue {
             .operation_attempt_timeout(Duration::from_secs(config.wait_time_seconds as u64 + 15))
             .build();
         let shared = aws_config::defaults(BehaviorVersion::latest())
+            .http_client(https_client())
             .region(Region::new(config.region.clone()))
             .timeout_config(timeouts)
             .load()
@@ -66,6 +68,16 @@ impl SqsQueue {
             .map_err(|error| queue_error("SendMessage", error))?;
         Ok(output.message_id().unwrap_or_default().to_string())
     }
+}
+
+/// The SDK's HTTPS client (for SQS and for the credential providers: STS, IMDS, SSO) on rustls
+/// with ring, the crypto provider the rest of the binary uses (Cargo.toml says why).
+fn https_client() -> aws_sdk_sqs::config::SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https()
 }
 
 /// The error and its causes as the message, the SDK's debug form as the detail: together what
@@ -198,5 +210,53 @@ impl Queue for SqsQueue {
             .await
             .map_err(|error| queue_error("ChangeMessageVisibilityBatch", error))?;
         Ok(failed_entries(receipts, output.failed()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_sqs::config::{Credentials, SharedCredentialsProvider};
+    use tokio::io::AsyncReadExt;
+
+    /// The SDK's client on ring speaks TLS to an `https` endpoint: what reaches the server first
+    /// is a TLS handshake record (a client built without a usable crypto provider would fail
+    /// before connecting, or panic).
+    #[tokio::test]
+    async fn an_https_endpoint_gets_a_tls_handshake_from_the_ring_client() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!(
+            "https://127.0.0.1:{}",
+            listener.local_addr().unwrap().port()
+        );
+        let config = aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .http_client(https_client())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(SharedCredentialsProvider::new(Credentials::for_tests()))
+            .endpoint_url(&endpoint)
+            .build();
+        let client = Client::from_conf(config);
+        let queue_url = format!("{endpoint}/000000000000/q");
+        let request = tokio::spawn(async move {
+            let _ = client
+                .get_queue_attributes()
+                .queue_url(queue_url)
+                .send()
+                .await;
+        });
+        let (mut socket, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
+            .await
+            .expect("the client connects")
+            .unwrap();
+        let mut record = [0u8; 3];
+        socket.read_exact(&mut record).await.unwrap();
+        request.abort();
+        // ContentType handshake (22), TLS major version 3.
+        assert_eq!(
+            record[..2],
+            [22, 3],
+            "a TLS record, not plain HTTP: {record:?}"
+        );
     }
 }
