@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::{Actor, Context, Handler, Message, ResponseFuture};
 use serde_json::Value;
@@ -100,9 +100,6 @@ const QUEUE_CAPACITY: usize = 1_000;
 
 /// How long a removed sink may go on sending what it had queued before its worker is aborted.
 const RETIRE_GRACE: Duration = Duration::from_secs(30);
-
-/// How often a draining queue is looked at.
-const IDLE_POLL: Duration = Duration::from_millis(20);
 
 /// How a sink renders an event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,10 +226,7 @@ impl Notifier {
         let grace = self.retire_grace;
         let metrics = self.metrics.clone();
         actix::spawn(async move {
-            let deadline = Instant::now() + grace;
-            while !queue.is_idle() && Instant::now() < deadline {
-                tokio::time::sleep(IDLE_POLL).await;
-            }
+            let _ = tokio::time::timeout(grace, queue.idle()).await;
             worker.abort();
             let _ = worker.await;
             let forgotten = queue.abandon();
@@ -353,15 +347,10 @@ impl Handler<Flush> for Notifier {
             .map(|sink| sink.queue.clone())
             .chain(self.retiring.iter().cloned())
             .collect();
-        let deadline = Instant::now() + message.0;
+        let within = message.0;
         Box::pin(async move {
-            while !queues.iter().all(|queue| queue.is_idle()) {
-                if Instant::now() >= deadline {
-                    return false;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            true
+            let all_idle = futures::future::join_all(queues.iter().map(|queue| queue.idle()));
+            tokio::time::timeout(within, all_idle).await.is_ok()
         })
     }
 }
@@ -373,6 +362,7 @@ mod tests {
     use crate::run::FailureClass;
     use crate::run::RunOutcome;
     use crate::testing::http_receiver::{Receiver, Reply};
+    use std::time::Instant;
 
     fn fast_policy() -> DeliveryPolicy {
         DeliveryPolicy {

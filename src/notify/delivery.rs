@@ -42,6 +42,8 @@ impl Default for DeliveryPolicy {
 pub struct SinkQueue {
     items: Mutex<VecDeque<Value>>,
     notify: Notify,
+    /// Woken whenever the queue may have become idle (a send ended, the queue was abandoned).
+    settled: Notify,
     capacity: usize,
     busy: AtomicUsize,
 }
@@ -51,6 +53,7 @@ impl SinkQueue {
         Arc::new(SinkQueue {
             items: Mutex::new(VecDeque::new()),
             notify: Notify::new(),
+            settled: Notify::new(),
             capacity,
             busy: AtomicUsize::new(0),
         })
@@ -80,7 +83,30 @@ impl SinkQueue {
         let mut items = self.items.lock().unwrap();
         let forgotten = items.len() + self.busy.swap(0, Ordering::SeqCst);
         items.clear();
+        drop(items);
+        self.settled.notify_waiters();
         forgotten
+    }
+
+    /// Returns once nothing is queued and nothing is being sent (at once if so already); woken by
+    /// the worker, not polled.
+    pub async fn idle(&self) {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            // Registered before the check, so a send ending in between is not missed.
+            settled.as_mut().enable();
+            if self.is_idle() {
+                return;
+            }
+            settled.await;
+        }
+    }
+
+    /// A send ended (delivered or given up on).
+    fn sent(&self) {
+        self.busy.fetch_sub(1, Ordering::SeqCst);
+        self.settled.notify_waiters();
     }
 
     async fn next(&self) -> Value {
@@ -136,7 +162,7 @@ pub async fn run_worker(
                 error!(%sink, %reason, "notification not delivered");
             }
         }
-        queue.busy.fetch_sub(1, Ordering::SeqCst);
+        queue.sent();
     }
 }
 
@@ -340,6 +366,30 @@ mod tests {
         assert!(!queue.is_idle());
         assert_eq!(queue.abandon(), 3);
         assert!(queue.is_idle());
+    }
+
+    #[tokio::test]
+    async fn idle_wakes_when_the_last_send_ends_and_not_before() {
+        let queue = SinkQueue::new(4);
+        queue.idle().await; // idle from the start
+        queue.push(json!(1));
+        let item = queue.next().await;
+        assert_eq!(item, json!(1));
+        let waiter = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.idle().await }
+        });
+        tokio::task::yield_now().await;
+        queue.push(json!(2));
+        queue.sent(); // the first send ended, one is still queued
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "one payload is still queued");
+        queue.next().await;
+        queue.sent();
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("woken by the last send")
+            .unwrap();
     }
 
     #[tokio::test]
