@@ -25,11 +25,12 @@ lint-deploy:
 # it: there ICEPACK_FAILPOINTS is ignored. Then unit, property and integration tests with the fault
 # points the crash and full-disk tests arm (`--features failpoints`); the end-to-end ones need the
 # local stack (podman's Docker API, the Spark + Iceberg image, a host Spark), which with-stack.sh
-# starts and stops. Then a smoke of every benchmark (figures printed, never asserted), so none of
+# starts and stops; those are #[ignore]d (a plain `cargo test` lists them as ignored), so they run
+# here with --include-ignored, all but the two measurements (`measure_*`). Then a smoke of every benchmark (figures printed, never asserted), so none of
 # them rots.
 test: lint lint-deploy
 	cargo test --test cli
-	./deploy/local/with-stack.sh sh -c 'cargo test --features failpoints --lib --bins --tests && bench/run-all.sh --smoke'
+	./deploy/local/with-stack.sh sh -c 'cargo test --features failpoints --lib --bins --tests -- --include-ignored --skip measure_ && bench/run-all.sh --smoke'
 	./fuzz/run.sh 20
 
 # Longer fuzzing (TESTING.md): every target for 10 minutes.

@@ -15,6 +15,7 @@ async fn minio_webhooks_reach_the_queue_and_count_on_moto() {
 }
 
 #[tokio::test]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn minio_webhooks_reach_the_queue_and_count_on_elasticmq() {
     minio_webhooks_reach_the_queue_and_count::<ElasticMq>().await;
 }

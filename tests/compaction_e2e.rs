@@ -117,6 +117,7 @@ min_files = 2
 }
 
 #[tokio::test]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn a_due_table_is_compacted_in_a_container_and_its_state_settles() {
     if !stack_available("a_due_table_is_compacted_in_a_container_and_its_state_settles") {
         return;
@@ -274,6 +275,7 @@ async fn a_due_table_is_compacted_in_a_container_and_its_state_settles() {
 }
 
 #[tokio::test]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_process_runner() {
     if !stack_available(
         "a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_process_runner",
@@ -390,7 +392,7 @@ async fn a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_
 /// (container create → logs → inspect → remove) against a bare host spark-sql of the same CALL on
 /// an identical table. `deploy/local/with-stack.sh cargo test --test compaction_e2e -- --ignored --nocapture`
 #[tokio::test]
-#[ignore]
+#[ignore = "a measurement, not a check: run it by name with --ignored --nocapture"]
 async fn measure_docker_runner_against_bare_spark_sql() {
     if !stack_available("measure_docker_runner_against_bare_spark_sql") {
         return;
@@ -440,6 +442,7 @@ async fn measure_docker_runner_against_bare_spark_sql() {
 /// `engine_unavailable`, the files stay pending and counting goes on; once the socket is back
 /// (after the back-off) the next run compacts the table.
 #[tokio::test]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn runs_fail_as_engine_unavailable_while_the_socket_is_gone_and_resume_when_it_returns() {
     if !stack_available(
         "runs_fail_as_engine_unavailable_while_the_socket_is_gone_and_resume_when_it_returns",
@@ -515,6 +518,7 @@ async fn runs_fail_as_engine_unavailable_while_the_socket_is_gone_and_resume_whe
 /// Against the real engine, without Spark: a missing image is reported clearly as an unavailable
 /// engine; a container past its deadline is killed and removed, and the run says it timed out.
 #[tokio::test]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_killed_and_removed() {
     if !stack_available(
         "a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_killed_and_removed",

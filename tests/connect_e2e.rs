@@ -382,6 +382,7 @@ async fn compaction_through_a_warm_server(master: Option<&str>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn a_warm_server_on_local_spark_compacts_exactly_once_and_sees_fresh_commits() {
     if !connect_available(
         "a_warm_server_on_local_spark_compacts_exactly_once_and_sees_fresh_commits",
@@ -393,6 +394,7 @@ async fn a_warm_server_on_local_spark_compacts_exactly_once_and_sees_fresh_commi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn a_server_on_a_standalone_cluster_compacts_through_its_executors() {
     if !connect_available("a_server_on_a_standalone_cluster_compacts_through_its_executors") {
         return;
@@ -411,6 +413,7 @@ async fn a_server_on_a_standalone_cluster_compacts_through_its_executors() {
 /// once it answers, the table is compacted after its back-off. A deadline interrupts a
 /// statement by its tag; a failing statement is classified from its error class.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts() {
     if !connect_available("an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts")
     {
@@ -616,7 +619,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
 /// (3 by default; the median is printed), and the first run through a server that just started.
 /// `deploy/local/with-stack.sh cargo test --release --test connect_e2e -- --ignored --nocapture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore]
+#[ignore = "a measurement, not a check: run it by name with --ignored --nocapture"]
 async fn measure_runners_threshold_to_settled() {
     if !connect_available("measure_runners_threshold_to_settled") {
         return;
@@ -799,6 +802,7 @@ async fn measure_runners_threshold_to_settled() {
 /// with the counts of the committed `replace` snapshot, or a failure when none committed — never
 /// assumed; either way the table ends compacted with its data intact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
     if !connect_available("a_connection_lost_during_the_rewrite_is_decided_from_the_metadata") {
         return;
@@ -960,6 +964,7 @@ async fn data_files(table: &Table, writer: &ConnectRunner) -> Vec<(String, u64, 
 /// still receives them; once the partition has gone quiet, its last small file rides along with
 /// another partition's run and merges into the mid-sized output.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partition() {
     if !connect_available(
         "pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partition",
@@ -1143,6 +1148,7 @@ fn disjoint(ranges: &[(String, i64, i64)]) -> bool {
 /// table without one bin-packs (and its outputs do overlap: the check tells the two apart).
 /// `auto` reads the table's order before its first run; status shows it and each run's strategy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn sort_and_auto_strategies_order_the_outputs_and_auto_bin_packs_an_unsorted_table() {
     if !connect_available(
         "sort_and_auto_strategies_order_the_outputs_and_auto_bin_packs_an_unsorted_table",
@@ -1274,6 +1280,7 @@ async fn sort_and_auto_strategies_order_the_outputs_and_auto_bin_packs_an_unsort
 /// `max_manifests`, with no data compaction due; the run merges them and the count drops, the
 /// data untouched; status follows the count from the metadata and the events after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_count_drops() {
     if !connect_available(
         "many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_count_drops",
@@ -1357,6 +1364,7 @@ async fn many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_coun
 /// removes nothing; the next run (started over HTTP) removes it and keeps a fresh orphan, which a
 /// writer still committing could own, and every file the table references.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn remove_orphan_files_lists_first_then_removes_only_old_orphans() {
     if !connect_available("remove_orphan_files_lists_first_then_removes_only_old_orphans") {
         return;
@@ -1474,6 +1482,7 @@ async fn remove_orphan_files_lists_first_then_removes_only_old_orphans() {
 /// `delete_file_threshold` with no compaction due; the run rewrites the data files that carry
 /// deletes, applying them, and drops the delete files; the rows are those the deletes left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn position_deletes_from_their_events_are_applied_by_a_run_due_by_deletes() {
     if !connect_available("position_deletes_from_their_events_are_applied_by_a_run_due_by_deletes")
     {
@@ -1583,6 +1592,7 @@ async fn position_deletes_from_their_events_are_applied_by_a_run_due_by_deletes(
 /// rows and their outcomes, the failure's class, the filter, a table's chart with its run
 /// marked and its history, the tenants; no token anywhere; screenshots for the README.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn the_operator_page_in_a_real_browser_shows_tables_runs_failures_and_the_chart() {
     let test = "the_operator_page_in_a_real_browser_shows_tables_runs_failures_and_the_chart";
     if !connect_available(test) || !support::browser::available(test) {

@@ -154,6 +154,7 @@ async fn a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue_on_moto(
 }
 
 #[tokio::test]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue_on_elasticmq() {
     a_malformed_message_is_kept_and_moves_to_the_dead_letter_queue::<ElasticMq>().await;
 }
@@ -334,6 +335,7 @@ async fn the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_
 }
 
 #[tokio::test]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back_on_elasticmq(
 ) {
     the_queue_server_down_backs_off_without_a_busy_loop_and_intake_resumes_when_it_is_back::<

@@ -33,6 +33,7 @@ fn assert_no_secret(what: &str, text: &str) {
 }
 
 #[tokio::test]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn notifications_metrics_health_and_the_api_leak_no_secret() {
     let moto = Moto::start().await;
     let queue = unique("landing");

@@ -20,6 +20,7 @@ async fn the_adapter_keeps_sqs_semantics_on_moto() {
 }
 
 #[tokio::test]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn the_adapter_keeps_sqs_semantics_on_elasticmq() {
     adapter_semantics::<ElasticMq>().await;
 }

@@ -9,7 +9,7 @@
 # The S3 + SQS server (moto), the REST catalog servers and ElasticMQ are started by each test
 # itself, on free ports.
 #
-#   deploy/local/with-stack.sh cargo test --all-targets
+#   deploy/local/with-stack.sh cargo test --all-targets -- --include-ignored   (the stack's tests are #[ignore]d)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
