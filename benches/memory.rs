@@ -300,7 +300,7 @@ fn run_record(rng: &mut fastrand::Rng, finished_millis: i64) -> RunRecord {
         (None, None, Some(result), added, 1)
     };
     RunRecord {
-        run_id: icepack::compaction::new_run_id(started_millis),
+        run_id: icepack::run::new_run_id(started_millis),
         trigger: "files".to_string(),
         started_millis,
         finished_millis,

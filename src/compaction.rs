@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::accumulator::{ClaimTicket, FailureBackoff};
-use crate::clock::UnixMillis;
 use crate::config::{Config, SparkConfig, SparkRunnerKind, TableSpec};
 use crate::partitions::where_for_partitions;
 use crate::spark::command::{spark_conf, spark_sql_options};
@@ -130,24 +129,9 @@ pub fn runner_from_config(config: &Config) -> Arc<dyn SparkRunner> {
     }
 }
 
-/// A run id: UTC start time and a random suffix, e.g. `20240501T120000Z-3fa2c1`.
-pub fn new_run_id(now: UnixMillis) -> String {
-    let time = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(now)
-        .map(|time| time.format("%Y%m%dT%H%M%SZ").to_string())
-        .unwrap_or_else(|| now.to_string());
-    format!("{time}-{:06x}", fastrand::u32(..0x100_0000))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn run_ids_carry_the_time_and_differ() {
-        let first = new_run_id(1_714_564_800_000);
-        assert!(first.starts_with("20240501T120000Z-"), "{first}");
-        assert_ne!(first, new_run_id(1_714_564_800_000));
-    }
 
     #[test]
     fn a_job_names_its_table_catalog_and_options() {

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod notify;
 pub mod partitions;
 pub mod policy;
+pub mod pool;
 pub mod queue;
 pub mod readiness;
 pub mod redact;

@@ -4,6 +4,14 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A run id: UTC start time and a random suffix, e.g. `20240501T120000Z-3fa2c1`.
+pub fn new_run_id(now: crate::clock::UnixMillis) -> String {
+    let time = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(now)
+        .map(|time| time.format("%Y%m%dT%H%M%SZ").to_string())
+        .unwrap_or_else(|| now.to_string());
+    format!("{time}-{:06x}", fastrand::u32(..0x100_0000))
+}
+
 /// The end of a compaction run.
 // One a run, moved a few times: the size of a success's report costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
@@ -153,4 +161,16 @@ pub fn split_object_path(path: &str) -> Option<(&str, &str)> {
         .or_else(|| path.strip_prefix("s3n://"))?;
     let (bucket, key) = rest.split_once('/')?;
     (!bucket.is_empty() && !key.is_empty()).then_some((bucket, key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_carry_the_time_and_differ() {
+        let first = new_run_id(1_714_564_800_000);
+        assert!(first.starts_with("20240501T120000Z-"), "{first}");
+        assert_ne!(first, new_run_id(1_714_564_800_000));
+    }
 }

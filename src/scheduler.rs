@@ -186,6 +186,16 @@ impl<J> Scheduler<J> {
         Some(removed.job)
     }
 
+    /// The job of a waiting table, to change it in place.
+    pub fn job_mut(&mut self, table: TableIndex) -> Option<&mut J> {
+        let i = *self.waiting.get(&table)?;
+        self.tenants[i]
+            .line
+            .iter_mut()
+            .find(|waiting| waiting.table == table)
+            .map(|waiting| &mut waiting.job)
+    }
+
     pub fn contains(&self, table: TableIndex) -> bool {
         self.waiting.contains_key(&table)
     }

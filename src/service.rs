@@ -278,6 +278,11 @@ impl Pipeline {
             .map_err(|error| StoreError::Read(error.to_string()))??
         };
         let next = Arc::new(current.apply(&changes, started, config.tenant_specs()));
+        // The pool first: a table a reload brings back asks for runs as soon as its accumulator
+        // hears it is configured again, and the pool must know it is by then.
+        self.pool
+            .do_send(SetSettings(CompactionSettings::from_config(config.clone())));
+        self.pool.do_send(SetTableMap(next.clone()));
         for &index in &changes.changed {
             next.accumulator(index).do_send(UpdateSpec {
                 spec: next.spec(index).clone(),
@@ -290,9 +295,6 @@ impl Pipeline {
                 active: false,
             });
         }
-        self.pool
-            .do_send(SetSettings(CompactionSettings::from_config(config.clone())));
-        self.pool.do_send(SetTableMap(next.clone()));
         self.router.do_send(SetTableMap(next.clone()));
         *self.map.write().expect("table map lock") = next.clone();
         let names = |indices: &[usize]| -> Vec<String> {

@@ -45,7 +45,6 @@ pub struct TableAccumulatorActor {
     backoff: FailureBackoff,
     timer: Option<SpawnHandle>,
     reported_due: Option<DueReason>,
-    requested: bool,
     deferred: VecDeque<Deferred>,
     /// When this actor started: the first periodic reconcile counts from here.
     started_millis: i64,
@@ -76,7 +75,6 @@ impl TableAccumulatorActor {
             backoff,
             timer: None,
             reported_due: None,
-            requested: false,
             started_millis,
             deferred: VecDeque::new(),
             active: true,
@@ -132,15 +130,8 @@ impl TableAccumulatorActor {
             let state = &self.accumulator.snapshot().state;
             state.last_truth_millis.unwrap_or(self.started_millis) + every
         });
-        if let (Some(at), None, Some(pool), false) = (reconcile_at, due, &self.pool, self.requested)
-        {
-            if now >= at {
-                pool.do_send(RequestCompaction {
-                    table: self.index,
-                    trigger: "reconcile".to_string(),
-                    force: true,
-                });
-                self.requested = true;
+        if let (Some(at), None) = (reconcile_at, due) {
+            if now >= at && self.ask("reconcile", true) {
                 return;
             }
         }
@@ -155,29 +146,18 @@ impl TableAccumulatorActor {
         }
         .filter(|_| due.is_none());
         let manifests_due = maintenance.is_some();
-        if let (Some(trigger), Some(pool), false) = (maintenance, &self.pool, self.requested) {
-            if self.accumulator.may_start_run(now) {
-                pool.do_send(RequestCompaction {
-                    table: self.index,
-                    trigger: trigger.to_string(),
-                    force: true,
-                });
-                self.requested = true;
+        if let Some(trigger) = maintenance {
+            if self.accumulator.may_start_run(now) && self.ask(trigger, true) {
                 return;
             }
         }
         // `remove_orphan_files` on its schedule, when nothing else is due.
         let orphans_at = self.accumulator.next_orphan_run();
-        if let (Some(at), None, false, Some(pool), false) =
-            (orphans_at, due, manifests_due, &self.pool, self.requested)
-        {
-            if now >= at && self.accumulator.may_start_run(now) {
-                pool.do_send(RequestCompaction {
-                    table: self.index,
-                    trigger: crate::accumulator::REMOVE_ORPHANS_TRIGGER.to_string(),
-                    force: true,
-                });
-                self.requested = true;
+        if let (Some(at), None, false) = (orphans_at, due, manifests_due) {
+            if now >= at
+                && self.accumulator.may_start_run(now)
+                && self.ask(crate::accumulator::REMOVE_ORPHANS_TRIGGER, true)
+            {
                 return;
             }
         }
@@ -185,14 +165,7 @@ impl TableAccumulatorActor {
             None if manifests_due => self.accumulator.next_attempt(),
             None if orphans_at.is_some_and(|at| now >= at) => self.accumulator.next_attempt(),
             Some(reason) if self.accumulator.may_start_run(now) => {
-                if let (Some(pool), false) = (&self.pool, self.requested) {
-                    pool.do_send(RequestCompaction {
-                        table: self.index,
-                        trigger: reason.as_str().to_string(),
-                        force: false,
-                    });
-                    self.requested = true;
-                }
+                self.ask(reason.as_str(), false);
                 None
             }
             Some(_) => self.accumulator.next_attempt(),
@@ -212,6 +185,20 @@ impl TableAccumulatorActor {
         }
     }
 
+    /// Asks the pool for a run (again: the pool ignores a request of a table that waits or runs
+    /// already, so this actor keeps no "asked" flag). `false` when it counts only.
+    fn ask(&self, trigger: &str, force: bool) -> bool {
+        let Some(pool) = &self.pool else {
+            return false;
+        };
+        pool.do_send(RequestCompaction {
+            table: self.index,
+            trigger: trigger.to_string(),
+            force,
+        });
+        true
+    }
+
     fn run_deferred(&mut self, ctx: &mut Context<Self>) {
         while !self.accumulator.has_staged_change() {
             match self.deferred.pop_front() {
@@ -223,13 +210,10 @@ impl TableAccumulatorActor {
     }
 
     /// Claims the pending files for the run and commits the claim before the engine may start.
-    ///
-    /// `requested` stays set until the claim is settled: until then the pool counts this table as
-    /// running and would drop a second request, so one sent meanwhile (from an intake settle that
-    /// sees the claim not adopted yet) would leave the table due with nobody to run it.
+    /// Until the claim is settled the pool holds the table's slot and ignores its requests; the
+    /// evaluation after it (claimed or not) asks again if the table is still due.
     fn start_run(&mut self, start: StartRun, ctx: &mut Context<Self>) {
         let Some(pool) = self.pool.clone() else {
-            self.requested = false;
             return;
         };
         let now = self.clock.now_millis();
@@ -239,7 +223,6 @@ impl TableAccumulatorActor {
                 table: index,
                 run_id: start.run_id,
             });
-            self.requested = false;
             return;
         }
         let Some((ops, ticket)) =
@@ -250,7 +233,6 @@ impl TableAccumulatorActor {
                 table: index,
                 run_id: start.run_id,
             });
-            self.requested = false;
             self.evaluate(ctx);
             return;
         };
@@ -259,7 +241,6 @@ impl TableAccumulatorActor {
         ctx.wait(commit.into_actor(self).map(move |result, actor, ctx| {
             let committed = matches!(result, Ok(Ok(())));
             actor.accumulator.settle(committed);
-            actor.requested = false;
             if committed {
                 info!(table = %actor.table(), run_id = %ticket.run_id, files = ticket.files, bytes = ticket.bytes, trigger = %ticket.trigger, "claimed pending files for a run");
                 pool.do_send(Claimed { table: index, ticket });
@@ -451,10 +432,6 @@ impl Handler<UpdateSpec> for TableAccumulatorActor {
         }
         self.accumulator.set_spec(message.spec);
         self.active = message.active;
-        if !self.active && self.accumulator.claim().is_none() {
-            // The pool drops its waiting request when it sees the new map.
-            self.requested = false;
-        }
         self.reported_due = None;
         self.evaluate(ctx);
     }

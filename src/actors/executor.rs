@@ -1,9 +1,10 @@
-//! The compaction executor pool: a bounded number of Spark runs at a time, at most one per table.
-//! Due tables wait in a fair line across tenants (weighted round-robin, oldest first within a
-//! tenant, never more than a tenant's `max_concurrent_runs`). Runs execute off the intake path, so
-//! counting goes on while Spark works.
+//! The compaction executor pool's actor: a bounded number of Spark runs at a time, at most one per
+//! table, started in the fair order of [`crate::scheduler`]. The bookkeeping (slots, the line,
+//! who hears what) is [`crate::pool::PoolCore`]; this shell carries out its effects, runs the
+//! engine off the intake path (counting goes on while Spark works), and reports each run's end
+//! (metrics, notification, log).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,25 +13,21 @@ use actix::{
     WrapFuture,
 };
 use tokio::sync::oneshot;
-use tracing::{info, warn};
+use tracing::{info, warn, Instrument};
 
 use super::messages::{
-    AccumulatorRestarted, Claimed, CompactNow, FailureNote, GetPoolStatus, NotClaimed, PoolStatus,
-    RecoverRun, RequestCompaction, RunFinished, RunResult, SetTableMap, StartRun, WaitIdle,
+    AccumulatorRestarted, Claimed, CompactNow, GetPoolStatus, NotClaimed, RecoverRun,
+    RequestCompaction, RunFinished, RunResult, SetTableMap, StartRun, WaitIdle,
 };
-use tracing::Instrument;
-
 use super::notifier::{Notifier, Notify};
-use super::TableMap;
 use crate::accumulator::ClaimTicket;
-use crate::clock::Clock;
-use crate::compaction::{new_run_id, CompactionSettings};
+use crate::clock::{Clock, UnixMillis};
+use crate::compaction::CompactionSettings;
 use crate::metrics::{FailedRunLabels, Metrics, OutcomeLabels, RunLabels, REWRITE_KIND};
 use crate::notify::RunEvent;
+use crate::pool::{Effect, PoolCore};
 use crate::routing::TableIndex;
-use crate::run::FailureClass;
-use crate::run::RunOutcome;
-use crate::scheduler::{Scheduler, TenantLimits};
+use crate::run::{FailureClass, RunOutcome};
 use crate::spark::runner::{execute, judge, SparkRunner};
 
 /// Notifications carry counts, not the list of output files.
@@ -46,46 +43,16 @@ fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
 /// its in-flight run by then.
 const LEFTOVER_SWEEP_DELAY: Duration = Duration::from_secs(10);
 
-/// Runs whose duration makes the median behind the expected waits.
-const RECENT_RUNS: usize = 50;
-/// Failed runs remembered per tenant for `/v1/tenants`.
-const RECENT_FAILURES_PER_TENANT: usize = 10;
-
-struct Slot {
-    run_id: String,
-    started_millis: i64,
-    tenant: String,
-}
-
-/// A table waiting for a slot: its trigger and whether the run is forced.
-struct Request {
-    trigger: String,
-    force: bool,
-}
-
 pub struct CompactionPool {
     settings: CompactionSettings,
     runner: Arc<dyn SparkRunner>,
     clock: Arc<dyn Clock>,
-    /// Empty until the pipeline hands over the map (the accumulators need the pool's address).
-    map: Arc<TableMap>,
-    waiting: Scheduler<Request>,
-    running: HashMap<TableIndex, Slot>,
-    recent_runs_millis: VecDeque<u64>,
-    recent_failures: HashMap<String, VecDeque<FailureNote>>,
+    core: PoolCore<Addr<super::accumulator::TableAccumulatorActor>>,
+    /// Whoever waits for a manual run of a table ([`Effect::Answer`] answers them all).
     manual: HashMap<TableIndex, Vec<oneshot::Sender<Result<RunResult, String>>>>,
     idle_waiters: Vec<oneshot::Sender<()>>,
-    /// Outcomes of runs whose accumulator was down when they ended: handed to the restarted one.
-    undelivered: HashMap<TableIndex, RunFinished>,
-    /// Runs whose outcome was handed over that way: the restarted accumulator's report of the
-    /// claim it loaded is not a run to recover.
-    handed_over: HashSet<String>,
-    /// `false` (replay --no-compact): requests are noted, never run.
+    /// `false` (replay --no-compact): no left-over sweep either.
     enabled: bool,
-    /// Accumulators start before the pool has the map (it holds their addresses): what they
-    /// send before it comes waits here, and is handled once it has.
-    early_requests: Vec<RequestCompaction>,
-    early_recoveries: Vec<RecoverRun>,
     metrics: Arc<Metrics>,
     notifier: Option<Addr<Notifier>>,
 }
@@ -100,100 +67,86 @@ impl CompactionPool {
         notifier: Option<Addr<Notifier>>,
     ) -> Self {
         CompactionPool {
+            core: PoolCore::new(settings.max_concurrent, clock.clone(), enabled),
             settings,
             runner,
             clock,
-            map: Arc::new(TableMap::default()),
-            waiting: Scheduler::new(),
-            running: HashMap::new(),
-            recent_runs_millis: VecDeque::new(),
-            recent_failures: HashMap::new(),
             manual: HashMap::new(),
             idle_waiters: Vec::new(),
-            undelivered: HashMap::new(),
-            handed_over: HashSet::new(),
             enabled,
-            early_requests: Vec::new(),
-            early_recoveries: Vec::new(),
             metrics,
             notifier,
         }
     }
 
-    fn enqueue(
+    /// Carries out what the pool's bookkeeping decided, in order.
+    fn apply(&mut self, effects: Vec<Effect>, ctx: &mut Context<Self>) {
+        for effect in effects {
+            match effect {
+                Effect::Start {
+                    table,
+                    run_id,
+                    trigger,
+                    force,
+                } => self.core.map().accumulator(table).do_send(StartRun {
+                    run_id,
+                    trigger,
+                    force,
+                }),
+                Effect::Recover { table, ticket } => self.recover(table, ticket, ctx),
+                Effect::Deliver {
+                    table,
+                    run_id,
+                    outcome,
+                } => self
+                    .core
+                    .map()
+                    .accumulator(table)
+                    .do_send(RunFinished { run_id, outcome }),
+                Effect::Answer { table, answer } => {
+                    for waiter in self.manual.remove(&table).unwrap_or_default() {
+                        let _ = waiter.send(answer.clone());
+                    }
+                }
+                Effect::Idle => {
+                    for waiter in self.idle_waiters.drain(..) {
+                        let _ = waiter.send(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A run ended: the bookkeeping first (its slot, the accumulator, a manual waiter), then
+    /// its report.
+    fn finish(
         &mut self,
         table: TableIndex,
-        trigger: String,
-        force: bool,
+        ticket: ClaimTicket,
+        outcome: RunOutcome,
         ctx: &mut Context<Self>,
     ) {
-        if self.running.contains_key(&table) || !self.map.is_active(table) {
-            return;
+        let connected = self.core.map().accumulator(table).connected();
+        if !connected {
+            warn!(table = %self.core.map().spec(table).table, run_id = %ticket.run_id, "the table's accumulator is down: the run's outcome waits for its restart");
         }
-        let tenant = self.map.spec(table).tenant.clone();
-        if self
-            .waiting
-            .push(&tenant, table, Request { trigger, force })
-        {
-            self.dispatch(ctx);
-        }
+        let (started_millis, effects) =
+            self.core.finish(table, &ticket, outcome.clone(), connected);
+        self.report(table, &ticket, &outcome, started_millis);
+        self.apply(effects, ctx);
     }
 
-    /// Fills free slots in the scheduler's order.
-    fn dispatch(&mut self, _ctx: &mut Context<Self>) {
-        if !self.enabled || self.map.is_empty() {
-            return;
-        }
-        while self.running.len() < self.settings.max_concurrent {
-            let Some((tenant, table, request)) = self.waiting.next() else {
-                break;
-            };
-            let now = self.clock.now_millis();
-            let run_id = new_run_id(now);
-            self.running.insert(
-                table,
-                Slot {
-                    run_id: run_id.clone(),
-                    started_millis: now,
-                    tenant: tenant.to_string(),
-                },
-            );
-            self.map.accumulator(table).do_send(StartRun {
-                run_id,
-                trigger: request.trigger,
-                force: request.force,
-            });
-        }
-        self.notify_idle();
-    }
-
-    /// The slot of a run is free again.
-    fn release(&mut self, table: TableIndex, run_id: &str) -> Option<Slot> {
-        match self.running.get(&table) {
-            Some(slot) if slot.run_id == run_id => {
-                let slot = self.running.remove(&table)?;
-                self.waiting.finished(&slot.tenant);
-                Some(slot)
-            }
-            _ => None,
-        }
-    }
-
-    /// Keeps the scheduler's tenants in line with the map: weights and run limits.
-    fn apply_tenant_limits(&mut self) {
-        for tenant in self.map.tenants() {
-            self.waiting.set_tenant(
-                &tenant.name,
-                TenantLimits {
-                    weight: tenant.weight,
-                    max_concurrent: tenant.max_concurrent_runs,
-                },
-            );
-        }
-    }
-
-    fn remember_run(&mut self, spec_tenant: &str, table: &str, run_id: &str, outcome: &RunOutcome) {
-        let duration = match outcome {
+    /// Metrics, notification and log of a run's end. A reconcile (a read) is logged only.
+    fn report(
+        &self,
+        table: TableIndex,
+        ticket: &ClaimTicket,
+        outcome: &RunOutcome,
+        started_millis: UnixMillis,
+    ) {
+        let spec = self.core.map().spec(table).clone();
+        let run_id = &ticket.run_id;
+        let duration_millis = match outcome {
             RunOutcome::Success {
                 duration_millis, ..
             }
@@ -201,97 +154,41 @@ impl CompactionPool {
                 duration_millis, ..
             } => *duration_millis,
         };
-        if self.recent_runs_millis.len() == RECENT_RUNS {
-            self.recent_runs_millis.pop_front();
-        }
-        self.recent_runs_millis.push_back(duration);
-        if let Some(class) = outcome.failure_class() {
-            let failures = self
-                .recent_failures
-                .entry(spec_tenant.to_string())
-                .or_default();
-            if failures.len() == RECENT_FAILURES_PER_TENANT {
-                failures.pop_front();
-            }
-            failures.push_back(FailureNote {
-                tenant: spec_tenant.to_string(),
-                table: table.to_string(),
-                run_id: run_id.to_string(),
-                class: class.as_str().to_string(),
-                finished_millis: self.clock.now_millis(),
-            });
-        }
-    }
-
-    fn median_run_millis(&self) -> Option<u64> {
-        let mut durations: Vec<u64> = self.recent_runs_millis.iter().copied().collect();
-        durations.sort_unstable();
-        durations.get(durations.len() / 2).copied()
-    }
-
-    fn notify_idle(&mut self) {
-        if self.running.is_empty() && (self.waiting.is_empty() || !self.enabled) {
-            for waiter in self.idle_waiters.drain(..) {
-                let _ = waiter.send(());
-            }
-        }
-    }
-
-    fn finish(
-        &mut self,
-        table: TableIndex,
-        run_id: String,
-        ticket: ClaimTicket,
-        outcome: RunOutcome,
-        ctx: &mut Context<Self>,
-    ) {
-        let started_millis = self
-            .release(table, &run_id)
-            .map_or(ticket.started_millis, |slot| slot.started_millis);
-        let spec = self.map.spec(table).clone();
-        let duration_seconds = match &outcome {
-            RunOutcome::Success {
-                duration_millis, ..
-            }
-            | RunOutcome::Failure {
-                duration_millis, ..
-            } => *duration_millis as f64 / 1000.0,
-        };
-        // A data rewrite or maintenance counts as a run; a reconcile (a read) does not.
         let rewrite = ticket.rewrite || ticket.maintenance.is_some();
+        let kind = run_kind(ticket);
         if rewrite {
-            self.remember_run(&spec.tenant, &spec.table, &run_id, &outcome);
-        }
-        let kind = run_kind(&ticket);
-        let labels = RunLabels {
-            table: spec.table.clone(),
-            tenant: spec.tenant.clone(),
-            kind,
-        };
-        match outcome.failure_class() {
-            _ if !rewrite => {}
-            None => {
-                self.metrics.runs_succeeded.get_or_create(&labels).inc();
-                self.metrics
-                    .run_duration
-                    .get_or_create(&OutcomeLabels { outcome: "success" })
-                    .observe(duration_seconds);
-            }
-            Some(class) => {
-                self.metrics
-                    .runs_failed
-                    .get_or_create(&FailedRunLabels {
-                        table: labels.table,
-                        tenant: labels.tenant,
-                        kind,
-                        class: class.as_str(),
-                    })
-                    .inc();
-                self.metrics
-                    .run_duration
-                    .get_or_create(&OutcomeLabels { outcome: "failure" })
-                    .observe(duration_seconds);
-            }
+            let duration_seconds = duration_millis as f64 / 1000.0;
+            let outcome_label = match outcome.failure_class() {
+                None => {
+                    self.metrics
+                        .runs_succeeded
+                        .get_or_create(&RunLabels {
+                            table: spec.table.clone(),
+                            tenant: spec.tenant.clone(),
+                            kind,
+                        })
+                        .inc();
+                    "success"
+                }
+                Some(class) => {
+                    self.metrics
+                        .runs_failed
+                        .get_or_create(&FailedRunLabels {
+                            table: spec.table.clone(),
+                            tenant: spec.tenant.clone(),
+                            kind,
+                            class: class.as_str(),
+                        })
+                        .inc();
+                    "failure"
+                }
+            };
+            self.metrics
+                .run_duration
+                .get_or_create(&OutcomeLabels {
+                    outcome: outcome_label,
+                })
+                .observe(duration_seconds);
         }
         if let Some(notifier) = self.notifier.as_ref().filter(|_| rewrite) {
             let catalog = self.settings.config.catalogs.get(&spec.catalog);
@@ -311,15 +208,11 @@ impl CompactionPool {
                 target_file_bytes: spec.target_file_bytes,
                 claimed_files: ticket.files,
                 claimed_bytes: ticket.bytes,
-                outcome: strip_output_files(&outcome),
+                outcome: strip_output_files(outcome),
             }));
         }
-        match &outcome {
-            RunOutcome::Success {
-                report,
-                duration_millis,
-                ..
-            } => info!(
+        match outcome {
+            RunOutcome::Success { report, .. } => info!(
                 table = %spec.table,
                 run_id = %run_id,
                 rewritten = report.result.rewritten_data_files_count,
@@ -331,8 +224,8 @@ impl CompactionPool {
             RunOutcome::Failure {
                 class,
                 excerpt,
-                duration_millis,
                 attempts,
+                ..
             } => warn!(
                 table = %spec.table,
                 run_id = %run_id,
@@ -343,41 +236,57 @@ impl CompactionPool {
                 "compaction failed; pending files kept"
             ),
         }
-        let finished = RunFinished {
-            run_id: run_id.clone(),
-            outcome: outcome.clone(),
-        };
-        let accumulator = self.map.accumulator(table);
-        if accumulator.connected() {
-            accumulator.do_send(finished);
-        } else {
-            warn!(table = %spec.table, %run_id, "the table's accumulator is down: the run's outcome waits for its restart");
-            self.undelivered.insert(table, finished);
-        }
-        if let Some(waiters) = self.manual.remove(&table) {
-            let result = RunResult {
-                table: spec.table.clone(),
-                run_id,
-                trigger: ticket.trigger.clone(),
-                claimed_files: ticket.files,
-                claimed_bytes: ticket.bytes,
-                outcome,
+    }
+
+    /// Finds the end of a run the pool did not start (its engine may still run it, or have
+    /// left its output), within what is left of the run's timeout.
+    fn recover(&mut self, table: TableIndex, ticket: ClaimTicket, ctx: &mut Context<Self>) {
+        let spec = self.core.map().spec(table).clone();
+        let runner = self.runner.clone();
+        let mut job = self.settings.job(&spec, &ticket);
+        let secrets = job.secrets();
+        let elapsed =
+            Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
+        job.timeout = self
+            .settings
+            .timeout
+            .saturating_sub(elapsed)
+            .max(Duration::from_secs(1));
+        let recovery = async move {
+            let started = std::time::Instant::now();
+            let failure = |class: FailureClass, excerpt: String| RunOutcome::Failure {
+                class,
+                excerpt,
+                duration_millis: started.elapsed().as_millis() as u64,
+                attempts: 1,
             };
-            for waiter in waiters {
-                let _ = waiter.send(Ok(result.clone()));
+            match runner.recover(&job).await {
+                Ok(Some(output)) => match judge(&output, &secrets) {
+                    Ok(report) => RunOutcome::Success {
+                        report: report.into(),
+                        duration_millis: started.elapsed().as_millis() as u64,
+                        attempts: 1,
+                    },
+                    Err((class, excerpt)) => failure(class, excerpt),
+                },
+                Ok(None) => failure(
+                    FailureClass::Other,
+                    "the run was interrupted by a restart and left no trace; its files are pending again".to_string(),
+                ),
+                Err(error) => failure(FailureClass::EngineUnavailable, format!("cannot recover the run: {error}")),
             }
-        }
-        self.dispatch(ctx);
+        };
+        ctx.spawn(
+            recovery
+                .into_actor(self)
+                .map(move |outcome, pool, ctx| pool.finish(table, ticket, outcome, ctx)),
+        );
     }
 
     /// Removes containers of runs nobody claims (their claim was settled, or never committed).
     fn sweep_leftovers(&mut self, ctx: &mut Context<Self>) {
         let runner = self.runner.clone();
-        let known: HashSet<String> = self
-            .running
-            .values()
-            .map(|slot| slot.run_id.clone())
-            .collect();
+        let known = self.core.running_runs();
         ctx.spawn(
             async move {
                 match runner.leftover_runs().await {
@@ -410,38 +319,9 @@ impl Actor for CompactionPool {
 impl Handler<SetTableMap> for CompactionPool {
     type Result = ();
 
-    /// The first map, or a reload's: tenants' limits apply at once; removed tables leave the line
-    /// (their runs in flight go on and settle).
     fn handle(&mut self, message: SetTableMap, ctx: &mut Context<Self>) {
-        let previous = std::mem::replace(&mut self.map, message.0);
-        self.apply_tenant_limits();
-        for early in std::mem::take(&mut self.early_recoveries) {
-            ctx.notify(early);
-        }
-        for early in std::mem::take(&mut self.early_requests) {
-            ctx.notify(early);
-        }
-        // A waiting table moved to another tenant waits in that tenant's line from now on.
-        for table in 0..previous.len().min(self.map.len()) {
-            let tenant = &self.map.spec(table).tenant;
-            if self.map.is_active(table) && previous.spec(table).tenant != *tenant {
-                if let Some(request) = self.waiting.remove(table) {
-                    self.waiting.push(tenant, table, request);
-                }
-            }
-        }
-        for table in 0..self.map.len() {
-            if !self.map.is_active(table) && self.waiting.remove(table).is_some() {
-                if let Some(waiters) = self.manual.remove(&table) {
-                    for waiter in waiters {
-                        let _ = waiter.send(Err(
-                            "the table was removed from the configuration".to_string()
-                        ));
-                    }
-                }
-            }
-        }
-        self.dispatch(ctx);
+        let effects = self.core.set_map(message.0);
+        self.apply(effects, ctx);
     }
 }
 
@@ -455,7 +335,8 @@ impl Handler<SetSettings> for CompactionPool {
 
     fn handle(&mut self, message: SetSettings, ctx: &mut Context<Self>) {
         self.settings = message.0;
-        self.dispatch(ctx);
+        let effects = self.core.set_max_concurrent(self.settings.max_concurrent);
+        self.apply(effects, ctx);
     }
 }
 
@@ -463,11 +344,10 @@ impl Handler<RequestCompaction> for CompactionPool {
     type Result = ();
 
     fn handle(&mut self, message: RequestCompaction, ctx: &mut Context<Self>) {
-        if message.table >= self.map.len() {
-            self.early_requests.push(message);
-            return;
-        }
-        self.enqueue(message.table, message.trigger, message.force, ctx);
+        let effects = self
+            .core
+            .request(message.table, &message.trigger, message.force);
+        self.apply(effects, ctx);
     }
 }
 
@@ -484,12 +364,11 @@ impl Handler<Claimed> for CompactionPool {
     fn handle(&mut self, message: Claimed, ctx: &mut Context<Self>) {
         let table = message.table;
         let ticket = message.ticket;
-        let spec = self.map.spec(table).clone();
+        let spec = self.core.map().spec(table).clone();
         let job = self.settings.job(&spec, &ticket);
         let runner = self.runner.clone();
         let attempts = self.settings.attempts;
         let retry_interval = self.settings.retry_interval;
-        let run_id = ticket.run_id.clone();
         if ticket.rewrite || ticket.maintenance.is_some() {
             self.metrics
                 .runs_started
@@ -500,12 +379,12 @@ impl Handler<Claimed> for CompactionPool {
                 })
                 .inc();
         }
-        let span = tracing::info_span!("run", table = %spec.table, tenant = %spec.tenant, run_id = %run_id);
+        let span = tracing::info_span!("run", table = %spec.table, tenant = %spec.tenant, run_id = %ticket.run_id);
         ctx.spawn(
             async move { execute(runner.as_ref(), &job, attempts, retry_interval).await }
                 .instrument(span)
                 .into_actor(self)
-                .map(move |outcome, pool, ctx| pool.finish(table, run_id, ticket, outcome, ctx)),
+                .map(move |outcome, pool, ctx| pool.finish(table, ticket, outcome, ctx)),
         );
     }
 }
@@ -514,13 +393,8 @@ impl Handler<NotClaimed> for CompactionPool {
     type Result = ();
 
     fn handle(&mut self, message: NotClaimed, ctx: &mut Context<Self>) {
-        self.release(message.table, &message.run_id);
-        if let Some(waiters) = self.manual.remove(&message.table) {
-            for waiter in waiters {
-                let _ = waiter.send(Err("the table has a run in flight already".to_string()));
-            }
-        }
-        self.dispatch(ctx);
+        let effects = self.core.not_claimed(message.table, &message.run_id);
+        self.apply(effects, ctx);
     }
 }
 
@@ -529,31 +403,17 @@ impl Handler<AccumulatorRestarted> for CompactionPool {
 
     fn handle(&mut self, message: AccumulatorRestarted, ctx: &mut Context<Self>) {
         let table = message.table;
-        if let Some(finished) = self.undelivered.remove(&table) {
-            if message.claimed_run.as_ref() == Some(&finished.run_id) {
-                self.handed_over.insert(finished.run_id.clone());
-                self.map.accumulator(table).do_send(finished);
-            }
+        if let Some(run_id) = self
+            .core
+            .running_run(table)
+            .filter(|run_id| message.claimed_run.as_deref() != Some(*run_id))
+        {
+            warn!(table = %self.core.map().spec(table).table, %run_id, "the run's start was lost with the table's accumulator; its slot is free again");
         }
-        let Some(slot) = self.running.get(&table) else {
-            return;
-        };
-        if message.claimed_run.as_ref() == Some(&slot.run_id) {
-            // Claimed and running: its outcome reaches the new accumulator.
-            return;
-        }
-        let run_id = slot.run_id.clone();
-        warn!(table = %self.map.spec(table).table, %run_id, "the run's start was lost with the table's accumulator; its slot is free again");
-        self.release(table, &run_id);
-        if let Some(waiters) = self.manual.remove(&table) {
-            for waiter in waiters {
-                let _ = waiter.send(Err(
-                    "the table's accumulator stopped before the run could start; try again"
-                        .to_string(),
-                ));
-            }
-        }
-        self.dispatch(ctx);
+        let effects = self
+            .core
+            .accumulator_restarted(table, message.claimed_run.as_deref());
+        self.apply(effects, ctx);
     }
 }
 
@@ -561,73 +421,8 @@ impl Handler<RecoverRun> for CompactionPool {
     type Result = ();
 
     fn handle(&mut self, message: RecoverRun, ctx: &mut Context<Self>) {
-        if message.table >= self.map.len() {
-            self.early_recoveries.push(message);
-            return;
-        }
-        let table = message.table;
-        let ticket = message.ticket;
-        if self.handed_over.remove(&ticket.run_id)
-            || self
-                .running
-                .get(&table)
-                .is_some_and(|slot| slot.run_id == ticket.run_id)
-        {
-            // A restarted accumulator reporting the run this pool is running: nothing to recover.
-            return;
-        }
-        let run_id = ticket.run_id.clone();
-        let spec = self.map.spec(table).clone();
-        self.waiting.started_outside(&spec.tenant);
-        self.running.insert(
-            table,
-            Slot {
-                run_id: run_id.clone(),
-                started_millis: ticket.started_millis,
-                tenant: spec.tenant.clone(),
-            },
-        );
-        let runner = self.runner.clone();
-        let mut job = self.settings.job(&spec, &ticket);
-        let secrets = job.secrets();
-        let elapsed =
-            Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
-        let remaining = self
-            .settings
-            .timeout
-            .saturating_sub(elapsed)
-            .max(Duration::from_secs(1));
-        job.timeout = remaining;
-        let recovery = async move {
-            let started = std::time::Instant::now();
-            let failure = |class: FailureClass, excerpt: String| RunOutcome::Failure {
-                class,
-                excerpt,
-                duration_millis: started.elapsed().as_millis() as u64,
-                attempts: 1,
-            };
-            match runner.recover(&job).await {
-                Ok(Some(output)) => match judge(&output, &secrets) {
-                    Ok(report) => RunOutcome::Success {
-                        report: report.into(),
-                        duration_millis: started.elapsed().as_millis() as u64,
-                        attempts: 1,
-                    },
-                    Err((class, excerpt)) => failure(class, excerpt),
-                },
-                Ok(None) => failure(
-                    FailureClass::Other,
-                    "the run was interrupted by a restart and left no trace; its files are pending again".to_string(),
-                ),
-                Err(error) => failure(FailureClass::EngineUnavailable, format!("cannot recover the run: {error}")),
-            }
-        };
-        let run_id = ticket.run_id.clone();
-        ctx.spawn(
-            recovery
-                .into_actor(self)
-                .map(move |outcome, pool, ctx| pool.finish(table, run_id, ticket, outcome, ctx)),
-        );
+        let effects = self.core.recover(message.table, message.ticket);
+        self.apply(effects, ctx);
     }
 }
 
@@ -636,13 +431,14 @@ impl Handler<CompactNow> for CompactionPool {
 
     fn handle(&mut self, message: CompactNow, ctx: &mut Context<Self>) -> Self::Result {
         let (sender, receiver) = oneshot::channel();
-        if !self.map.is_active(message.table) {
-            let _ = sender.send(Err("the table is not configured".to_string()));
-        } else if self.running.contains_key(&message.table) {
-            let _ = sender.send(Err("the table has a run in flight already".to_string()));
-        } else {
-            self.manual.entry(message.table).or_default().push(sender);
-            self.enqueue(message.table, message.trigger, true, ctx);
+        match self.core.compact_now(message.table, &message.trigger) {
+            Ok(effects) => {
+                self.manual.entry(message.table).or_default().push(sender);
+                self.apply(effects, ctx);
+            }
+            Err(refusal) => {
+                let _ = sender.send(Err(refusal));
+            }
         }
         Box::pin(
             async move {
@@ -663,19 +459,21 @@ pub struct StopDispatching;
 impl Handler<StopDispatching> for CompactionPool {
     type Result = ();
 
-    fn handle(&mut self, _message: StopDispatching, _ctx: &mut Context<Self>) {
-        self.enabled = false;
-        self.notify_idle();
+    fn handle(&mut self, _message: StopDispatching, ctx: &mut Context<Self>) {
+        let effects = self.core.stop_dispatching();
+        self.apply(effects, ctx);
     }
 }
 
 impl Handler<WaitIdle> for CompactionPool {
     type Result = ResponseActFuture<Self, ()>;
 
-    fn handle(&mut self, _message: WaitIdle, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, _message: WaitIdle, ctx: &mut Context<Self>) -> Self::Result {
         let (sender, receiver) = oneshot::channel();
         self.idle_waiters.push(sender);
-        self.notify_idle();
+        if self.core.is_idle() {
+            self.apply(vec![Effect::Idle], ctx);
+        }
         Box::pin(
             async move {
                 let _ = receiver.await;
@@ -689,17 +487,7 @@ impl Handler<GetPoolStatus> for CompactionPool {
     type Result = actix::MessageResult<GetPoolStatus>;
 
     fn handle(&mut self, _message: GetPoolStatus, _ctx: &mut Context<Self>) -> Self::Result {
-        actix::MessageResult(PoolStatus {
-            running: self
-                .running
-                .iter()
-                .map(|(table, slot)| (*table, slot.run_id.clone(), slot.started_millis))
-                .collect(),
-            waiting: self.waiting.predicted_order(),
-            slots: self.settings.max_concurrent,
-            median_run_millis: self.median_run_millis(),
-            recent_failures: self.recent_failures.values().flatten().cloned().collect(),
-        })
+        actix::MessageResult(self.core.status())
     }
 }
 

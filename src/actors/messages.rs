@@ -1,16 +1,15 @@
 //! Messages that cross actor boundaries.
 
-use std::collections::HashMap;
-
 use actix::Message;
 
 use crate::accumulator::{Candidate, ClaimTicket, Staged};
-use crate::clock::UnixMillis;
 use crate::intake::{InboundMessage, IntakeSummary, Verdict};
 use crate::routing::TableIndex;
 use crate::run::RunOutcome;
 use crate::status::TableStatus;
 use crate::store::StoreError;
+
+pub use crate::pool::{FailureNote, PoolStatus, RunResult};
 
 /// Router → accumulator: count these candidates (duplicates excluded) and return the store ops.
 /// The accumulator holds the change until [`Settle`].
@@ -133,17 +132,6 @@ pub struct RunFinished {
     pub outcome: RunOutcome,
 }
 
-/// Pool → whoever asked for a manual run: how it ended.
-#[derive(Debug, Clone)]
-pub struct RunResult {
-    pub table: String,
-    pub run_id: String,
-    pub trigger: String,
-    pub claimed_files: u64,
-    pub claimed_bytes: u64,
-    pub outcome: RunOutcome,
-}
-
 /// Runs a compaction of one table now, whatever its thresholds — or, with trigger `reconcile`,
 /// rebuilds its pending state from the committed metadata — and answers when it ended.
 #[derive(Debug, Message)]
@@ -164,50 +152,6 @@ pub struct WaitIdle;
 #[rtype(result = "PoolStatus")]
 pub struct GetPoolStatus;
 
-#[derive(Debug, Clone, Default)]
-pub struct PoolStatus {
-    /// (table, run id, started) of each run in flight.
-    pub running: Vec<(TableIndex, String, UnixMillis)>,
-    /// Tables waiting for a slot, in the order the fair scheduler will start them.
-    pub waiting: Vec<TableIndex>,
-    /// Run slots of the pool.
-    pub slots: usize,
-    /// Median duration of the recent runs; `None` before the first one ended.
-    pub median_run_millis: Option<u64>,
-    /// The latest failed runs, newest last (a few per tenant).
-    pub recent_failures: Vec<FailureNote>,
-}
-
-impl PoolStatus {
-    /// For every waiting table: where it waits (0: next), and how long until it starts at the
-    /// recent pace — the runs ahead of it spread over the slots, each taking the median run time.
-    pub fn queue_estimates(&self) -> HashMap<TableIndex, (usize, Option<u64>)> {
-        let slots = self.slots.max(1);
-        // A full pool: the first in line waits for one run to end too.
-        let busy = u64::from(self.running.len() >= slots);
-        self.waiting
-            .iter()
-            .enumerate()
-            .map(|(position, &table)| {
-                let expected = self
-                    .median_run_millis
-                    .map(|median| ((position / slots) as u64 + busy) * median);
-                (table, (position, expected))
-            })
-            .collect()
-    }
-}
-
-/// A failed run, as `/v1/tenants` shows it.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct FailureNote {
-    pub tenant: String,
-    pub table: String,
-    pub run_id: String,
-    pub class: String,
-    pub finished_millis: UnixMillis,
-}
-
 /// A reload: the table's settings now, and whether the configuration still has it. An inactive
 /// table keeps its state and its run in flight, but asks for no more runs.
 #[derive(Debug, Message)]
@@ -226,30 +170,3 @@ pub struct Forget;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SetTableMap(pub std::sync::Arc<super::TableMap>);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn queue_estimates_spread_the_line_over_the_slots() {
-        let mut pool = PoolStatus {
-            running: vec![(7, "r1".to_string(), 0), (8, "r2".to_string(), 0)],
-            waiting: vec![3, 1, 2],
-            slots: 2,
-            median_run_millis: None,
-            recent_failures: Vec::new(),
-        };
-        let estimates = pool.queue_estimates();
-        assert_eq!(estimates[&3], (0, None), "no run ended yet: no estimate");
-        assert_eq!(estimates.get(&7), None, "running tables do not wait");
-        pool.median_run_millis = Some(10_000);
-        let estimates = pool.queue_estimates();
-        // Both slots busy: the first two wait one run, the third two.
-        assert_eq!(estimates[&3], (0, Some(10_000)));
-        assert_eq!(estimates[&1], (1, Some(10_000)));
-        assert_eq!(estimates[&2], (2, Some(20_000)));
-        pool.running.pop();
-        assert_eq!(pool.queue_estimates()[&3], (0, Some(0)), "a free slot");
-    }
-}
