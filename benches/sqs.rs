@@ -28,7 +28,8 @@ use icepack::clock::SystemClock;
 use icepack::config::Config;
 use icepack::queue::{FailedEntry, Queue, QueueError, Receipt, ReceivedMessage};
 use icepack::store::RocksStore;
-use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use common::*;
 use support::elasticmq::DEFAULT_JAVA_OPTIONS;
@@ -153,12 +154,11 @@ async fn icepack_consume(
         nanos_in_calls: nanos_in_calls.clone(),
     });
     let health = icepack::queue::QueueHealth::named("bench");
-    let (shutdown_sender, shutdown) = watch::channel(false);
-    let mut stopped = Vec::new();
+    let shutdown = CancellationToken::new();
+    let stopped = TaskTracker::new();
+    stopped.close();
     let started = Instant::now();
     for _ in 0..pollers {
-        let (sender, receiver) = oneshot::channel();
-        stopped.push(receiver);
         actix::Actor::start(SqsPoller::new(
             PolledQueue {
                 queue: queue.clone(),
@@ -171,7 +171,7 @@ async fn icepack_consume(
                 visibility_timeout_seconds: 60,
             },
             shutdown.clone(),
-            sender,
+            stopped.token(),
             pipeline.metrics.clone(),
             Arc::new(SystemClock),
         ));
@@ -181,8 +181,8 @@ async fn icepack_consume(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let in_calls = nanos_in_calls.load(Ordering::Relaxed) as f64 / 1e9 / (elapsed * pollers as f64);
-    shutdown_sender.send(true).unwrap();
-    join_all(stopped).await;
+    shutdown.cancel();
+    stopped.wait().await;
     (elapsed, in_calls.min(1.0))
 }
 

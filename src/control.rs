@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use actix::Addr;
 use futures::future::LocalBoxFuture;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
 use crate::actors::notifier::{sinks_from_config, Notifier, SetSinks};
@@ -66,8 +68,10 @@ pub fn sqs_connector() -> Connector {
 struct QueuePollers {
     sqs: SqsConfig,
     tenant: Option<String>,
-    shutdown: watch::Sender<bool>,
-    stopped: Vec<oneshot::Receiver<()>>,
+    /// Cancelled to stop them (a child of the process's token: its shutdown stops them too).
+    shutdown: CancellationToken,
+    /// Done when every poller of the queue has stopped.
+    stopped: TaskTracker,
 }
 
 /// What a reload did.
@@ -123,6 +127,15 @@ pub struct Control {
     clock: Arc<dyn Clock>,
     /// By queue URL.
     pollers: BTreeMap<String, QueuePollers>,
+    /// The process's shutdown: every queue's token is a child of it.
+    shutdown: CancellationToken,
+}
+
+/// How the process stops the control loop: cancel, then wait for what it tracks (the loop, which
+/// ends once every poller has stopped).
+pub struct Shutdown {
+    token: CancellationToken,
+    tracker: TaskTracker,
 }
 
 impl Control {
@@ -145,6 +158,7 @@ impl Control {
             metrics,
             clock,
             pollers: BTreeMap::new(),
+            shutdown: CancellationToken::new(),
         };
         let queues = config.queues();
         let labels = queue_labels(queues.iter().map(|queue| queue.sqs.queue_url.as_str()));
@@ -181,17 +195,15 @@ impl Control {
             wait_time_seconds: sqs.wait_time_seconds as i32,
             visibility_timeout_seconds: sqs.visibility_timeout_seconds as i32,
         };
-        let (shutdown, watch) = watch::channel(false);
-        let mut stopped = Vec::new();
+        let shutdown = self.shutdown.child_token();
+        let stopped = TaskTracker::new();
         for _ in 0..sqs.pollers {
-            let (on_stopped, receiver) = oneshot::channel();
-            stopped.push(receiver);
             actix::Actor::start(SqsPoller::new(
                 polled.clone(),
                 self.router(),
                 settings,
-                watch.clone(),
-                on_stopped,
+                shutdown.clone(),
+                stopped.token(),
                 self.metrics.clone(),
                 self.clock.clone(),
             ));
@@ -214,10 +226,9 @@ impl Control {
     /// Stops a queue's pollers; the batch each has in flight is committed (or left in the queue).
     fn stop_queue(&mut self, url: &str) -> Option<impl std::future::Future<Output = ()>> {
         let pollers = self.pollers.remove(url)?;
-        let _ = pollers.shutdown.send(true);
-        Some(async move {
-            futures::future::join_all(pollers.stopped).await;
-        })
+        pollers.shutdown.cancel();
+        pollers.stopped.close();
+        Some(async move { pollers.stopped.wait().await })
     }
 
     /// Loads, validates and applies the configuration file.
@@ -298,10 +309,11 @@ impl Control {
 
     /// Serves reload requests (and SIGHUP) until shutdown; then stops every poller and waits up to
     /// `grace` for their batches in flight.
-    pub fn serve(mut self, requests: ControlRequests) -> oneshot::Sender<oneshot::Sender<()>> {
+    pub fn serve(mut self, requests: ControlRequests) -> Shutdown {
         let mut incoming = requests.0;
-        let (stop, mut stop_requested) = oneshot::channel::<oneshot::Sender<()>>();
-        actix::spawn(async move {
+        let token = self.shutdown.clone();
+        let tracker = TaskTracker::new();
+        actix::spawn(tracker.track_future(async move {
             let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
                 .expect("SIGHUP handler");
             loop {
@@ -315,19 +327,18 @@ impl Control {
                         let result = self.reload().await;
                         log_reload(&result, "SIGHUP");
                     }
-                    done = &mut stop_requested => {
+                    _ = self.shutdown.cancelled() => {
+                        // Every queue's token is cancelled with it: wait for their pollers.
                         let urls: Vec<String> = self.pollers.keys().cloned().collect();
                         let stopping: Vec<_> = urls.iter().filter_map(|url| self.stop_queue(url)).collect();
                         futures::future::join_all(stopping).await;
-                        if let Ok(done) = done {
-                            let _ = done.send(());
-                        }
                         return;
                     }
                 }
             }
-        });
-        stop
+        }));
+        tracker.close();
+        Shutdown { token, tracker }
     }
 }
 
@@ -356,13 +367,12 @@ fn log_reload(result: &Result<ReloadReport, String>, source: &str) {
     }
 }
 
-/// Stops the control loop and its pollers; returns once they stopped or `grace` passed.
-pub async fn stop(stop: oneshot::Sender<oneshot::Sender<()>>, grace: Duration) -> bool {
-    let (done, finished) = oneshot::channel();
-    if stop.send(done).is_err() {
-        return true;
-    }
-    tokio::time::timeout(grace, finished).await.is_ok()
+/// Stops the control loop and its pollers; returns once they stopped (`true`) or `grace` passed.
+pub async fn stop(shutdown: Shutdown, grace: Duration) -> bool {
+    shutdown.token.cancel();
+    tokio::time::timeout(grace, shutdown.tracker.wait())
+        .await
+        .is_ok()
 }
 
 fn same_queue(a: &SqsConfig, b: &SqsConfig) -> bool {

@@ -18,16 +18,17 @@ use actix::{
     Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, AtomicResponse, Context, Handler,
     Message, WrapFuture,
 };
-use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::{debug, error, info, warn};
 
 use super::messages::{Ingest, IntakeError};
 use super::router::IntakeRouter;
+use crate::policy::Backoff;
 use crate::clock::Clock;
 use crate::failpoint;
 use crate::intake::{InboundMessage, Verdict};
 use crate::metrics::Metrics;
-use crate::policy::Backoff;
 use crate::queue::{Queue, QueueHealth, Receipt};
 
 /// How the poller talks to its queue.
@@ -49,11 +50,12 @@ pub struct SqsPoller {
     polled: PolledQueue,
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
     backoff: Backoff,
-    on_stopped: Option<oneshot::Sender<()>>,
+    /// Held while the poller runs: its queue's tracker waits for every poller's to be dropped.
+    running: Option<TaskTrackerToken>,
     /// The last batch's delete, running beside the next receive.
     deleting: Option<Deleting>,
 }
@@ -66,8 +68,8 @@ impl SqsPoller {
         polled: PolledQueue,
         router: Addr<IntakeRouter>,
         settings: PollerSettings,
-        shutdown: watch::Receiver<bool>,
-        on_stopped: oneshot::Sender<()>,
+        shutdown: CancellationToken,
+        running: TaskTrackerToken,
         metrics: Arc<Metrics>,
         clock: Arc<dyn Clock>,
     ) -> Self {
@@ -79,7 +81,7 @@ impl SqsPoller {
             metrics,
             clock,
             backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
-            on_stopped: Some(on_stopped),
+            running: Some(running),
             deleting: None,
         }
     }
@@ -102,7 +104,7 @@ impl SqsPoller {
     }
 
     fn after_cycle(&mut self, outcome: CycleOutcome, ctx: &mut Context<Self>) {
-        if *self.shutdown.borrow() || outcome == CycleOutcome::ShuttingDown {
+        if self.shutdown.is_cancelled() || outcome == CycleOutcome::ShuttingDown {
             self.stop_after_delete(ctx);
             return;
         }
@@ -164,9 +166,7 @@ impl Actor for SqsPoller {
 
     fn stopped(&mut self, _ctx: &mut Context<Self>) {
         info!(queue = %self.polled.health.label(), "poller stopped");
-        if let Some(on_stopped) = self.on_stopped.take() {
-            let _ = on_stopped.send(());
-        }
+        self.running.take();
     }
 }
 
@@ -174,7 +174,7 @@ impl Actor for SqsPoller {
 /// poller less, and `/readyz` says so.
 impl Drop for SqsPoller {
     fn drop(&mut self) {
-        if !*self.shutdown.borrow() {
+        if !self.shutdown.is_cancelled() {
             error!(queue = %self.polled.health.label(), "a poller stopped unexpectedly");
             self.polled.health.poller_lost();
         }
@@ -209,7 +209,7 @@ async fn poll_cycle(
     polled: PolledQueue,
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
-    shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
     previous: Option<Deleting>,
@@ -253,12 +253,12 @@ async fn receive_and_count(
     polled: PolledQueue,
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
 ) -> Counted {
     use Counted::Done;
-    if *shutdown.borrow() {
+    if shutdown.is_cancelled() {
         return Done(CycleOutcome::ShuttingDown);
     }
     let PolledQueue { queue, health } = polled;
@@ -266,13 +266,13 @@ async fn receive_and_count(
         info!("the state store refuses writes: receiving is paused");
         tokio::select! {
             _ = metrics.store.writable() => info!("the state store takes writes again: receiving resumes"),
-            _ = shutdown.wait_for(|stop| *stop) => return Done(CycleOutcome::ShuttingDown),
+            _ = shutdown.cancelled() => return Done(CycleOutcome::ShuttingDown),
         }
     }
     let received = tokio::select! {
         received = queue.receive(settings.max_messages, settings.wait_time_seconds, settings.visibility_timeout_seconds) => received,
         // Nothing received yet is lost by abandoning the call: messages stay in the queue.
-        _ = shutdown.wait_for(|stop| *stop) => return Done(CycleOutcome::ShuttingDown),
+        _ = shutdown.cancelled() => return Done(CycleOutcome::ShuttingDown),
     };
     let messages = match received {
         Ok(messages) => messages,
@@ -408,6 +408,7 @@ mod tests {
     use crate::store::MemoryStore;
     use async_trait::async_trait;
     use std::time::Instant;
+    use tokio_util::task::TaskTracker;
 
     fn body(keys: &[&str]) -> String {
         let records: Vec<String> = keys
@@ -446,9 +447,10 @@ mod tests {
     fn start_poller(
         queue: Arc<dyn Queue>,
         pipeline: &Pipeline,
-    ) -> (Arc<QueueHealth>, watch::Sender<bool>, oneshot::Receiver<()>) {
-        let (shutdown_sender, shutdown) = watch::channel(false);
-        let (stopped_sender, stopped) = oneshot::channel();
+    ) -> (Arc<QueueHealth>, CancellationToken, TaskTracker) {
+        let shutdown = CancellationToken::new();
+        let stopped = TaskTracker::new();
+        stopped.close();
         let health = QueueHealth::named("landing");
         let poller = SqsPoller::new(
             PolledQueue {
@@ -461,13 +463,13 @@ mod tests {
                 wait_time_seconds: 1,
                 visibility_timeout_seconds: 30,
             },
-            shutdown,
-            stopped_sender,
+            shutdown.clone(),
+            stopped.token(),
             pipeline.metrics.clone(),
             Arc::new(crate::clock::SystemClock),
         );
         poller.start();
-        (health, shutdown_sender, stopped)
+        (health, shutdown, stopped)
     }
 
     async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
@@ -503,8 +505,8 @@ mod tests {
             1,
             "the invalid message waits for redelivery"
         );
-        shutdown.send(true).unwrap();
-        stopped.await.unwrap();
+        shutdown.cancel();
+        stopped.wait().await;
         assert_eq!(health.pollers_lost(), 0, "stopped, not lost");
     }
 
@@ -530,8 +532,8 @@ mod tests {
         })
         .await;
         assert_eq!(pending_files(&pipeline).await, 2);
-        shutdown.send(true).unwrap();
-        stopped.await.unwrap();
+        shutdown.cancel();
+        stopped.wait().await;
     }
 
     /// Refuses to delete the first entry of every batch, as SQS does with a stale receipt handle.
@@ -579,8 +581,8 @@ mod tests {
         .await;
         assert_eq!(health.messages_deleted.load(Ordering::Relaxed), 1);
         assert_eq!(pending_files(&pipeline).await, 2);
-        shutdown.send(true).unwrap();
-        stopped.await.unwrap();
+        shutdown.cancel();
+        stopped.wait().await;
         assert_eq!(
             store.num_commits(),
             1,
@@ -648,8 +650,8 @@ mod tests {
             queue.deleting.load(Ordering::SeqCst)
         })
         .await;
-        shutdown.send(true).unwrap();
-        stopped.await.unwrap();
+        shutdown.cancel();
+        stopped.wait().await;
         assert_eq!(
             queue.queue.deleted_ids().len(),
             2,
@@ -680,8 +682,8 @@ mod tests {
             started.elapsed() >= Duration::from_millis(1_000),
             "two back-offs of at least 0.5 s each"
         );
-        shutdown.send(true).unwrap();
-        stopped.await.unwrap();
+        shutdown.cancel();
+        stopped.wait().await;
     }
 
     /// A bug in the queue client: every receive panics.
@@ -714,7 +716,7 @@ mod tests {
         let pipeline = pipeline(Arc::new(MemoryStore::new()));
         let (health, _shutdown, stopped) = start_poller(Arc::new(PanickingQueue), &pipeline);
         // actix stops an actor whose task panicked as it drops it: `stopped` runs.
-        let _ = stopped.await;
+        stopped.wait().await;
         assert_eq!(health.pollers_lost(), 1);
     }
 }
