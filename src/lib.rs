@@ -3,6 +3,7 @@
 
 pub mod accumulator;
 pub mod actors;
+pub mod backoff;
 pub mod bridge;
 pub mod clock;
 pub mod compaction;

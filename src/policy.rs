@@ -1,7 +1,5 @@
 //! When is a table due for compaction? Pure decisions over pending counts and an injected time.
 
-use std::time::Duration;
-
 use serde::Serialize;
 
 use std::collections::BTreeMap;
@@ -452,51 +450,6 @@ pub fn max_wait_deadline(pending: &PendingCounts, thresholds: &Thresholds) -> Op
         .map(|oldest| oldest.saturating_add(max_wait))
 }
 
-/// Exponential back-off with full jitter: attempt n waits a random time up to
-/// `min(max, base * 2^n)`, never less than `base / 2` so a failing peer is not hammered.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    base: Duration,
-    max: Duration,
-    attempt: u32,
-}
-
-impl Backoff {
-    pub fn new(base: Duration, max: Duration) -> Self {
-        Backoff {
-            base,
-            max,
-            attempt: 0,
-        }
-    }
-
-    /// The delay before the next try, given a uniform random number in `[0, 1)`.
-    pub fn next_delay_with(&mut self, random_unit: f64) -> Duration {
-        let ceiling = self
-            .base
-            .saturating_mul(1u32 << self.attempt.min(20))
-            .min(self.max);
-        self.attempt = self.attempt.saturating_add(1);
-        let floor = self.base / 2;
-        floor
-            + ceiling
-                .saturating_sub(floor)
-                .mul_f64(random_unit.clamp(0.0, 1.0))
-    }
-
-    pub fn next_delay(&mut self) -> Duration {
-        self.next_delay_with(fastrand::f64())
-    }
-
-    pub fn reset(&mut self) {
-        self.attempt = 0;
-    }
-
-    pub fn attempts(&self) -> u32 {
-        self.attempt
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -798,18 +751,6 @@ mod tests {
             None,
             "no deadline in the past"
         );
-    }
-
-    #[test]
-    fn backoff_grows_to_its_ceiling_and_resets() {
-        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
-        let ceilings: Vec<u64> = (0..8)
-            .map(|_| backoff.next_delay_with(1.0).as_secs())
-            .collect();
-        assert_eq!(ceilings, vec![1, 2, 4, 8, 16, 32, 60, 60]);
-        assert_eq!(backoff.next_delay_with(0.0), Duration::from_millis(500));
-        backoff.reset();
-        assert_eq!(backoff.next_delay_with(1.0), Duration::from_secs(1));
     }
 
     fn landed(times_millis: &[i64]) -> PartitionCounts {

@@ -24,7 +24,7 @@ use tracing::{debug, error, info, warn};
 
 use super::messages::{Ingest, IntakeError};
 use super::router::IntakeRouter;
-use crate::policy::Backoff;
+use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::failpoint;
 use crate::intake::{InboundMessage, Verdict};
@@ -80,7 +80,7 @@ impl SqsPoller {
             shutdown,
             metrics,
             clock,
-            backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+            backoff: Backoff::jittered(Duration::from_secs(1), Duration::from_secs(60)),
             running: Some(running),
             deleting: None,
         }

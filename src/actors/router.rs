@@ -24,11 +24,11 @@ use tracing::{debug, info, warn};
 use super::messages::{Ingest, IngestReport, IntakeError, Reload, SetTableMap, Settle, Stage};
 use super::TableMap;
 use crate::accumulator::{object_keys, Candidate};
+use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::failpoint;
 use crate::intake::{plan_batch, InboundMessage, IntakePlan, IntakeSummary, Verdict};
 use crate::metrics::{Metrics, ReasonLabels, TableLabels};
-use crate::policy::Backoff;
 use crate::routing::{IgnoreReason, Router, TableIndex};
 use crate::store::{StateStore, StoreError};
 
@@ -74,7 +74,7 @@ impl IntakeRouter {
             metrics,
             waiting: VecDeque::new(),
             committing: false,
-            probe_backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
+            probe_backoff: Backoff::jittered(Duration::from_secs(1), Duration::from_secs(30)),
             probing: false,
             recovered_millis: None,
         }

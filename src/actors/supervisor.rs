@@ -18,6 +18,7 @@ use super::messages::AccumulatorRestarted;
 use super::workers::Workers;
 use super::TableMap;
 use crate::accumulator::{Accumulator, FailureBackoff};
+use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::routing::TableIndex;
@@ -25,9 +26,8 @@ use crate::store::StateStore;
 
 /// How often every slot is looked at.
 const CHECK_INTERVAL: Duration = Duration::from_millis(500);
-/// Restarts of one table back off from this to [`MAX_RESTART_DELAY`].
-const FIRST_RESTART_DELAY_MILLIS: i64 = 1_000;
-const MAX_RESTART_DELAY_MILLIS: i64 = 60_000;
+/// Restarts of one table back off from 1 s, doubling, to 60 s.
+const RESTART_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
 /// A restarted accumulator alive this long has its restart count forgotten.
 const STABLE_AFTER_MILLIS: i64 = 5 * 60_000;
 
@@ -125,9 +125,9 @@ impl AccumulatorSupervisor {
             }
             restarts.count += 1;
             restarts.last_millis = now;
-            let doublings = restarts.count.saturating_sub(1).min(16);
-            restarts.not_before_millis = now
-                + (FIRST_RESTART_DELAY_MILLIS << doublings).min(MAX_RESTART_DELAY_MILLIS);
+            let delay = Backoff::doubling(RESTART_BACKOFF.0, RESTART_BACKOFF.1)
+                .ceiling(restarts.count.saturating_sub(1));
+            restarts.not_before_millis = now + delay.as_millis() as i64;
             let accumulator = match loaded {
                 Ok(accumulator) => accumulator,
                 Err(error) => {

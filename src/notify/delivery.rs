@@ -12,6 +12,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tracing::{debug, error, warn};
 
+use crate::backoff::Backoff;
 use crate::metrics::{Metrics, SinkLabels};
 
 #[derive(Debug, Clone, Copy)]
@@ -174,7 +175,8 @@ pub async fn deliver(
     policy: &DeliveryPolicy,
     sink: &str,
 ) -> Result<(), String> {
-    let mut backoff = policy.first_backoff;
+    // Server errors and failed requests: 1 s, 2 s, 4 s, … (at most the longest `Retry-After`).
+    let mut backoff = Backoff::doubling(policy.first_backoff, policy.max_retry_after);
     let mut last_error = String::new();
     for attempt in 1..=policy.max_attempts {
         let response = client
@@ -203,9 +205,7 @@ pub async fn deliver(
                 let body = short_body(response).await;
                 last_error = format!("HTTP {status}: {body}");
                 warn!(%sink, attempt, status, %body, "server error; retrying");
-                let wait = backoff;
-                backoff *= 2;
-                wait
+                backoff.next_delay()
             }
             Ok(response) => {
                 // invalid_payload, action_prohibited, channel_not_found, channel_is_archived ...
@@ -216,9 +216,7 @@ pub async fn deliver(
             Err(error) => {
                 last_error = error.without_url().to_string();
                 warn!(%sink, attempt, error = %last_error, "request failed; retrying");
-                let wait = backoff;
-                backoff *= 2;
-                wait
+                backoff.next_delay()
             }
         };
         if attempt < policy.max_attempts {

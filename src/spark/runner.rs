@@ -7,6 +7,8 @@ use async_trait::async_trait;
 
 use tracing::{info, warn};
 
+use crate::backoff::Backoff;
+
 use std::collections::BTreeMap;
 
 pub use crate::run::{ReportSummary, RunOutcome};
@@ -272,6 +274,7 @@ pub async fn execute(
 ) -> RunOutcome {
     let started = Instant::now();
     let secrets = job.secrets();
+    let mut retries = Backoff::constant(retry_interval);
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -294,7 +297,7 @@ pub async fn execute(
             Err((class, excerpt)) => {
                 if attempt < attempts && class.is_retryable() {
                     warn!(table = %job.table, run_id = %job.run_id, attempt, class = class.as_str(), %excerpt, "attempt failed; retrying");
-                    tokio::time::sleep(retry_interval).await;
+                    tokio::time::sleep(retries.next_delay()).await;
                     continue;
                 }
                 return RunOutcome::Failure {
