@@ -12,7 +12,7 @@ use icepack::spark::connect::ConnectRunner;
 use icepack::spark::runner::{judge, SparkRunner};
 use support::connect::{job, runner, sql, value, Cluster, ConnectServer, Gate};
 use support::spark::{stack_available, Lakehouse};
-use support::{unique, wait_until, Icepack, Moto};
+use support::{get_text, unique, wait_until, Icepack, Moto};
 
 /// Spark servers are heavy on two cores: one test of this file at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -487,14 +487,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         readyz.contains(&format!("connect sc://127.0.0.1:{}", gate.port)),
         "{readyz}"
     );
-    let metrics = client
-        .get(format!("http://{http}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&format!("http://{http}/metrics")).await;
     assert!(
         metrics.contains("icepack_engine_up{engine=\"connect sc://127.0.0.1:"),
         "{metrics}"

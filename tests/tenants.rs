@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use icepack::testing::http_receiver::Receiver;
-use support::{free_port, unique, wait_until, Icepack, Moto};
+use support::{free_port, get_json, get_text, unique, wait_until, Icepack, Moto};
 
 fn stand_in() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/logging-spark-sql.sh")
@@ -32,10 +32,6 @@ fn runs(log: &Path) -> Vec<(String, u64, String)> {
             ))
         })
         .collect()
-}
-
-async fn get_json(url: &str) -> serde_json::Value {
-    reqwest::get(url).await.unwrap().json().await.unwrap()
 }
 
 /// `None` while the service is not up yet.
@@ -229,12 +225,7 @@ tenant = "b"
         assert!(!text.contains("team_b."), "b's run on a's channel: {text}");
         assert_eq!(message.body["channel"], "#team-a");
     }
-    let metrics = reqwest::get(format!("{base}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&format!("{base}/metrics")).await;
     assert!(
         metrics.contains("icepack_runs_succeeded_total{table=\"team_b.orders\",tenant=\"b\",kind=\"rewrite_data_files\"} 1"),
         "{metrics}"
@@ -356,12 +347,7 @@ async fn reloads_add_change_and_remove_tables_and_refuse_broken_files() {
         .map(|entry| entry["table"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["ns.kept", "ns.added"]);
-    let metrics = reqwest::get(format!("{base}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&format!("{base}/metrics")).await;
     assert!(
         metrics.contains("icepack_records_counted_total{table=\"ns.kept\",tenant=\"default\"} 1"),
         "{metrics}"
@@ -574,12 +560,7 @@ async fn readiness_names_the_queue_that_cannot_be_reached_until_a_reload_removes
     );
     assert!(!problems[0].contains(&live), "{problems:?}");
 
-    let metrics = reqwest::get(format!("{base}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&format!("{base}/metrics")).await;
     for expected in [
         format!("icepack_sqs_messages_received_total{{queue=\"{live}\"}} 1\n"),
         format!("icepack_sqs_messages_deleted_total{{queue=\"{live}\"}} 1\n"),
@@ -634,12 +615,7 @@ async fn readiness_names_the_queue_that_cannot_be_reached_until_a_reload_removes
     assert_eq!(reloaded.status().as_u16(), 200);
     let (status, body) = readyz().await.unwrap();
     assert_eq!((status, &body), (200, &serde_json::json!({"ready": true})));
-    let metrics = reqwest::get(format!("{base}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&format!("{base}/metrics")).await;
     assert!(!metrics.contains(&missing), "{metrics}");
     assert!(
         metrics.contains(&format!(

@@ -28,6 +28,28 @@ use icepack::queue::SqsQueue;
 pub const ACCOUNT: &str = "123456789012";
 pub const REGION: &str = "us-east-1";
 
+/// The body of a GET, as text (`/metrics`, `/readyz`); panics on a failed request.
+pub async fn get_text(url: &str) -> String {
+    let response = reqwest::get(url)
+        .await
+        .unwrap_or_else(|error| panic!("GET {url}: {error}"));
+    response
+        .text()
+        .await
+        .unwrap_or_else(|error| panic!("GET {url}: reading the body: {error}"))
+}
+
+/// The body of a GET, as JSON; panics on a failed request or a body that is not JSON.
+pub async fn get_json(url: &str) -> serde_json::Value {
+    let response = reqwest::get(url)
+        .await
+        .unwrap_or_else(|error| panic!("GET {url}: {error}"));
+    response
+        .json()
+        .await
+        .unwrap_or_else(|error| panic!("GET {url}: not JSON: {error}"))
+}
+
 /// Environment every AWS client in tests (ours and icepack's) uses against moto.
 pub const AWS_ENV: [(&str, &str); 5] = [
     ("AWS_ACCESS_KEY_ID", "testing"),
