@@ -55,6 +55,33 @@ impl Clock for FakeClock {
     }
 }
 
+/// A clock that follows tokio's time, from a given start. Under `tokio::time::pause()` it moves
+/// only when tokio's time does (`tokio::time::advance`, or the runtime's auto-advance when every
+/// task waits), so the timers an actor arms and the time it reads agree in a test.
+#[cfg(any(test, feature = "testing"))]
+#[derive(Debug, Clone)]
+pub struct TokioClock {
+    start_millis: UnixMillis,
+    start: tokio::time::Instant,
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl TokioClock {
+    pub fn starting_at(now: UnixMillis) -> Self {
+        TokioClock {
+            start_millis: now,
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl Clock for TokioClock {
+    fn now_millis(&self) -> UnixMillis {
+        self.start_millis + self.start.elapsed().as_millis() as i64
+    }
+}
+
 /// Parses an RFC 3339 timestamp (as S3 and EventBridge write them) into Unix milliseconds.
 /// A timestamp without an offset (some S3 emulators write them) is taken as UTC.
 pub fn parse_rfc3339(text: &str) -> Option<UnixMillis> {

@@ -37,6 +37,7 @@ pub mod status;
 pub mod store;
 pub mod strategy;
 pub mod table_map;
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
 pub mod web;

@@ -552,7 +552,7 @@ impl Handler<GetStatus> for TableAccumulatorActor {
 mod tests {
     use super::*;
     use crate::accumulator::Candidate;
-    use crate::clock::FakeClock;
+    use crate::clock::{FakeClock, TokioClock};
     use crate::config::TableSpec;
     use crate::policy::Thresholds;
     use crate::store::MemoryStore;
@@ -587,10 +587,12 @@ mod tests {
 
     #[actix::test]
     async fn max_wait_is_enforced_by_the_timer_without_new_events() {
+        // Tokio's time stands still until the test moves it; the actor reads that same time.
+        tokio::time::pause();
         let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
-        let clock = FakeClock::new(1_000_000);
+        let clock = TokioClock::starting_at(1_000_000);
         let accumulator = Accumulator::load(spec(), store.as_ref()).unwrap();
-        let actor = unpooled(accumulator, &store, Arc::new(clock.clone())).start();
+        let actor = unpooled(accumulator, &store, Arc::new(clock)).start();
         let mut staged = actor
             .send(Stage {
                 candidates: ["t/a.parquet", "t/b.parquet"]
@@ -612,8 +614,11 @@ mod tests {
         actor.send(Settle { committed: true }).await.unwrap();
         assert!(!actor.send(GetStatus).await.unwrap().due);
 
-        clock.advance(Duration::from_secs(60));
-        actor.send(Tick).await.unwrap();
+        // Nothing arrives: the timer the settle armed fires at max_wait (the files landed at
+        // 1_000_000, the clock's start), not a millisecond before.
+        tokio::time::advance(Duration::from_millis(59_999)).await;
+        assert!(!actor.send(GetStatus).await.unwrap().due);
+        tokio::time::advance(Duration::from_millis(1)).await;
         let status = actor.send(GetStatus).await.unwrap();
         assert!(status.due);
         assert_eq!(status.due_reason, Some("max_wait"));
