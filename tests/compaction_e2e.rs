@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use icepack::testing::http_receiver::Receiver;
 use support::spark::{icepack_containers, row_with, stack_available, Lakehouse};
-use support::{unique, wait_until, Icepack, Moto};
+use support::{unique, wait_until, Icepack, Landing, Moto};
 
 const TABLE: &str = "analytics.orders";
 const MISSING: &str = "analytics.missing";
@@ -123,10 +123,9 @@ async fn a_due_table_is_compacted_in_a_container_and_its_state_settles() {
         return;
     }
     let moto = Moto::start().await;
-    let queue = unique("landing");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
+    let Landing {
+        queue_url, bucket, ..
+    } = moto.landing(5).await;
 
     let dir = tempfile::tempdir().unwrap();
     // The reference's catalog: Iceberg's REST catalog, here with an OAuth2 client credential
@@ -283,10 +282,9 @@ async fn a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_
         return;
     }
     let moto = Moto::start().await;
-    let queue = unique("landing");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
+    let Landing {
+        queue_url, bucket, ..
+    } = moto.landing(5).await;
     let dir = tempfile::tempdir().unwrap();
     let lakehouse = Lakehouse::rest(dir.path(), &moto.endpoint, &bucket, &[]).await;
     let mut statements = create_table();
@@ -398,10 +396,9 @@ async fn measure_docker_runner_against_bare_spark_sql() {
         return;
     }
     let moto = Moto::start().await;
-    let bucket = unique("lake");
-    let queue = unique("landing");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
+    let Landing {
+        queue_url, bucket, ..
+    } = moto.landing(5).await;
     let dir = tempfile::tempdir().unwrap();
     let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
     let mut statements = create_table();
@@ -452,10 +449,9 @@ async fn runs_fail_as_engine_unavailable_while_the_socket_is_gone_and_resume_whe
     let engine = std::env::var("DOCKER_HOST").expect("with-stack.sh sets DOCKER_HOST");
     let engine_socket = engine.trim_start_matches("unix://").to_string();
     let moto = Moto::start().await;
-    let queue = unique("landing");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
+    let Landing {
+        queue_url, bucket, ..
+    } = moto.landing(5).await;
     let dir = tempfile::tempdir().unwrap();
     let lakehouse = Lakehouse::new(dir.path(), &moto.endpoint, &bucket);
     let mut statements = create_table();

@@ -12,7 +12,7 @@ use icepack::spark::connect::ConnectRunner;
 use icepack::spark::runner::{judge, SparkRunner};
 use support::connect::{job, runner, sql, value, Cluster, ConnectServer, Gate};
 use support::spark::{stack_available, Lakehouse};
-use support::{get_text, unique, wait_until, Icepack, Moto};
+use support::{get_text, wait_until, Icepack, Landing, Moto};
 
 /// Spark servers are heavy on two cores: one test of this file at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -59,15 +59,6 @@ impl Table {
     }
 }
 
-/// A queue (with its dead-letter queue) and a bucket notifying it: (queue URL, bucket).
-async fn notifying_bucket(moto: &Moto) -> (String, String) {
-    let queue = unique("landing");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 5).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
-    (queue_url, bucket)
-}
-
 /// What every test here starts with: moto with a notifying bucket, a Spark Connect server (on
 /// `master`, `local[2]` by default), and a writer session on it.
 struct Stack {
@@ -82,7 +73,9 @@ struct Stack {
 impl Stack {
     async fn start(master: Option<&str>) -> Stack {
         let moto = Moto::start().await;
-        let (queue_url, bucket) = notifying_bucket(&moto).await;
+        let Landing {
+            queue_url, bucket, ..
+        } = moto.landing(5).await;
         let server = ConnectServer::start(master);
         let writer = runner(&server.url);
         Stack {
@@ -657,7 +650,9 @@ async fn measure_runners_threshold_to_settled() {
         ("docker", "cat_docker"),
         ("process", "cat_process"),
     ] {
-        let (queue_url, bucket) = notifying_bucket(&moto).await;
+        let Landing {
+            queue_url, bucket, ..
+        } = moto.landing(5).await;
         let tables: Vec<Table> = NAMES[..rounds.min(NAMES.len())]
             .iter()
             .map(|table| Table::new(&dir.path().join(name), &moto, &bucket, catalog, table))
@@ -750,7 +745,9 @@ async fn measure_runners_threshold_to_settled() {
     }
 
     // The first run through a server that just started (icepack's warm-up probe runs first).
-    let (queue_url, bucket) = notifying_bucket(&moto).await;
+    let Landing {
+        queue_url, bucket, ..
+    } = moto.landing(5).await;
     let started = std::time::Instant::now();
     let fresh = ConnectServer::start(None);
     let server_start = started.elapsed().as_secs_f64();

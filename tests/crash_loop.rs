@@ -103,10 +103,9 @@ async fn nothing_is_lost_or_counted_twice_across_a_hundred_kills() {
     let mut rng = fastrand::Rng::with_seed(seed);
 
     let moto = Moto::start().await;
-    let queue = unique("crash");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 1000).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
+    let Landing {
+        queue_url, bucket, ..
+    } = moto.landing(1000).await;
     let fake_spark =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-spark-sql.sh");
     let mut icepack =

@@ -9,7 +9,9 @@ mod support;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
-use support::{free_port, unique, wait_until, ElasticMq, Icepack, Moto, QueueServer, SqsEndpoint};
+use support::{
+    free_port, unique, wait_until, ElasticMq, Icepack, Landing, Moto, QueueServer, SqsEndpoint,
+};
 
 const TABLE: &str = "analytics.customer_orders";
 const PREFIX: &str = "warehouse/analytics/customer_orders/";
@@ -76,10 +78,9 @@ fn record(bucket: &str, key: &str, size: u64) -> String {
 #[tokio::test]
 async fn s3_notifications_are_counted_once_and_deleted() {
     let moto = Moto::start().await;
-    let queue = unique("landing");
-    let bucket = unique("lake");
-    let (queue_url, _dlq) = moto.create_queue_with_dlq(&queue, 3).await;
-    moto.create_bucket_notifying(&bucket, &queue).await;
+    let Landing {
+        queue_url, bucket, ..
+    } = moto.landing(3).await;
 
     for index in 0..6 {
         moto.put_object(

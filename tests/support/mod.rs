@@ -381,6 +381,13 @@ impl QueueServer for Moto {
     }
 }
 
+/// A queue, its dead-letter queue, and the bucket notifying the queue ([`Moto::landing`]).
+pub struct Landing {
+    pub queue_url: String,
+    pub dlq_url: String,
+    pub bucket: String,
+}
+
 impl Moto {
     pub async fn start() -> Moto {
         <Moto as QueueServer>::start().await
@@ -388,6 +395,21 @@ impl Moto {
 
     pub async fn start_on(port: u16) -> Moto {
         <Moto as QueueServer>::start_on(port).await
+    }
+
+    /// The landing zone most tests start from: a queue with a dead-letter queue (after
+    /// `max_receives` receives) and a bucket whose ObjectCreated notifications go to it, all
+    /// with unique names.
+    pub async fn landing(&self, max_receives: u32) -> Landing {
+        let queue = unique("landing");
+        let bucket = unique("lake");
+        let (queue_url, dlq_url) = self.create_queue_with_dlq(&queue, max_receives).await;
+        self.create_bucket_notifying(&bucket, &queue).await;
+        Landing {
+            queue_url,
+            dlq_url,
+            bucket,
+        }
     }
 
     /// A bucket whose ObjectCreated notifications go to the queue (moto first sends s3:TestEvent).
