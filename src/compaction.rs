@@ -30,10 +30,10 @@ impl CompactionSettings {
     pub fn from_config(config: Arc<Config>) -> Self {
         let spark = &config.spark;
         CompactionSettings {
-            max_concurrent: spark.max_concurrent as usize,
-            attempts: spark.retry_attempts as u32,
-            retry_interval: Duration::from_secs(spark.retry_interval_seconds as u64),
-            timeout: Duration::from_secs(spark.timeout_minutes as u64 * 60),
+            max_concurrent: spark.max_concurrent.as_usize(),
+            attempts: spark.retry_attempts.as_u32(),
+            retry_interval: spark.retry_interval_seconds.seconds(),
+            timeout: Duration::from_secs(spark.timeout_minutes.get() * 60),
             backoff: failure_backoff(spark),
             config,
         }
@@ -87,8 +87,8 @@ impl CompactionSettings {
 
 pub fn failure_backoff(spark: &SparkConfig) -> FailureBackoff {
     FailureBackoff {
-        initial_millis: spark.failure_backoff_initial_seconds * 1000,
-        max_millis: spark.failure_backoff_max_seconds * 1000,
+        initial_millis: spark.failure_backoff_initial_seconds.millis(1000),
+        max_millis: spark.failure_backoff_max_seconds.millis(1000),
     }
 }
 
@@ -113,7 +113,7 @@ pub fn runner_from_config(config: &Config) -> Arc<dyn SparkRunner> {
                 &spark.connect_url,
                 spark.connect_tls,
                 token,
-                Duration::from_secs(spark.connect_timeout_seconds as u64),
+                spark.connect_timeout_seconds.seconds(),
             )
             .expect("spark.connect_url is validated with the configuration");
             Arc::new(ConnectRunner::new(settings))

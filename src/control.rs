@@ -39,7 +39,7 @@ pub type Connector = Arc<dyn Fn(&SqsConfig) -> LocalBoxFuture<'static, Arc<dyn Q
 /// client, its connection pool and its credentials cache.
 pub fn sqs_connector() -> Connector {
     /// (region, endpoint, wait time: the client's operation timeout depends on it).
-    type ClientKey = (String, String, i64);
+    type ClientKey = (String, String, u64);
     let clients: Arc<std::sync::Mutex<HashMap<ClientKey, aws_sdk_sqs::Client>>> = Arc::default();
     Arc::new(move |sqs: &SqsConfig| {
         let clients = clients.clone();
@@ -48,7 +48,7 @@ pub fn sqs_connector() -> Connector {
             let key = (
                 sqs.region.clone(),
                 sqs.endpoint_url.clone(),
-                sqs.wait_time_seconds,
+                sqs.wait_time_seconds.get(),
             );
             let cached = clients.lock().unwrap().get(&key).cloned();
             let client = match cached {
@@ -183,7 +183,7 @@ impl Control {
             &sqs.queue_url,
             label,
             tenant.clone(),
-            sqs.pollers as u32,
+            sqs.pollers.as_u32(),
             self.clock.now_millis(),
         );
         let polled = PolledQueue {
@@ -191,13 +191,13 @@ impl Control {
             health,
         };
         let settings = PollerSettings {
-            max_messages: sqs.max_messages as i32,
-            wait_time_seconds: sqs.wait_time_seconds as i32,
-            visibility_timeout_seconds: sqs.visibility_timeout_seconds as i32,
+            max_messages: sqs.max_messages.as_i32(),
+            wait_time_seconds: sqs.wait_time_seconds.as_i32(),
+            visibility_timeout_seconds: sqs.visibility_timeout_seconds.as_i32(),
         };
         let shutdown = self.shutdown.child_token();
         let stopped = TaskTracker::new();
-        for _ in 0..sqs.pollers {
+        for _ in 0..sqs.pollers.get() {
             actix::Actor::start(SqsPoller::new(
                 polled.clone(),
                 self.router(),

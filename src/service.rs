@@ -79,7 +79,7 @@ pub fn start_pipeline(
         notifier,
     )
     .start();
-    let workers = Arc::new(Workers::start(config.service.worker_threads as usize));
+    let workers = Arc::new(Workers::start(config.service.worker_threads.as_usize()));
     // One copy of each table's spec, shared by the router, the pool and its accumulator.
     let specs: Vec<_> = config.table_specs().into_iter().map(Arc::new).collect();
     let mut accumulators = Vec::with_capacity(specs.len());
@@ -101,7 +101,7 @@ pub fn start_pipeline(
         map.clone(),
         store.clone(),
         clock.clone(),
-        config.service.dedup_retention_days,
+        config.service.dedup_retention_days.get(),
         metrics.clone(),
     )
     .start();

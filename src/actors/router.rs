@@ -62,7 +62,7 @@ impl IntakeRouter {
         map: Arc<TableMap>,
         store: Arc<dyn StateStore>,
         clock: Arc<dyn Clock>,
-        dedup_retention_days: i64,
+        dedup_retention_days: u64,
         metrics: Arc<Metrics>,
     ) -> Self {
         IntakeRouter {
@@ -70,7 +70,10 @@ impl IntakeRouter {
             map,
             store,
             clock,
-            dedup_retention_millis: dedup_retention_days * 24 * 3600 * 1000,
+            dedup_retention_millis: i64::try_from(
+                dedup_retention_days.saturating_mul(24 * 3600 * 1000),
+            )
+            .unwrap_or(i64::MAX),
             metrics,
             waiting: VecDeque::new(),
             committing: false,

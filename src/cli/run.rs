@@ -31,7 +31,7 @@ pub(crate) fn run(path: &Path) -> Result<()> {
                 token: std::env::var("ICEPACK_API_TOKEN").ok().filter(|token| !token.is_empty()),
                 loopback: address.ip().is_loopback(),
                 queue_window: Some(Duration::from_secs(
-                    (3 * (config.sqs.wait_time_seconds as u64 + 15)).max(60),
+                    (3 * (config.sqs.wait_time_seconds.get() + 15)).max(60),
                 )),
                 control: Some(control_handle),
             };
@@ -66,7 +66,7 @@ pub(crate) fn run(path: &Path) -> Result<()> {
                 "the batch in flight did not finish within 120 s; its messages stay in the queue"
             );
         }
-        let grace = Duration::from_secs(config.service.shutdown_timeout_seconds as u64);
+        let grace = config.service.shutdown_timeout_seconds.seconds();
         pipeline.pool.do_send(StopDispatching);
         match tokio::time::timeout(grace, pipeline.pool.send(WaitIdle)).await {
             Ok(_) => info!("no run in flight"),

@@ -17,12 +17,14 @@ mod service;
 mod spark;
 mod tables;
 mod tenants;
+mod values;
 
 pub use notify::*;
 pub use service::*;
 pub use spark::*;
 pub use tables::*;
 pub use tenants::*;
+pub use values::*;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -206,7 +208,7 @@ impl Config {
                     .get(tenant)
                     .map_or(&no_overrides, |tenant| &tenant.defaults);
                 TableSpec {
-                    run_history: self.service.run_history as u64,
+                    run_history: self.service.run_history.get(),
                     ..table.resolve(&self.defaults, overrides, tenant)
                 }
             })
@@ -216,7 +218,7 @@ impl Config {
     /// Every tenant with its settings resolved; the implicit [`DEFAULT_TENANT`] when none are
     /// configured.
     pub fn tenant_specs(&self) -> Vec<TenantSpec> {
-        let pool_size = self.spark.max_concurrent as usize;
+        let pool_size = self.spark.max_concurrent.as_usize();
         if self.tenants.is_empty() {
             return vec![TenantSpec {
                 name: DEFAULT_TENANT.to_string(),
@@ -232,10 +234,8 @@ impl Config {
                 name: name.clone(),
                 slack: tenant.slack.clone(),
                 webhooks: tenant.webhooks.clone(),
-                max_concurrent_runs: tenant
-                    .max_concurrent_runs
-                    .map_or(pool_size, |runs| runs as usize),
-                weight: tenant.weight as u32,
+                max_concurrent_runs: tenant.max_concurrent_runs.map_or(pool_size, Int::as_usize),
+                weight: tenant.weight.as_u32(),
             })
             .collect()
     }
@@ -266,29 +266,6 @@ fn is_http_url(text: &str) -> bool {
     text.starts_with("https://") || text.starts_with("http://")
 }
 
-fn check_positive(key: &str, value: i64) -> Result<(), ConfigError> {
-    if value <= 0 {
-        return invalid(format!("{key}: must be greater than 0, got {value}"));
-    }
-    Ok(())
-}
-
-fn check_not_negative(key: &str, value: i64) -> Result<(), ConfigError> {
-    if value < 0 {
-        return invalid(format!("{key}: must be 0 or more, got {value}"));
-    }
-    Ok(())
-}
-
-fn check_range(key: &str, value: i64, low: i64, high: i64) -> Result<(), ConfigError> {
-    if value < low || value > high {
-        return invalid(format!(
-            "{key}: must be between {low} and {high}, got {value}"
-        ));
-    }
-    Ok(())
-}
-
 fn invalid<T>(message: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError::Invalid(message.into()))
 }
@@ -305,7 +282,7 @@ fn describe_figment_error(error: figment::Error) -> ConfigError {
     let messages: Vec<String> = error
         .into_iter()
         .map(|error| {
-            let key = error.path.join(".");
+            let key = key_of(&error.path);
             let source = error
                 .metadata
                 .as_ref()
@@ -320,6 +297,22 @@ fn describe_figment_error(error: figment::Error) -> ConfigError {
         })
         .collect();
     ConfigError::Invalid(messages.join("; "))
+}
+
+/// A figment path as the validation names keys: `tables[0].min_files`, not `tables.0.min_files`.
+fn key_of(path: &[String]) -> String {
+    let mut key = String::new();
+    for segment in path {
+        if segment.parse::<usize>().is_ok() {
+            key.push_str(&format!("[{segment}]"));
+        } else {
+            if !key.is_empty() {
+                key.push('.');
+            }
+            key.push_str(segment);
+        }
+    }
+    key
 }
 
 #[cfg(test)]

@@ -11,47 +11,45 @@ pub struct ServiceConfig {
     /// How long an object key is remembered to recognise redelivered events. At least the queue's
     /// message retention (14 days at most on SQS).
     #[serde(default = "default_dedup_retention_days")]
-    pub dedup_retention_days: i64,
+    pub dedup_retention_days: Int<1, 3_650>,
     /// Metrics, health and the status API; loopback unless set otherwise. Empty disables it.
     #[serde(default = "default_http_listen")]
     pub http_listen: String,
     /// On SIGTERM, how long runs in flight may go on before icepack exits (they are recovered at
     /// the next start), and how long notifications may take to go out.
     #[serde(default = "default_shutdown_timeout_seconds")]
-    pub shutdown_timeout_seconds: i64,
+    pub shutdown_timeout_seconds: DaySeconds,
     /// Threads the table accumulators run on (table `i` on thread `i % n`); 0: one per core.
+    /// More than 1,024 is a typo, not a machine.
     #[serde(default = "default_worker_threads")]
-    pub worker_threads: i64,
+    pub worker_threads: Int<0, 1_024>,
     /// Runs kept per table in its durable history (`GET /v1/tables/{table}/runs`).
     #[serde(default = "default_run_history")]
-    pub run_history: i64,
+    pub run_history: Int<1, 10_000>,
 }
 
-pub(super) fn default_worker_threads() -> i64 {
-    0
+pub(super) fn default_worker_threads() -> Int<0, 1_024> {
+    Int::new(0)
 }
 
-pub(super) fn default_run_history() -> i64 {
-    50
+pub(super) fn default_run_history() -> Int<1, 10_000> {
+    Int::new(50)
 }
-
-/// More worker threads than this is a typo, not a machine.
-pub(super) const MAX_WORKER_THREADS: i64 = 1024;
 
 pub(super) fn default_http_listen() -> String {
     "127.0.0.1:9464".to_string()
 }
 
-pub(super) fn default_shutdown_timeout_seconds() -> i64 {
-    30
+pub(super) fn default_shutdown_timeout_seconds() -> DaySeconds {
+    Int::new(30)
 }
 
 pub(super) fn default_state_dir() -> PathBuf {
     PathBuf::from("data/state")
 }
 
-pub(super) fn default_dedup_retention_days() -> i64 {
-    14
+pub(super) fn default_dedup_retention_days() -> Int<1, 3_650> {
+    Int::new(14)
 }
 
 impl Default for ServiceConfig {
@@ -67,6 +65,14 @@ impl Default for ServiceConfig {
     }
 }
 
+/// SQS's own limits: a long poll of at most 20 s, at most 10 messages a receive, a visibility
+/// timeout of at most 12 hours.
+pub type SqsWaitSeconds = Int<0, 20>;
+pub type SqsBatch = Int<1, 10>;
+pub type SqsVisibilitySeconds = Int<1, 43_200>;
+/// Receive loops on one queue.
+pub type Pollers = Int<1, 64>;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SqsConfig {
@@ -78,18 +84,18 @@ pub struct SqsConfig {
     #[serde(default)]
     pub endpoint_url: String,
     #[serde(default = "default_wait_time_seconds")]
-    pub wait_time_seconds: i64,
+    pub wait_time_seconds: SqsWaitSeconds,
     #[serde(default = "default_max_messages")]
-    pub max_messages: i64,
+    pub max_messages: SqsBatch,
     #[serde(default = "default_visibility_timeout_seconds")]
-    pub visibility_timeout_seconds: i64,
+    pub visibility_timeout_seconds: SqsVisibilitySeconds,
     /// Concurrent receive loops on the queue; their batches share each state commit.
     #[serde(default = "default_pollers")]
-    pub pollers: i64,
+    pub pollers: Pollers,
 }
 
-pub(super) fn default_pollers() -> i64 {
-    2
+pub(super) fn default_pollers() -> Pollers {
+    Int::new(2)
 }
 
 pub(super) fn default_queue_url() -> String {
@@ -100,16 +106,16 @@ pub(super) fn default_region() -> String {
     "us-east-1".to_string()
 }
 
-pub(super) fn default_wait_time_seconds() -> i64 {
-    20
+pub(super) fn default_wait_time_seconds() -> SqsWaitSeconds {
+    Int::new(20)
 }
 
-pub(super) fn default_max_messages() -> i64 {
-    10
+pub(super) fn default_max_messages() -> SqsBatch {
+    Int::new(10)
 }
 
-pub(super) fn default_visibility_timeout_seconds() -> i64 {
-    300
+pub(super) fn default_visibility_timeout_seconds() -> SqsVisibilitySeconds {
+    Int::new(300)
 }
 
 impl Default for SqsConfig {
@@ -131,28 +137,11 @@ impl ServiceConfig {
         if self.state_dir.as_os_str().is_empty() {
             return invalid("service.state_dir: must not be empty");
         }
-        check_range("service.run_history", self.run_history, 1, 10_000)?;
         if !self.http_listen.is_empty() && self.http_listen.parse::<std::net::SocketAddr>().is_err()
         {
             return invalid(format!(
                 "service.http_listen: expected an address such as 127.0.0.1:9464, got `{}`",
                 self.http_listen
-            ));
-        }
-        check_not_negative(
-            "service.shutdown_timeout_seconds",
-            self.shutdown_timeout_seconds,
-        )?;
-        if self.dedup_retention_days < 1 {
-            return invalid(format!(
-                "service.dedup_retention_days: must be at least 1, got {}",
-                self.dedup_retention_days
-            ));
-        }
-        if !(0..=MAX_WORKER_THREADS).contains(&self.worker_threads) {
-            return invalid(format!(
-                "service.worker_threads: must be 0 (one per core) to {MAX_WORKER_THREADS}, got {}",
-                self.worker_threads
             ));
         }
         Ok(())
@@ -180,20 +169,6 @@ impl SqsConfig {
                 self.endpoint_url.escape_debug()
             ));
         }
-        check_range(
-            &format!("{key}.wait_time_seconds"),
-            self.wait_time_seconds,
-            0,
-            20,
-        )?;
-        check_range(&format!("{key}.max_messages"), self.max_messages, 1, 10)?;
-        check_range(&format!("{key}.pollers"), self.pollers, 1, 64)?;
-        check_range(
-            &format!("{key}.visibility_timeout_seconds"),
-            self.visibility_timeout_seconds,
-            1,
-            43_200,
-        )?;
         Ok(())
     }
 }

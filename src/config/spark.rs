@@ -147,20 +147,20 @@ pub struct SparkConfig {
     #[serde(default = "default_env")]
     pub env: Vec<String>,
     #[serde(default = "default_timeout_minutes")]
-    pub timeout_minutes: i64,
+    pub timeout_minutes: Int<1, 10_080>,
     /// Size of the executor pool: runs at the same time.
     #[serde(default = "default_max_concurrent")]
-    pub max_concurrent: i64,
+    pub max_concurrent: Int<1, 256>,
     /// Attempts within one run (the reference: 2, 15 s apart); only retryable failures are retried.
     #[serde(default = "default_retry_attempts")]
-    pub retry_attempts: i64,
+    pub retry_attempts: Int<1, 10>,
     #[serde(default = "default_retry_interval_seconds")]
-    pub retry_interval_seconds: i64,
+    pub retry_interval_seconds: Int<0, 3_600>,
     /// After a failed run the table waits this long before the next, doubling up to the maximum.
     #[serde(default = "default_failure_backoff_initial_seconds")]
-    pub failure_backoff_initial_seconds: i64,
+    pub failure_backoff_initial_seconds: Int<1, 86_400>,
     #[serde(default = "default_failure_backoff_max_seconds")]
-    pub failure_backoff_max_seconds: i64,
+    pub failure_backoff_max_seconds: Int<1, 604_800>,
     /// The Spark Connect endpoint of the `connect` runner: `sc://host:15002[/;use_ssl=true]`.
     #[serde(default)]
     pub connect_url: String,
@@ -172,11 +172,11 @@ pub struct SparkConfig {
     pub connect_tls: bool,
     /// How long reaching the server may take before a run fails as `engine_unavailable`.
     #[serde(default = "default_connect_timeout_seconds")]
-    pub connect_timeout_seconds: i64,
+    pub connect_timeout_seconds: Int<1, 600>,
 }
 
-pub(super) fn default_connect_timeout_seconds() -> i64 {
-    10
+pub(super) fn default_connect_timeout_seconds() -> Int<1, 600> {
+    Int::new(10)
 }
 
 pub(super) fn default_runner() -> SparkRunnerKind {
@@ -212,28 +212,28 @@ pub(super) fn default_env() -> Vec<String> {
     .to_vec()
 }
 
-pub(super) fn default_timeout_minutes() -> i64 {
-    60
+pub(super) fn default_timeout_minutes() -> Int<1, 10_080> {
+    Int::new(60)
 }
 
-pub(super) fn default_max_concurrent() -> i64 {
-    2
+pub(super) fn default_max_concurrent() -> Int<1, 256> {
+    Int::new(2)
 }
 
-pub(super) fn default_retry_attempts() -> i64 {
-    2
+pub(super) fn default_retry_attempts() -> Int<1, 10> {
+    Int::new(2)
 }
 
-pub(super) fn default_retry_interval_seconds() -> i64 {
-    15
+pub(super) fn default_retry_interval_seconds() -> Int<0, 3_600> {
+    Int::new(15)
 }
 
-pub(super) fn default_failure_backoff_initial_seconds() -> i64 {
-    60
+pub(super) fn default_failure_backoff_initial_seconds() -> Int<1, 86_400> {
+    Int::new(60)
 }
 
-pub(super) fn default_failure_backoff_max_seconds() -> i64 {
-    3600
+pub(super) fn default_failure_backoff_max_seconds() -> Int<1, 604_800> {
+    Int::new(3600)
 }
 
 impl Default for SparkConfig {
@@ -340,26 +340,12 @@ impl SparkConfig {
         for name in &self.env {
             check_env_name("spark.env", name, "")?;
         }
-        check_positive("spark.timeout_minutes", self.timeout_minutes)?;
-        check_range("spark.max_concurrent", self.max_concurrent, 1, 256)?;
-        check_range("spark.retry_attempts", self.retry_attempts, 1, 10)?;
-        check_not_negative("spark.retry_interval_seconds", self.retry_interval_seconds)?;
-        check_positive(
-            "spark.failure_backoff_initial_seconds",
-            self.failure_backoff_initial_seconds,
-        )?;
-        if self.failure_backoff_max_seconds < self.failure_backoff_initial_seconds {
+        if self.failure_backoff_max_seconds.get() < self.failure_backoff_initial_seconds.get() {
             return invalid(format!(
                 "spark.failure_backoff_max_seconds: must be at least failure_backoff_initial_seconds ({}), got {}",
                 self.failure_backoff_initial_seconds, self.failure_backoff_max_seconds
             ));
         }
-        check_range(
-            "spark.connect_timeout_seconds",
-            self.connect_timeout_seconds,
-            1,
-            600,
-        )?;
         if !self.connect_token_env.is_empty() {
             check_env_name("spark.connect_token_env", &self.connect_token_env, "")?;
         }

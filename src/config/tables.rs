@@ -8,16 +8,16 @@ use super::*;
 #[serde(deny_unknown_fields)]
 pub struct TableDefaults {
     #[serde(default = "default_small_file_mb")]
-    pub small_file_mb: i64,
+    pub small_file_mb: Mebibytes,
     #[serde(default = "default_min_files")]
-    pub min_files: i64,
+    pub min_files: FileCount,
     #[serde(default = "default_min_total_mb")]
-    pub min_total_mb: i64,
+    pub min_total_mb: Mebibytes,
     #[serde(default = "default_target_file_mb")]
-    pub target_file_mb: i64,
+    pub target_file_mb: Mebibytes,
     /// 0 disables the time threshold.
     #[serde(default = "default_max_wait_minutes")]
-    pub max_wait_minutes: i64,
+    pub max_wait_minutes: WaitMinutes,
     #[serde(default = "default_file_suffixes")]
     pub file_suffixes: Vec<String>,
     /// Pacing (docs/design.md, "Pacing"): when a due table's run starts. `false`: a run as
@@ -27,30 +27,30 @@ pub struct TableDefaults {
     /// What one run costs on the engine whatever it rewrites, in seconds (~90 for a container
     /// or spark-submit, ~1 for a warm Spark Connect server).
     #[serde(default = "default_run_cost_seconds")]
-    pub run_cost_seconds: i64,
+    pub run_cost_seconds: DaySeconds,
     /// What fixing one small file is worth, in engine seconds: a run waits for
     /// `run_cost_seconds / this` files it can fix (0: no such wait).
     #[serde(default = "default_file_fix_value_seconds")]
-    pub file_fix_value_seconds: i64,
+    pub file_fix_value_seconds: DaySeconds,
     /// What one small file waiting an hour costs, in engine seconds: a run waits until the
     /// files it fixes have waited, together, `run_cost_seconds / this` hours (0: no such wait).
     #[serde(default = "default_file_hour_cost_seconds")]
-    pub file_hour_cost_seconds: i64,
+    pub file_hour_cost_seconds: DaySeconds,
     /// A due table waits until no file has landed for this long (0: off) ...
     #[serde(default = "default_settle_seconds")]
-    pub settle_seconds: i64,
+    pub settle_seconds: DaySeconds,
     /// ... but not past this long after the oldest pending file landed.
     #[serde(default = "default_settle_max_seconds")]
-    pub settle_max_seconds: i64,
+    pub settle_max_seconds: DaySeconds,
     /// A partition with no new file for this long is complete: its last small files merge
     /// into its mid-sized outputs (0: never).
     #[serde(default = "default_quiet_partition_minutes")]
-    pub quiet_partition_minutes: i64,
+    pub quiet_partition_minutes: WaitMinutes,
     /// A partition holding one still-small output of an earlier run joins a run once its new
     /// files hold this share of the output's bytes, in percent (0: at once), or it is quiet or
     /// past max-wait.
     #[serde(default = "default_remerge_new_data_percent")]
-    pub remerge_new_data_percent: i64,
+    pub remerge_new_data_percent: Percent,
     /// How runs rewrite: `binpack`, `sort`, `zorder` or `auto` (sort a table that has a sort
     /// order, bin-pack the others). `sort_order` is per table.
     #[serde(default = "default_strategy")]
@@ -58,28 +58,28 @@ pub struct TableDefaults {
     /// Run `rewrite_manifests` when a table has more manifests than this, counted from their
     /// own S3 events and the metadata (0: off).
     #[serde(default)]
-    pub max_manifests: i64,
+    pub max_manifests: Threshold,
     /// Run `remove_orphan_files` this often (0: off); the first run of a table is a dry run.
     #[serde(default)]
-    pub remove_orphans_every_hours: i64,
+    pub remove_orphans_every_hours: Hours,
     /// Never remove files younger than this (at least 24: a running writer's files are not
     /// orphans yet).
     #[serde(default = "default_orphan_older_than_hours")]
-    pub orphan_older_than_hours: i64,
+    pub orphan_older_than_hours: Hours,
     /// A table with this many delete files (merge-on-read) is due; its run applies them (0: off).
     #[serde(default)]
-    pub delete_file_threshold: i64,
+    pub delete_file_threshold: Threshold,
     /// A table whose deleted rows are this share of its rows (0 < x <= 1) is due (absent: off).
     #[serde(default)]
     pub delete_ratio_threshold: Option<f64>,
 }
 
-pub(super) fn default_orphan_older_than_hours() -> i64 {
-    72
+pub(super) fn default_orphan_older_than_hours() -> Hours {
+    Int::new(72)
 }
 
 /// Below this, `orphan_older_than_hours` is refused.
-pub(super) const MIN_ORPHAN_AGE_HOURS: i64 = 24;
+pub(super) const MIN_ORPHAN_AGE_HOURS: u64 = 24;
 
 pub(super) fn default_strategy() -> String {
     "binpack".to_string()
@@ -89,52 +89,52 @@ pub(super) fn yes() -> bool {
     true
 }
 
-pub(super) fn default_run_cost_seconds() -> i64 {
-    90
+pub(super) fn default_run_cost_seconds() -> DaySeconds {
+    Int::new(90)
 }
 
-pub(super) fn default_file_fix_value_seconds() -> i64 {
-    8
+pub(super) fn default_file_fix_value_seconds() -> DaySeconds {
+    Int::new(8)
 }
 
-pub(super) fn default_file_hour_cost_seconds() -> i64 {
-    40
+pub(super) fn default_file_hour_cost_seconds() -> DaySeconds {
+    Int::new(40)
 }
 
-pub(super) fn default_settle_seconds() -> i64 {
-    60
+pub(super) fn default_settle_seconds() -> DaySeconds {
+    Int::new(60)
 }
 
-pub(super) fn default_settle_max_seconds() -> i64 {
-    300
+pub(super) fn default_settle_max_seconds() -> DaySeconds {
+    Int::new(300)
 }
 
-pub(super) fn default_quiet_partition_minutes() -> i64 {
-    15
+pub(super) fn default_quiet_partition_minutes() -> WaitMinutes {
+    Int::new(15)
 }
 
-pub(super) fn default_remerge_new_data_percent() -> i64 {
-    0
+pub(super) fn default_remerge_new_data_percent() -> Percent {
+    Int::new(0)
 }
 
-pub(super) fn default_small_file_mb() -> i64 {
-    64
+pub(super) fn default_small_file_mb() -> Mebibytes {
+    Int::new(64)
 }
 
-pub(super) fn default_min_files() -> i64 {
-    10
+pub(super) fn default_min_files() -> FileCount {
+    Int::new(10)
 }
 
-pub(super) fn default_min_total_mb() -> i64 {
-    256
+pub(super) fn default_min_total_mb() -> Mebibytes {
+    Int::new(256)
 }
 
-pub(super) fn default_target_file_mb() -> i64 {
-    512
+pub(super) fn default_target_file_mb() -> Mebibytes {
+    Int::new(512)
 }
 
-pub(super) fn default_max_wait_minutes() -> i64 {
-    120
+pub(super) fn default_max_wait_minutes() -> WaitMinutes {
+    Int::new(120)
 }
 
 pub(super) fn default_file_suffixes() -> Vec<String> {
@@ -166,10 +166,10 @@ impl Default for TableDefaults {
             quiet_partition_minutes: default_quiet_partition_minutes(),
             remerge_new_data_percent: default_remerge_new_data_percent(),
             strategy: default_strategy(),
-            max_manifests: 0,
-            remove_orphans_every_hours: 0,
+            max_manifests: Int::new(0),
+            remove_orphans_every_hours: Int::new(0),
             orphan_older_than_hours: default_orphan_older_than_hours(),
-            delete_file_threshold: 0,
+            delete_file_threshold: Int::new(0),
             delete_ratio_threshold: None,
         }
     }
@@ -183,35 +183,35 @@ pub struct TableConfig {
     pub table: String,
     pub bucket: String,
     pub prefix: String,
-    pub small_file_mb: Option<i64>,
-    pub min_files: Option<i64>,
-    pub min_total_mb: Option<i64>,
-    pub target_file_mb: Option<i64>,
-    pub max_wait_minutes: Option<i64>,
+    pub small_file_mb: Option<Mebibytes>,
+    pub min_files: Option<FileCount>,
+    pub min_total_mb: Option<Mebibytes>,
+    pub target_file_mb: Option<Mebibytes>,
+    pub max_wait_minutes: Option<WaitMinutes>,
     pub file_suffixes: Option<Vec<String>>,
     /// Spark catalog holding the table; `lakehouse` by default.
     pub catalog: Option<String>,
     /// `min-input-files` of `rewrite_data_files`; `min_files` by default.
-    pub min_input_files: Option<i64>,
+    pub min_input_files: Option<FileCount>,
     /// A filter for `rewrite_data_files(where => ...)`, e.g. `order_date >= '2024-01-01'`.
     #[serde(rename = "where")]
     pub where_filter: Option<String>,
     /// `partial-progress.enabled`: commit file groups as they finish.
     pub partial_progress: Option<bool>,
     /// Run `expire_snapshots` after a successful rewrite, for snapshots older than this.
-    pub expire_snapshots_older_than_hours: Option<i64>,
+    pub expire_snapshots_older_than_hours: Option<PositiveHours>,
     /// Rebuild the pending state from the table's metadata this often, events or not (off).
-    pub reconcile_every_hours: Option<i64>,
+    pub reconcile_every_hours: Option<PositiveHours>,
     /// The `[tenants.<name>]` owning the table; required when tenants are configured.
     pub tenant: Option<String>,
     pub pacing: Option<bool>,
-    pub run_cost_seconds: Option<i64>,
-    pub file_fix_value_seconds: Option<i64>,
-    pub file_hour_cost_seconds: Option<i64>,
-    pub settle_seconds: Option<i64>,
-    pub settle_max_seconds: Option<i64>,
-    pub quiet_partition_minutes: Option<i64>,
-    pub remerge_new_data_percent: Option<i64>,
+    pub run_cost_seconds: Option<DaySeconds>,
+    pub file_fix_value_seconds: Option<DaySeconds>,
+    pub file_hour_cost_seconds: Option<DaySeconds>,
+    pub settle_seconds: Option<DaySeconds>,
+    pub settle_max_seconds: Option<DaySeconds>,
+    pub quiet_partition_minutes: Option<WaitMinutes>,
+    pub remerge_new_data_percent: Option<Percent>,
     /// `binpack`, `sort`, `zorder` or `auto`; the tenant's, else `[defaults]`, by default.
     pub strategy: Option<String>,
     /// For `sort`: `col1 DESC NULLS LAST, col2` (the table's own order when left out); for
@@ -222,12 +222,12 @@ pub struct TableConfig {
     #[serde(default)]
     pub options: BTreeMap<String, String>,
     /// `rewrite_manifests` past this many manifests; the tenant's, else `[defaults]`, by default.
-    pub max_manifests: Option<i64>,
-    pub remove_orphans_every_hours: Option<i64>,
-    pub orphan_older_than_hours: Option<i64>,
+    pub max_manifests: Option<Threshold>,
+    pub remove_orphans_every_hours: Option<Hours>,
+    pub orphan_older_than_hours: Option<Hours>,
     /// `retain_last` of the `expire_snapshots` follow-up (Iceberg's default: 1).
-    pub expire_snapshots_retain_last: Option<i64>,
-    pub delete_file_threshold: Option<i64>,
+    pub expire_snapshots_retain_last: Option<FileCount>,
+    pub delete_file_threshold: Option<Threshold>,
     pub delete_ratio_threshold: Option<f64>,
 }
 
@@ -315,42 +315,20 @@ impl TableSpec {
             rewrite_options: BTreeMap::new(),
             max_manifests: None,
             remove_orphans_every_millis: None,
-            orphan_older_than_hours: default_orphan_older_than_hours() as u64,
+            orphan_older_than_hours: default_orphan_older_than_hours().get(),
             expire_snapshots_retain_last: None,
             deletes: DeleteThresholds::default(),
-            run_history: default_run_history() as u64,
+            run_history: default_run_history().get(),
         }
     }
 }
 
 impl TableDefaults {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        check_positive("defaults.small_file_mb", self.small_file_mb)?;
-        check_positive("defaults.min_files", self.min_files)?;
-        check_positive("defaults.min_total_mb", self.min_total_mb)?;
-        check_positive("defaults.target_file_mb", self.target_file_mb)?;
-        check_not_negative("defaults.max_wait_minutes", self.max_wait_minutes)?;
-        for (field, value) in [
-            ("run_cost_seconds", self.run_cost_seconds),
-            ("file_fix_value_seconds", self.file_fix_value_seconds),
-            ("file_hour_cost_seconds", self.file_hour_cost_seconds),
-            ("settle_seconds", self.settle_seconds),
-            ("settle_max_seconds", self.settle_max_seconds),
-            ("quiet_partition_minutes", self.quiet_partition_minutes),
-            ("remerge_new_data_percent", self.remerge_new_data_percent),
-            ("max_manifests", self.max_manifests),
-            (
-                "remove_orphans_every_hours",
-                self.remove_orphans_every_hours,
-            ),
-        ] {
-            check_not_negative(&format!("defaults.{field}"), value)?;
-        }
         check_orphan_age(
             "defaults.orphan_older_than_hours",
             self.orphan_older_than_hours,
         )?;
-        check_not_negative("defaults.delete_file_threshold", self.delete_file_threshold)?;
         if let Some(ratio) = self.delete_ratio_threshold {
             check_ratio("defaults.delete_ratio_threshold", ratio)?;
         }
@@ -402,9 +380,6 @@ impl TableConfig {
         if let Some(ratio) = self.delete_ratio_threshold {
             check_ratio(&format!("{key}.delete_ratio_threshold"), ratio)?;
         }
-        if let Some(retain) = self.expire_snapshots_retain_last {
-            check_positive(&format!("{key}.expire_snapshots_retain_last"), retain)?;
-        }
         for (option, value) in &self.options {
             let well_formed = !option.is_empty()
                 && option.len() <= 128
@@ -427,15 +402,6 @@ impl TableConfig {
                     "{key}.options.{option}: must be one line of 1 to 1024 characters"
                 ));
             }
-        }
-        if let Some(files) = self.min_input_files {
-            check_positive(&format!("{key}.min_input_files"), files)?;
-        }
-        if let Some(hours) = self.expire_snapshots_older_than_hours {
-            check_positive(&format!("{key}.expire_snapshots_older_than_hours"), hours)?;
-        }
-        if let Some(hours) = self.reconcile_every_hours {
-            check_positive(&format!("{key}.reconcile_every_hours"), hours)?;
         }
         if let Some(filter) = &self.where_filter {
             if filter.trim().is_empty()
@@ -467,52 +433,52 @@ impl TableConfig {
         if !self.pacing.or(tenant.pacing).unwrap_or(defaults.pacing) {
             return crate::policy::Pacing::OFF;
         }
-        let millis = |table: Option<i64>, tenant: Option<i64>, default: i64, unit: i64| {
-            table.or(tenant).unwrap_or(default).saturating_mul(unit)
-        };
         crate::policy::Pacing {
-            run_cost_millis: millis(
+            run_cost_millis: pick(
                 self.run_cost_seconds,
                 tenant.run_cost_seconds,
                 defaults.run_cost_seconds,
-                1000,
-            ) as u64,
-            file_fix_value_millis: millis(
+            )
+            .get()
+                * 1000,
+            file_fix_value_millis: pick(
                 self.file_fix_value_seconds,
                 tenant.file_fix_value_seconds,
                 defaults.file_fix_value_seconds,
-                1000,
-            ) as u64,
-            file_hour_cost_millis: millis(
+            )
+            .get()
+                * 1000,
+            file_hour_cost_millis: pick(
                 self.file_hour_cost_seconds,
                 tenant.file_hour_cost_seconds,
                 defaults.file_hour_cost_seconds,
-                1000,
-            ) as u64,
-            settle_millis: millis(
+            )
+            .get()
+                * 1000,
+            settle_millis: pick(
                 self.settle_seconds,
                 tenant.settle_seconds,
                 defaults.settle_seconds,
-                1000,
-            ),
-            settle_max_millis: millis(
+            )
+            .millis(1000),
+            settle_max_millis: pick(
                 self.settle_max_seconds,
                 tenant.settle_max_seconds,
                 defaults.settle_max_seconds,
-                1000,
-            ),
-            quiet_millis: millis(
+            )
+            .millis(1000),
+            quiet_millis: pick(
                 self.quiet_partition_minutes,
                 tenant.quiet_partition_minutes,
                 defaults.quiet_partition_minutes,
-                60_000,
-            ),
-            remerge_percent: millis(
+            )
+            .millis(60_000),
+            remerge_percent: pick(
                 self.remerge_new_data_percent,
                 tenant.remerge_new_data_percent,
                 defaults.remerge_new_data_percent,
-                1,
-            ) as u64,
+            )
+            .get(),
         }
     }
 
@@ -537,35 +503,36 @@ impl TableConfig {
         tenant: &TenantDefaults,
         tenant_name: &str,
     ) -> TableSpec {
-        let mib = |value: i64| value as u64 * MIB;
-        let max_wait_minutes = self
-            .max_wait_minutes
-            .or(tenant.max_wait_minutes)
-            .unwrap_or(defaults.max_wait_minutes);
-        let min_files = self
-            .min_files
-            .or(tenant.min_files)
-            .unwrap_or(defaults.min_files);
+        let mib = |value: Mebibytes| value.get() * MIB;
+        let max_wait = pick(
+            self.max_wait_minutes,
+            tenant.max_wait_minutes,
+            defaults.max_wait_minutes,
+        );
+        let min_files = pick(self.min_files, tenant.min_files, defaults.min_files);
         TableSpec {
             table: self.table.clone(),
             bucket: self.bucket.clone(),
             prefix: self.prefix.clone(),
             thresholds: Thresholds {
-                small_file_bytes: mib(self
-                    .small_file_mb
-                    .or(tenant.small_file_mb)
-                    .unwrap_or(defaults.small_file_mb)),
-                min_files: min_files as u64,
-                min_total_bytes: mib(self
-                    .min_total_mb
-                    .or(tenant.min_total_mb)
-                    .unwrap_or(defaults.min_total_mb)),
-                max_wait_millis: (max_wait_minutes > 0).then_some(max_wait_minutes * 60_000),
+                small_file_bytes: mib(pick(
+                    self.small_file_mb,
+                    tenant.small_file_mb,
+                    defaults.small_file_mb,
+                )),
+                min_files: min_files.get(),
+                min_total_bytes: mib(pick(
+                    self.min_total_mb,
+                    tenant.min_total_mb,
+                    defaults.min_total_mb,
+                )),
+                max_wait_millis: (max_wait.get() > 0).then(|| max_wait.millis(60_000)),
             },
-            target_file_bytes: mib(self
-                .target_file_mb
-                .or(tenant.target_file_mb)
-                .unwrap_or(defaults.target_file_mb)),
+            target_file_bytes: mib(pick(
+                self.target_file_mb,
+                tenant.target_file_mb,
+                defaults.target_file_mb,
+            )),
             file_suffixes: self
                 .file_suffixes
                 .clone()
@@ -575,45 +542,47 @@ impl TableConfig {
                 .catalog
                 .clone()
                 .unwrap_or_else(|| DEFAULT_CATALOG.to_string()),
-            min_input_files: self.min_input_files.unwrap_or(min_files) as u64,
+            min_input_files: self.min_input_files.unwrap_or(min_files).get(),
             where_filter: self.where_filter.clone(),
             partial_progress: self.partial_progress.unwrap_or(false),
-            expire_snapshots_older_than_hours: self
-                .expire_snapshots_older_than_hours
-                .map(|hours| hours as u64),
-            reconcile_every_millis: self.reconcile_every_hours.map(|hours| hours * 3_600_000),
+            expire_snapshots_older_than_hours: self.expire_snapshots_older_than_hours.map(Int::get),
+            reconcile_every_millis: self
+                .reconcile_every_hours
+                .map(|hours| hours.millis(3_600_000)),
             tenant: tenant_name.to_string(),
             pacing: self.pacing(defaults, tenant),
             strategy: self
                 .strategy(defaults, tenant)
                 .expect("the strategy is validated with the configuration"),
             rewrite_options: self.options.clone(),
-            max_manifests: on_when_positive(
+            max_manifests: pick(
                 self.max_manifests,
                 tenant.max_manifests,
                 defaults.max_manifests,
-            ),
-            remove_orphans_every_millis: on_when_positive(
+            )
+            .nonzero(),
+            remove_orphans_every_millis: Some(pick(
                 self.remove_orphans_every_hours,
                 tenant.remove_orphans_every_hours,
                 defaults.remove_orphans_every_hours,
+            ))
+            .filter(|every| every.get() > 0)
+            .map(|every| every.millis(3_600_000)),
+            orphan_older_than_hours: pick(
+                self.orphan_older_than_hours,
+                tenant.orphan_older_than_hours,
+                defaults.orphan_older_than_hours,
             )
-            .map(|hours| hours as i64 * 3_600_000),
-            orphan_older_than_hours: self
-                .orphan_older_than_hours
-                .or(tenant.orphan_older_than_hours)
-                .unwrap_or(defaults.orphan_older_than_hours)
-                as u64,
-            expire_snapshots_retain_last: self
-                .expire_snapshots_retain_last
-                .map(|retain| retain as u64),
-            run_history: default_run_history() as u64,
+            .get(),
+            expire_snapshots_retain_last: self.expire_snapshots_retain_last.map(Int::get),
+            run_history: default_run_history().get(),
             deletes: DeleteThresholds {
-                files: on_when_positive(
+                files: pick(
                     self.delete_file_threshold,
                     tenant.delete_file_threshold,
                     defaults.delete_file_threshold,
-                ),
+                )
+                .nonzero(),
                 ratio_ppm: self
                     .delete_ratio_threshold
                     .or(defaults.delete_ratio_threshold)
@@ -665,16 +634,13 @@ pub(super) fn validate_bucket(bucket: &str) -> Result<(), String> {
     }
 }
 
-/// A key that is off at 0: the table's value, else the tenant's, else `[defaults]` (validated
-/// not negative).
-pub(super) fn on_when_positive(
-    table: Option<i64>,
-    tenant: Option<i64>,
-    default: i64,
-) -> Option<u64> {
-    Some(table.or(tenant).unwrap_or(default))
-        .filter(|value| *value > 0)
-        .map(|value| value as u64)
+/// A key's value for a table: its own, else its tenant's, else `[defaults]`.
+pub(super) fn pick<const LO: u64, const HI: u64>(
+    table: Option<Int<LO, HI>>,
+    tenant: Option<Int<LO, HI>>,
+    default: Int<LO, HI>,
+) -> Int<LO, HI> {
+    table.or(tenant).unwrap_or(default)
 }
 
 pub(super) fn check_ratio(key: &str, ratio: f64) -> Result<(), ConfigError> {
@@ -687,8 +653,8 @@ pub(super) fn check_ratio(key: &str, ratio: f64) -> Result<(), ConfigError> {
     }
 }
 
-pub(super) fn check_orphan_age(key: &str, hours: i64) -> Result<(), ConfigError> {
-    if hours >= MIN_ORPHAN_AGE_HOURS {
+pub(super) fn check_orphan_age(key: &str, hours: Hours) -> Result<(), ConfigError> {
+    if hours.get() >= MIN_ORPHAN_AGE_HOURS {
         Ok(())
     } else {
         invalid(format!(

@@ -15,17 +15,17 @@ pub struct TenantConfig {
     #[serde(default)]
     pub webhooks: Vec<WebhookConfig>,
     /// Runs of this tenant at the same time; the pool size (`spark.max_concurrent`) by default.
-    pub max_concurrent_runs: Option<i64>,
+    pub max_concurrent_runs: Option<Int<1, 256>>,
     /// Share of the run slots when tenants compete (weighted round-robin).
     #[serde(default = "default_weight")]
-    pub weight: i64,
+    pub weight: Int<1, 100>,
     /// Threshold defaults for the tenant's tables, over `[defaults]`.
     #[serde(default)]
     pub defaults: TenantDefaults,
 }
 
-pub(super) fn default_weight() -> i64 {
-    1
+pub(super) fn default_weight() -> Int<1, 100> {
+    Int::new(1)
 }
 
 /// `[[tenants.<name>.queues]]`: receive settings other than these come from `[sqs]`.
@@ -38,7 +38,7 @@ pub struct QueueConfig {
     /// `sqs.endpoint_url` by default.
     pub endpoint_url: Option<String>,
     /// `sqs.pollers` by default.
-    pub pollers: Option<i64>,
+    pub pollers: Option<Pollers>,
 }
 
 /// A tenant's threshold defaults: each key falls back to `[defaults]`. (A table's own keys have
@@ -46,25 +46,25 @@ pub struct QueueConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantDefaults {
-    pub small_file_mb: Option<i64>,
-    pub min_files: Option<i64>,
-    pub min_total_mb: Option<i64>,
-    pub target_file_mb: Option<i64>,
-    pub max_wait_minutes: Option<i64>,
+    pub small_file_mb: Option<Mebibytes>,
+    pub min_files: Option<FileCount>,
+    pub min_total_mb: Option<Mebibytes>,
+    pub target_file_mb: Option<Mebibytes>,
+    pub max_wait_minutes: Option<WaitMinutes>,
     pub file_suffixes: Option<Vec<String>>,
     pub pacing: Option<bool>,
-    pub run_cost_seconds: Option<i64>,
-    pub file_fix_value_seconds: Option<i64>,
-    pub file_hour_cost_seconds: Option<i64>,
-    pub settle_seconds: Option<i64>,
-    pub settle_max_seconds: Option<i64>,
-    pub quiet_partition_minutes: Option<i64>,
-    pub remerge_new_data_percent: Option<i64>,
+    pub run_cost_seconds: Option<DaySeconds>,
+    pub file_fix_value_seconds: Option<DaySeconds>,
+    pub file_hour_cost_seconds: Option<DaySeconds>,
+    pub settle_seconds: Option<DaySeconds>,
+    pub settle_max_seconds: Option<DaySeconds>,
+    pub quiet_partition_minutes: Option<WaitMinutes>,
+    pub remerge_new_data_percent: Option<Percent>,
     pub strategy: Option<String>,
-    pub max_manifests: Option<i64>,
-    pub remove_orphans_every_hours: Option<i64>,
-    pub orphan_older_than_hours: Option<i64>,
-    pub delete_file_threshold: Option<i64>,
+    pub max_manifests: Option<Threshold>,
+    pub remove_orphans_every_hours: Option<Hours>,
+    pub orphan_older_than_hours: Option<Hours>,
+    pub delete_file_threshold: Option<Threshold>,
 }
 
 /// A tenant with its settings resolved.
@@ -142,51 +142,16 @@ impl TenantConfig {
                 URL_HINT,
             )?;
         }
-        if let Some(runs) = self.max_concurrent_runs {
-            check_range(&format!("{key}.max_concurrent_runs"), runs, 1, 256)?;
-        }
-        check_range(&format!("{key}.weight"), self.weight, 1, 100)?;
         self.defaults.validate(&format!("{key}.defaults"))
     }
 }
 
 impl TenantDefaults {
-    /// Checks the keys set, each named under `key` (`tenants.x.defaults`, `tables[3]`).
+    /// Checks what the keys' types do not (their ranges are checked as they are read), each
+    /// named under `key` (`tenants.x.defaults`, `tables[3]`).
     pub(super) fn validate(&self, key: &str) -> Result<(), ConfigError> {
-        for (field, value) in [
-            ("small_file_mb", self.small_file_mb),
-            ("min_files", self.min_files),
-            ("min_total_mb", self.min_total_mb),
-            ("target_file_mb", self.target_file_mb),
-        ] {
-            if let Some(value) = value {
-                check_positive(&format!("{key}.{field}"), value)?;
-            }
-        }
-        for (field, value) in [
-            ("max_wait_minutes", self.max_wait_minutes),
-            ("run_cost_seconds", self.run_cost_seconds),
-            ("file_fix_value_seconds", self.file_fix_value_seconds),
-            ("file_hour_cost_seconds", self.file_hour_cost_seconds),
-            ("settle_seconds", self.settle_seconds),
-            ("settle_max_seconds", self.settle_max_seconds),
-            ("quiet_partition_minutes", self.quiet_partition_minutes),
-            ("remerge_new_data_percent", self.remerge_new_data_percent),
-            ("max_manifests", self.max_manifests),
-            (
-                "remove_orphans_every_hours",
-                self.remove_orphans_every_hours,
-            ),
-        ] {
-            if let Some(value) = value {
-                check_not_negative(&format!("{key}.{field}"), value)?;
-            }
-        }
         if let Some(hours) = self.orphan_older_than_hours {
             check_orphan_age(&format!("{key}.orphan_older_than_hours"), hours)?;
-        }
-        if let Some(files) = self.delete_file_threshold {
-            check_not_negative(&format!("{key}.delete_file_threshold"), files)?;
         }
         if let Some(suffixes) = &self.file_suffixes {
             check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;

@@ -227,8 +227,8 @@ fn compaction_settings_have_the_reference_defaults() {
     assert_eq!(config.spark.packages.len(), 3);
     assert_eq!(
         (
-            config.spark.retry_attempts,
-            config.spark.retry_interval_seconds
+            config.spark.retry_attempts.get(),
+            config.spark.retry_interval_seconds.get()
         ),
         (2, 15)
     );

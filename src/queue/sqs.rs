@@ -25,7 +25,7 @@ impl SqsQueue {
     pub async fn connect(config: &SqsConfig) -> SqsQueue {
         let timeouts = TimeoutConfig::builder()
             .connect_timeout(Duration::from_secs(5))
-            .operation_attempt_timeout(Duration::from_secs(config.wait_time_seconds as u64 + 15))
+            .operation_attempt_timeout(Duration::from_secs(config.wait_time_seconds.get() + 15))
             .build();
         let shared = aws_config::defaults(BehaviorVersion::latest())
             .http_client(https_client())

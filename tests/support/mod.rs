@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
 use aws_sdk_sqs::Client;
-use icepack::config::SqsConfig;
+use icepack::config::{Int, SqsConfig};
 use icepack::queue::SqsQueue;
 
 pub const ACCOUNT: &str = "123456789012";
@@ -218,10 +218,10 @@ impl SqsEndpoint {
             queue_url: queue_url.to_string(),
             region: REGION.to_string(),
             endpoint_url: self.endpoint.clone(),
-            wait_time_seconds: 1,
-            max_messages: 10,
-            visibility_timeout_seconds: 30,
-            pollers: 1,
+            wait_time_seconds: Int::new(1),
+            max_messages: Int::new(10),
+            visibility_timeout_seconds: Int::new(30),
+            pollers: Int::new(1),
         })
         .await
     }
