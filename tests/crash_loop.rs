@@ -149,14 +149,19 @@ async fn nothing_is_lost_or_counted_twice_across_a_hundred_kills() {
     let started = Instant::now();
     let (keys, kills_during_runs) = tokio::join!(writer, killer);
 
-    // A last run, left alone until the queue is empty and every table is quiet, then stopped.
+    // A last run, left alone until the queue is empty and no compaction run is in flight, then
+    // stopped.
     let last = icepack.spawn_run("");
     wait_until("the queue to drain", Duration::from_secs(180), || {
         let depth = moto.queue_depth(&queue_url);
         async move { (depth.await == 0).then_some(()) }
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    wait_until("the last runs to end", Duration::from_secs(60), || {
+        let idle = runs_in_flight(&spark_log) == 0;
+        async move { idle.then_some(()) }
+    })
+    .await;
     icepack.terminate(last).await;
 
     // The ground truth against the store.
