@@ -8,6 +8,8 @@ use super::*;
 /// expected — logged after the claim, or announced by an event at `keep_unconfirmed_after` or
 /// later (the grace: a writer still committing, whether or not the run claimed the file) — and
 /// were not committed and removed since. A file known from the metadata and gone from it is gone.
+/// The run's own still-small outputs are files known from the metadata, even when their events
+/// came first.
 /// Returns the new log (fresh sequence numbers from `next_seq`) and the `seen` entries that make
 /// late events of these files — and of everything committed meanwhile, such as the run's own
 /// output — duplicates.
@@ -18,7 +20,7 @@ fn rebuild_from_truth(
     upto_seq: u64,
     keep_unconfirmed_after: UnixMillis,
     truth: &[(String, u64)],
-    committed: &[String],
+    (committed, outputs): (&[String], &[String]),
     next_seq: u64,
     store: &dyn StateStore,
     now: UnixMillis,
@@ -33,6 +35,8 @@ fn rebuild_from_truth(
         .collect();
     let committed: HashSet<(String, String)> =
         committed.iter().filter_map(|path| object(path)).collect();
+    let outputs: HashSet<(String, String)> =
+        outputs.iter().filter_map(|path| object(path)).collect();
     let mut kept: Vec<FileEntry> = Vec::new();
     let mut known: HashSet<(String, String)> = HashSet::new();
     for (seq, file) in logged {
@@ -40,6 +44,11 @@ fn rebuild_from_truth(
         let keep = if let Some(size) = truth.get(&id) {
             Some(FileEntry {
                 size: *size,
+                source: if outputs.contains(&id) {
+                    FileSource::Metadata
+                } else {
+                    file.source
+                },
                 ..file.clone()
             })
         } else if (*seq >= upto_seq
@@ -188,7 +197,7 @@ pub fn settle_run(
                 claim.upto_seq,
                 keep_unconfirmed_after,
                 truth,
-                &report.committed,
+                (&report.committed, &report.output_files),
                 current.next_file_seq,
                 store,
                 now,

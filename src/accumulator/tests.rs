@@ -479,16 +479,18 @@ fn after_a_run_the_pending_files_are_the_truth_plus_what_is_still_on_its_way() {
     assert_eq!(
         pending,
         vec![
-            ("t/data/d=1/out.parquet".to_string(), Events),
+            ("t/data/d=1/out.parquet".to_string(), Metadata),
             ("t/data/d=2/b.parquet".to_string(), Events),
             ("t/data/d=3/d.parquet".to_string(), Events),
             ("t/data/d=4/old.parquet".to_string(), Metadata),
         ],
-        "a and c were rewritten, the orphan was never committed"
+        "a and c were rewritten, the orphan was never committed; the run's still-small output \
+         is known from the metadata though its event came first"
     );
     let snapshot = accumulator.snapshot();
     assert_eq!(snapshot.state.pending.files, 4);
     assert_eq!(snapshot.partitions["d=4"].metadata_files, 1);
+    assert_eq!(snapshot.partitions["d=1"].metadata_files, 1);
     assert!(snapshot.state.partition_spec.is_some());
     assert_eq!(snapshot.state.last_truth_millis, Some(claimed_at + 1_000));
     assert_eq!(
