@@ -318,15 +318,25 @@ pub fn table_decision(
     } else {
         2.min(min_input_files)
     };
+    // A quiet partition whose last file is alone rides along, to merge into its mid-sized
+    // outputs: an earlier run's still-small output while it is recent (its partition has just
+    // closed), a file that landed alone (late data into a partition closed long ago) only once
+    // it has waited max-wait — by then more late files may have joined it, and the partition's
+    // outputs are read again once for all of them instead of once a file.
     let recent = thresholds.max_wait_millis.unwrap_or(2 * 3_600_000);
     let riders: Vec<&String> = partitions
         .iter()
-        .filter(|(_, counts)| least == 2 && counts.files == 1)
+        .filter(|(_, counts)| least == 2 && counts.files == 1 && quiet(counts))
         .filter(|(_, counts)| {
-            quiet(counts)
-                && counts
+            if counts.metadata_files == 1 {
+                counts
                     .newest_event_millis
                     .is_some_and(|newest| now < newest.saturating_add(recent))
+            } else {
+                counts
+                    .oldest_event_millis
+                    .is_some_and(|oldest| now >= oldest.saturating_add(recent))
+            }
         })
         .map(|(path, _)| path)
         .collect();
@@ -924,15 +934,46 @@ mod tests {
             ..PACED
         };
         let minute = 60_000;
-        // An open partition due by files; an old one whose last file is alone, quiet for
-        // 20 minutes; a partition whose file is alone but still receiving.
+        // An open partition due by files; an old one whose last file, an earlier run's
+        // still-small output, is alone, quiet for 20 minutes; a partition whose file is alone
+        // but still receiving.
+        let output = PartitionCounts {
+            metadata_files: 1,
+            metadata_bytes: MIB,
+            ..landed(&[20 * minute])
+        };
         let mut parts = BTreeMap::from([
             ("h=2".to_string(), landed(&[40 * minute; 10])),
-            ("h=1".to_string(), landed(&[20 * minute])),
+            ("h=1".to_string(), output),
             ("h=3".to_string(), landed(&[39 * minute])),
         ]);
         assert_eq!(
             decide(&parts, &paced, 40 * minute),
+            Decision::Due {
+                reason: DueReason::Files,
+                partitions: vec!["h=1".to_string(), "h=2".to_string()],
+                min_input_files: 2,
+                joins_mid_sized: true
+            }
+        );
+        // A late file alone in a partition closed long ago rides along only once it has
+        // waited max-wait (120 min), not as soon as it is quiet: another late file may join
+        // it, and the partition's outputs are read again once for both.
+        parts.insert("h=1".to_string(), landed(&[20 * minute]));
+        assert_eq!(
+            decide(&parts, &paced, 40 * minute),
+            Decision::Due {
+                reason: DueReason::Files,
+                partitions: vec!["h=2".to_string()],
+                min_input_files: 10,
+                joins_mid_sized: false
+            }
+        );
+        let mut later = parts.clone();
+        later.insert("h=2".to_string(), landed(&[140 * minute; 10]));
+        later.insert("h=3".to_string(), landed(&[139 * minute]));
+        assert_eq!(
+            decide(&later, &paced, 140 * minute),
             Decision::Due {
                 reason: DueReason::Files,
                 partitions: vec!["h=1".to_string(), "h=2".to_string()],
