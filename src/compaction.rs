@@ -41,11 +41,12 @@ impl CompactionSettings {
 
     /// The job that compacts a claimed table.
     pub fn job(&self, spec: &TableSpec, ticket: &ClaimTicket) -> SparkJob {
+        let (joins_mid_sized, partition_filter, joining_filter) = rewrite_filters(ticket);
         let sql = CompactionSql {
             catalog: spec.catalog.clone(),
             table: spec.table.clone(),
             target_file_bytes: spec.target_file_bytes,
-            min_file_size_bytes: spec.rewrite_floor_bytes(ticket.joins_mid_sized),
+            min_file_size_bytes: spec.rewrite_floor_bytes(joins_mid_sized),
             min_input_files: if ticket.min_input_files > 0 {
                 ticket.min_input_files
             } else {
@@ -56,9 +57,8 @@ impl CompactionSettings {
             expire_snapshots_older_than_hours: spec.expire_snapshots_older_than_hours,
             run_started_millis: ticket.started_millis,
             small_file_bytes: spec.thresholds.small_file_bytes,
-            partition_filter: ticket.spec.as_deref().and_then(|partition_spec| {
-                where_for_partitions(partition_spec, &ticket.partitions)
-            }),
+            partition_filter,
+            joining_filter,
             rewrite: ticket.rewrite,
             committed_since_millis: crate::accumulator::committed_since_millis(
                 ticket.started_millis,
@@ -82,6 +82,35 @@ impl CompactionSettings {
             env: passed_through_env(&self.config.spark),
             timeout: self.timeout,
         }
+    }
+}
+
+/// Whether the (first) rewrite lets mid-sized files join, the partitions it is limited to, and
+/// those a second rewrite with Iceberg's default floor takes: when only some of the run's
+/// partitions have gone quiet, their mid-sized files join and the others' are not read again.
+/// One rewrite when all or none join, or when the partitions cannot be named in a filter.
+fn rewrite_filters(ticket: &ClaimTicket) -> (bool, Option<String>, Option<String>) {
+    let filter = |partitions: &[String]| {
+        ticket
+            .spec
+            .as_deref()
+            .and_then(|spec| where_for_partitions(spec, partitions))
+    };
+    let whole = filter(&ticket.partitions);
+    if !ticket.joins_mid_sized || ticket.joining_partitions.is_empty() {
+        return (ticket.joins_mid_sized, whole, None);
+    }
+    let (joining, staying): (Vec<String>, Vec<String>) = ticket
+        .partitions
+        .iter()
+        .cloned()
+        .partition(|partition| ticket.joining_partitions.contains(partition));
+    if staying.is_empty() || joining.is_empty() {
+        return (true, whole, None);
+    }
+    match (filter(&staying), filter(&joining)) {
+        (Some(staying), Some(joining)) => (false, Some(staying), Some(joining)),
+        _ => (true, whole, None),
     }
 }
 
@@ -152,6 +181,7 @@ mod tests {
             spec: None,
             rewrite: true,
             joins_mid_sized: false,
+            joining_partitions: Vec::new(),
             strategy: crate::strategy::RunStrategy::Binpack,
             maintenance: None,
             apply_deletes: false,
@@ -173,6 +203,53 @@ mod tests {
             },
         );
         assert!(!quiet.statements.join(";").contains("min-file-size-bytes"));
+        // Of two partitions, one quiet: its mid-sized files join in a rewrite of its own, the
+        // other's are not read again.
+        let day = |day: &str| format!("d={day}");
+        let partitioned = ClaimTicket {
+            partitions: vec![day("2024-05-01"), day("2024-05-02")],
+            spec: Some(vec![crate::partitions::PartitionField {
+                name: "d".to_string(),
+                source: "d".to_string(),
+                transform: crate::partitions::Transform::Identity,
+            }]),
+            joins_mid_sized: true,
+            joining_partitions: vec![day("2024-05-01")],
+            ..ticket.clone()
+        };
+        let rewrites: Vec<String> = settings
+            .job(&spec, &partitioned)
+            .statements
+            .into_iter()
+            .filter(|statement| statement.contains("rewrite_data_files"))
+            .collect();
+        assert_eq!(rewrites.len(), 2, "{rewrites:?}");
+        let (open, closed) = (&rewrites[0], &rewrites[1]);
+        assert!(open.contains("'min-file-size-bytes', '67108864'"), "{open}");
+        assert!(
+            open.contains("2024-05-02") && !open.contains("2024-05-01"),
+            "{open}"
+        );
+        assert!(!closed.contains("min-file-size-bytes"), "{closed}");
+        assert!(
+            closed.contains("2024-05-01") && !closed.contains("2024-05-02"),
+            "{closed}"
+        );
+        // All of them quiet (or the partitions not known): one rewrite, mid-sized files joining.
+        for ticket in [
+            ClaimTicket {
+                joining_partitions: partitioned.partitions.clone(),
+                ..partitioned.clone()
+            },
+            ClaimTicket {
+                spec: None,
+                ..partitioned.clone()
+            },
+        ] {
+            let statements = settings.job(&spec, &ticket).statements.join(";");
+            assert_eq!(statements.matches("rewrite_data_files").count(), 1);
+            assert!(!statements.contains("min-file-size-bytes"), "{statements}");
+        }
         let committed = job
             .statements
             .iter()

@@ -195,9 +195,10 @@ pub enum Decision {
         /// The partitions worth rewriting (paths; `""` for an unpartitioned table).
         partitions: Vec<String>,
         min_input_files: u64,
-        /// Some of them have gone quiet: mid-sized files (up to Iceberg's default floor, three
-        /// quarters of the target) may join the rewrite; otherwise only small files are rewritten.
-        joins_mid_sized: bool,
+        /// Those of them that have gone quiet (and the riders): their mid-sized files (up to
+        /// Iceberg's default floor, three quarters of the target) join the rewrite; the other
+        /// partitions' small files only are rewritten.
+        joining: Vec<String>,
     },
 }
 
@@ -340,7 +341,14 @@ pub fn table_decision(
         })
         .map(|(path, _)| path)
         .collect();
-    let joins_mid_sized = !riders.is_empty() || selected.iter().any(|(_, counts)| quiet(counts));
+    let mut joining: Vec<String> = selected
+        .iter()
+        .filter(|(_, counts)| quiet(counts))
+        .map(|(path, _)| *path)
+        .chain(riders.iter().copied())
+        .cloned()
+        .collect();
+    joining.sort();
     let min_input_files = if riders.is_empty() {
         min_input_files
     } else {
@@ -357,7 +365,7 @@ pub fn table_decision(
         reason,
         partitions: paths,
         min_input_files,
-        joins_mid_sized,
+        joining,
     }
 }
 
@@ -578,7 +586,7 @@ mod tests {
                 reason: DueReason::Files,
                 partitions: vec!["d=1".to_string()],
                 min_input_files: 10,
-                joins_mid_sized: false
+                joining: vec![]
             }
         );
         let costed = Pacing {
@@ -598,7 +606,7 @@ mod tests {
                 reason: DueReason::Files,
                 partitions: vec!["d=1".to_string(), "d=2".to_string()],
                 min_input_files: 2,
-                joins_mid_sized: false
+                joining: vec![]
             }
         );
         // The 6 left behind: not due until the partition qualifies.
@@ -672,7 +680,7 @@ mod tests {
                 reason: DueReason::Partition,
                 partitions: vec!["d=1".to_string()],
                 min_input_files: 10,
-                joins_mid_sized: false
+                joining: vec![]
             }
         );
         let parts = partitions(&[("d=1", 1, 1), ("d=2", 3, 3)]);
@@ -690,7 +698,7 @@ mod tests {
                 reason: DueReason::MaxWait,
                 partitions: vec!["d=2".to_string()],
                 min_input_files: 2,
-                joins_mid_sized: false
+                joining: vec![]
             }
         );
         // Two files holding a target file's worth: rewritten whatever their number.
@@ -753,7 +761,7 @@ mod tests {
                 reason: DueReason::MaxWait,
                 partitions: vec!["d=new".to_string()],
                 min_input_files: 2,
-                joins_mid_sized: false
+                joining: vec![]
             }
         );
         assert_eq!(
@@ -936,7 +944,8 @@ mod tests {
         let minute = 60_000;
         // An open partition due by files; an old one whose last file, an earlier run's
         // still-small output, is alone, quiet for 20 minutes; a partition whose file is alone
-        // but still receiving.
+        // but still receiving. Only the quiet one's mid-sized files join: the open partition's
+        // are not read again because another partition closed.
         let output = PartitionCounts {
             metadata_files: 1,
             metadata_bytes: MIB,
@@ -953,7 +962,7 @@ mod tests {
                 reason: DueReason::Files,
                 partitions: vec!["h=1".to_string(), "h=2".to_string()],
                 min_input_files: 2,
-                joins_mid_sized: true
+                joining: vec!["h=1".to_string()]
             }
         );
         // A late file alone in a partition closed long ago rides along only once it has
@@ -966,7 +975,7 @@ mod tests {
                 reason: DueReason::Files,
                 partitions: vec!["h=2".to_string()],
                 min_input_files: 10,
-                joins_mid_sized: false
+                joining: vec![]
             }
         );
         let mut later = parts.clone();
@@ -978,7 +987,7 @@ mod tests {
                 reason: DueReason::Files,
                 partitions: vec!["h=1".to_string(), "h=2".to_string()],
                 min_input_files: 2,
-                joins_mid_sized: true
+                joining: vec!["h=1".to_string()]
             }
         );
         // Nothing quiet: only small files are rewritten.
@@ -989,7 +998,7 @@ mod tests {
                 reason: DueReason::Files,
                 partitions: vec!["h=2".to_string()],
                 min_input_files: 10,
-                joins_mid_sized: false
+                joining: vec![]
             }
         );
         // Three files in a quiet partition are not worth a run of 90 s (2 fixable < 3) until
@@ -1018,10 +1027,7 @@ mod tests {
         ));
         assert!(matches!(
             table_decision(&totals, &parts, &lax, &RULE, &paced, 240 * minute),
-            Decision::Due {
-                joins_mid_sized: true,
-                ..
-            }
+            Decision::Due { ref joining, .. } if joining == &["h=1"]
         ));
         let alone = BTreeMap::from([("h=1".to_string(), landed(&[0]))]);
         assert_eq!(decide(&alone, &paced, 20 * minute), Decision::NotDue);

@@ -342,6 +342,7 @@ mod tests {
             min_input_files: 2,
             rewrite: true,
             joins_mid_sized: false,
+            joining_partitions: Vec::new(),
             strategy: Default::default(),
             maintenance: None,
             apply_deletes: false,

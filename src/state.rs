@@ -305,6 +305,10 @@ pub struct Claim {
     /// Mid-sized files may join the rewrite (a partition went quiet); only small ones otherwise.
     #[serde(default)]
     pub joins_mid_sized: bool,
+    /// The partitions whose mid-sized files join; empty with `joins_mid_sized`: every partition
+    /// of the run (a manual run, and a claim made before this was kept).
+    #[serde(default)]
+    pub joining_partitions: Vec<String>,
     /// How the run rewrites (bin-pack for a claim made before strategies existed).
     #[serde(default)]
     pub strategy: crate::strategy::RunStrategy,

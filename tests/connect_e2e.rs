@@ -576,6 +576,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         run_started_millis: now,
         small_file_bytes: 64 * 1024 * 1024,
         partition_filter: None,
+        joining_filter: None,
         rewrite: true,
         committed_since_millis: now,
         strategy: icepack::strategy::RunStrategy::Binpack,
@@ -1060,7 +1061,9 @@ async fn pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partitio
     assert_eq!(files.len(), 2, "{files:?}");
 
     // 3. A minute later part=a is quiet. Three commits into part=b make a run that also takes
-    //    part=a's last small file together with the mid-sized output it can now join.
+    //    part=a's last small file together with the mid-sized output it can now join: two
+    //    rewrites in one run (part=b with the small-file floor, part=a with Iceberg's), whose
+    //    counts are summed.
     tokio::time::sleep(Duration::from_secs(65).saturating_sub(settled.elapsed())).await;
     let third_started = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     let other: Vec<String> = (9..12)

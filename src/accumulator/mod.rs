@@ -115,6 +115,8 @@ pub struct ClaimTicket {
     pub rewrite: bool,
     /// Mid-sized files may join the rewrite (Iceberg's default floor); only small ones otherwise.
     pub joins_mid_sized: bool,
+    /// The partitions whose mid-sized files join (empty with `joins_mid_sized`: all of them).
+    pub joining_partitions: Vec<String>,
     pub strategy: RunStrategy,
     /// Maintenance instead of a data rewrite.
     pub maintenance: Option<Maintenance>,
@@ -135,6 +137,7 @@ impl ClaimTicket {
             spec,
             rewrite: claim.rewrite,
             joins_mid_sized: claim.joins_mid_sized,
+            joining_partitions: claim.joining_partitions.clone(),
             strategy: claim.strategy.clone(),
             maintenance: claim.maintenance,
             apply_deletes: claim.apply_deletes,
@@ -150,6 +153,8 @@ pub struct RunPlan {
     pub min_input_files: u64,
     pub rewrite: bool,
     pub joins_mid_sized: bool,
+    /// See [`ClaimTicket::joining_partitions`].
+    pub joining_partitions: Vec<String>,
     pub strategy: RunStrategy,
     pub maintenance: Option<Maintenance>,
     pub apply_deletes: bool,
@@ -171,6 +176,7 @@ impl RunPlan {
             min_input_files: 0,
             rewrite: false,
             joins_mid_sized: false,
+            joining_partitions: Vec::new(),
             strategy: RunStrategy::Binpack,
             maintenance: None,
             apply_deletes: false,
@@ -429,7 +435,7 @@ impl Accumulator {
                     reason,
                     partitions,
                     min_input_files,
-                    joins_mid_sized,
+                    joining,
                 },
                 false,
             ) => match strategy {
@@ -438,7 +444,8 @@ impl Accumulator {
                     partitions,
                     min_input_files,
                     rewrite: true,
-                    joins_mid_sized,
+                    joins_mid_sized: !joining.is_empty(),
+                    joining_partitions: joining,
                     strategy,
                     maintenance: None,
                     apply_deletes: self.deletes_due(),
@@ -467,6 +474,7 @@ impl Accumulator {
                 rewrite: trigger != "reconcile",
                 // A manual run compacts whatever can be, mid-sized files too.
                 joins_mid_sized: true,
+                joining_partitions: Vec::new(),
                 // An `auto` table never read yet bin-packs (its runs after sort if it is sorted).
                 strategy: strategy.unwrap_or_default(),
                 maintenance: None,
@@ -502,6 +510,7 @@ impl Accumulator {
             min_input_files: plan.min_input_files,
             rewrite: plan.rewrite,
             joins_mid_sized: plan.joins_mid_sized,
+            joining_partitions: plan.joining_partitions,
             strategy: plan.strategy,
             maintenance: plan.maintenance,
             apply_deletes: plan.apply_deletes,
@@ -580,6 +589,7 @@ impl Accumulator {
             min_input_files: self.spec.min_input_files,
             rewrite: true,
             joins_mid_sized: false,
+            joining_partitions: Vec::new(),
             strategy,
             maintenance: None,
             apply_deletes: true,

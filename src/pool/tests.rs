@@ -42,6 +42,7 @@ fn ticket(run_id: &str, trigger: &str) -> ClaimTicket {
         spec: None,
         rewrite: true,
         joins_mid_sized: false,
+        joining_partitions: Vec::new(),
         strategy: RunStrategy::Binpack,
         maintenance: None,
         apply_deletes: false,

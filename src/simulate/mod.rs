@@ -354,14 +354,20 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                         })
                         .map(|(_, file)| file)
                         .collect();
+                    // Mid-sized files join in the partitions the run lets them (all of its
+                    // partitions when it names none): Iceberg's default floor there.
                     let spec = accumulator.spec();
-                    let floor = spec
-                        .rewrite_floor_bytes(ticket.joins_mid_sized)
-                        .unwrap_or(spec.target_file_bytes / 4 * 3);
+                    let floor = |partition: &String| {
+                        let joins = ticket.joins_mid_sized
+                            && (ticket.joining_partitions.is_empty()
+                                || ticket.joining_partitions.contains(partition));
+                        spec.rewrite_floor_bytes(joins)
+                            .unwrap_or(spec.target_file_bytes / 4 * 3)
+                    };
                     let joinable: Vec<(String, u64)> = mid_sized[table]
                         .iter()
                         .filter(|(partition, size)| {
-                            *size < floor && ticket.partitions.contains(partition)
+                            ticket.partitions.contains(partition) && *size < floor(partition)
                         })
                         .cloned()
                         .collect();

@@ -264,11 +264,37 @@ fn truth_from_results(sets: &[ResultSet]) -> (Option<Vec<(String, u64)>>, Vec<St
     (truth, committed)
 }
 
+/// The rewrite's counts: the sum over every `rewrite_data_files` result (a run whose quiet
+/// partitions are rewritten apart from the others has two).
 fn rewrite_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> {
-    let set = sets
+    let mut rewrites = sets
         .iter()
-        .find(|set| set.columns.iter().any(|column| column == RESULT_MARKER))
-        .ok_or(ParseError::NoResult)?;
+        .filter(|set| set.columns.iter().any(|column| column == RESULT_MARKER))
+        .peekable();
+    if rewrites.peek().is_none() {
+        return Err(ParseError::NoResult);
+    }
+    let mut result = RewriteResult::default();
+    for set in rewrites {
+        let one = rewrite_result(set)?;
+        result.rewritten_data_files_count += one.rewritten_data_files_count;
+        result.added_data_files_count += one.added_data_files_count;
+        result.rewritten_bytes_count += one.rewritten_bytes_count;
+        result.failed_data_files_count += one.failed_data_files_count;
+        result.removed_delete_files_count += one.removed_delete_files_count;
+    }
+    let output_files = set_named(sets, OUTPUT_FILE_COLUMN)
+        .map(|set| paths(set).collect())
+        .unwrap_or_default();
+    Ok(RunReport {
+        result,
+        output_files,
+        ..RunReport::default()
+    })
+}
+
+/// One `rewrite_data_files` result row, read by column name.
+fn rewrite_result(set: &ResultSet) -> Result<RewriteResult, ParseError> {
     let row = set.rows.first().ok_or(ParseError::NoRow)?;
     let values: HashMap<&str, &str> = set
         .columns
@@ -285,20 +311,12 @@ fn rewrite_from_results(sets: &[ResultSet]) -> Result<RunReport, ParseError> {
             }),
         }
     };
-    let result = RewriteResult {
+    Ok(RewriteResult {
         rewritten_data_files_count: number("rewritten_data_files_count")?,
         added_data_files_count: number("added_data_files_count")?,
         rewritten_bytes_count: number("rewritten_bytes_count")?,
         failed_data_files_count: number("failed_data_files_count")?,
         removed_delete_files_count: number("removed_delete_files_count")?,
-    };
-    let output_files = set_named(sets, OUTPUT_FILE_COLUMN)
-        .map(|set| paths(set).collect())
-        .unwrap_or_default();
-    Ok(RunReport {
-        result,
-        output_files,
-        ..RunReport::default()
     })
 }
 
@@ -532,6 +550,17 @@ mod tests {
             )),
             (Some(Vec::new()), Vec::new())
         );
+    }
+
+    #[test]
+    fn two_rewrites_are_summed() {
+        let report = parse_stdout(
+            "rewritten_data_files_count\tadded_data_files_count\trewritten_bytes_count\n3\t1\t300\nrewritten_data_files_count\tadded_data_files_count\trewritten_bytes_count\n2\t1\t900\nicepack_output_file\n",
+        )
+        .unwrap();
+        assert_eq!(report.result.rewritten_data_files_count, 5);
+        assert_eq!(report.result.added_data_files_count, 2);
+        assert_eq!(report.result.rewritten_bytes_count, 1200);
     }
 
     #[test]

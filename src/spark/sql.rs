@@ -44,6 +44,10 @@ pub struct CompactionSql {
     pub small_file_bytes: u64,
     /// Limits the rewrite to the partitions worth it (built from the partition spec).
     pub partition_filter: Option<String>,
+    /// Partitions rewritten by a second `rewrite_data_files` with Iceberg's default floor, so
+    /// that their mid-sized files join (they have gone quiet) while the first, limited to
+    /// `partition_filter`, rewrites only the small files of the others.
+    pub joining_filter: Option<String>,
     /// `false` for a reconcile: read the spec and the truth, rewrite nothing.
     pub rewrite: bool,
     /// Data files committed since this time are reported (a grace window before the claim).
@@ -83,9 +87,6 @@ impl CompactionSql {
             .collect();
         options.insert("target-file-size-bytes", self.target_file_bytes.to_string());
         options.insert("min-input-files", self.min_input_files.to_string());
-        if let Some(bytes) = self.min_file_size_bytes {
-            options.insert("min-file-size-bytes", bytes.to_string());
-        }
         if self.partial_progress {
             options.insert("partial-progress.enabled", "true".to_string());
         }
@@ -101,20 +102,27 @@ impl CompactionSql {
             }
             options.insert("remove-dangling-deletes", "true".to_string());
         }
-        let options = options
-            .iter()
-            .map(|(key, value)| format!("{}, {}", quote_string(key), quote_string(value)))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let filter = match (&self.where_filter, &self.partition_filter) {
-            (Some(user), Some(partitions)) => Some(format!("({user}) AND ({partitions})")),
-            (Some(filter), None) | (None, Some(filter)) => Some(filter.clone()),
-            (None, None) => None,
+        let options_with = |floor: Option<u64>| {
+            let mut options = options.clone();
+            if let Some(bytes) = floor {
+                options.insert("min-file-size-bytes", bytes.to_string());
+            }
+            options
+                .iter()
+                .map(|(key, value)| format!("{}, {}", quote_string(key), quote_string(value)))
+                .collect::<Vec<_>>()
+                .join(", ")
         };
-        let where_argument = filter
-            .as_ref()
-            .map(|filter| format!(", where => {}", quote_string(filter)))
-            .unwrap_or_default();
+        let where_argument = |partitions: Option<&String>| {
+            let filter = match (&self.where_filter, partitions) {
+                (Some(user), Some(partitions)) => Some(format!("({user}) AND ({partitions})")),
+                (Some(filter), None) | (None, Some(filter)) => Some(filter.clone()),
+                (None, None) => None,
+            };
+            filter
+                .map(|filter| format!(", where => {}", quote_string(&filter)))
+                .unwrap_or_default()
+        };
         // A long-lived engine (Spark Connect) caches table metadata: compact what is committed
         // now. On a fresh spark-sql it costs nothing.
         let mut statements = vec![format!("REFRESH TABLE {table_ref}")];
@@ -123,12 +131,20 @@ impl CompactionSql {
             let sort_order = sort_order
                 .map(|order| format!(", sort_order => {}", quote_string(&order)))
                 .unwrap_or_default();
-            statements.push(format!(
-                "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => {strategy}{sort_order}, options => map({options}){where_argument})",
-                catalog = self.catalog,
-                table = quote_string(&self.table),
-                strategy = quote_string(strategy),
-            ));
+            let mut rewrites = vec![(self.min_file_size_bytes, self.partition_filter.as_ref())];
+            if let Some(joining) = &self.joining_filter {
+                rewrites.push((None, Some(joining)));
+            }
+            for (floor, partitions) in rewrites {
+                statements.push(format!(
+                    "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => {strategy}{sort_order}, options => map({options}){where_argument})",
+                    catalog = self.catalog,
+                    table = quote_string(&self.table),
+                    strategy = quote_string(strategy),
+                    options = options_with(floor),
+                    where_argument = where_argument(partitions),
+                ));
+            }
         }
         if self.rewrite && self.apply_deletes.is_some() {
             // Deletes committed at or after the rewrite's starting sequence number stay beside
@@ -284,6 +300,7 @@ mod tests {
             run_started_millis: 1_714_564_800_000,
             small_file_bytes: 64 * 1024 * 1024,
             partition_filter: None,
+            joining_filter: None,
             rewrite: true,
             committed_since_millis: 1_714_564_800_000,
             strategy: RunStrategy::Binpack,

@@ -534,6 +534,7 @@ fn pending_and_claimed_keys_outlive_the_retention(store: &dyn StateStore) {
             min_input_files: 2,
             rewrite: true,
             joins_mid_sized: false,
+            joining_partitions: Vec::new(),
             strategy: Default::default(),
             maintenance: None,
             apply_deletes: false,
