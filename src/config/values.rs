@@ -12,10 +12,11 @@ use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Int<const LO: u64, const HI: u64>(u64);
 
-/// Sizes in MiB (a file, a table's pending bytes): 1 MiB to 1 TiB.
-pub type Mebibytes = Int<1, 1_048_576>;
-/// A number of files that makes a table due or a run worth it.
-pub type FileCount = Int<1, 1_000_000>;
+/// Sizes in MiB (a file, a table's pending bytes), from 1 MiB; a threshold set out of reach
+/// (10⁹ MiB, about an exbibyte) turns it off.
+pub type Mebibytes = Int<1, 1_000_000_000>;
+/// A number of files that makes a table due or a run worth it (10⁹: out of reach).
+pub type FileCount = Int<1, 1_000_000_000>;
 /// Minutes a table or a partition may wait (0: off), up to a year.
 pub type WaitMinutes = Int<0, 525_600>;
 /// Engine seconds and settle windows (0: off), up to a day.
