@@ -124,9 +124,29 @@ pub struct Pacing {
     /// bytes, in percent (0: at once), or it is quiet or past max-wait: an output is not read
     /// and written again for every few files landing beside it.
     pub remerge_percent: u64,
+    /// A partition's small files count toward a run only once they hold this share of a small
+    /// file's size, in percent (0: off), or it is quiet or past max-wait: what they merge into
+    /// is then no longer small, and is not read again when more files land.
+    pub fragment_percent: u64,
 }
 
+/// What a warm engine's run costs at most (a Spark Connect server: ~1 s), for the default of
+/// [`Pacing::fragment_percent`].
+pub const WARM_RUN_COST_MILLIS: u64 = 10_000;
+
 impl Pacing {
+    /// `fragment_percent` when it is not configured: on (100) where a run's fixed cost is at most
+    /// `WARM_RUN_COST_MILLIS` — a warm engine, where what a run costs is the bytes it reads, and
+    /// still-small outputs read again are most of them — and off for an engine that starts per
+    /// run, where the count and time rules already batch.
+    pub fn default_fragment_percent(run_cost_millis: u64) -> u64 {
+        if run_cost_millis <= WARM_RUN_COST_MILLIS {
+            100
+        } else {
+            0
+        }
+    }
+
     /// No pacing: a run as soon as a threshold is crossed.
     pub const OFF: Pacing = Pacing {
         run_cost_millis: 0,
@@ -136,6 +156,7 @@ impl Pacing {
         settle_max_millis: 0,
         quiet_millis: 0,
         remerge_percent: 0,
+        fragment_percent: 0,
     };
 
     /// Whether runs are weighed against what they fix.
@@ -228,8 +249,16 @@ pub fn table_decision(
                 .newest_event_millis
                 .is_some_and(|newest| now >= newest.saturating_add(pacing.quiet_millis))
     };
+    // A partition's fragments wait until what they merge into is no longer small, for half of
+    // max-wait at most.
+    let filled = |counts: &PartitionCounts| {
+        fragments_filled(counts, thresholds, pacing)
+            || counts.oldest_event_millis.is_some_and(|oldest| {
+                now >= oldest.saturating_add(fragment_wait_millis(thresholds))
+            })
+    };
     // A partition holding one still-small output waits for enough new data to merge into it.
-    let ripe = |counts: &PartitionCounts| {
+    let ripe_output = |counts: &PartitionCounts| {
         counts.metadata_files != 1
             || counts
                 .bytes
@@ -238,6 +267,9 @@ pub fn table_decision(
                 >= counts.metadata_bytes.saturating_mul(pacing.remerge_percent)
             || quiet(counts)
             || waited_long(counts)
+    };
+    let ripe = |counts: &PartitionCounts| {
+        (filled(counts) || quiet(counts) || waited_long(counts)) && ripe_output(counts)
     };
     let worth: Vec<(&String, &PartitionCounts)> = partitions
         .iter()
@@ -367,6 +399,65 @@ pub fn table_decision(
         min_input_files,
         joining,
     }
+}
+
+/// Whether a partition's small files hold `fragment_percent` of a small file's size (always, with
+/// the rule off).
+fn fragments_filled(counts: &PartitionCounts, thresholds: &Thresholds, pacing: &Pacing) -> bool {
+    counts.bytes.saturating_mul(100)
+        >= thresholds
+            .small_file_bytes
+            .saturating_mul(pacing.fragment_percent)
+}
+
+/// How long a partition's fragments wait to fill: half of max-wait (an hour with it off).
+fn fragment_wait_millis(thresholds: &Thresholds) -> i64 {
+    thresholds
+        .max_wait_millis
+        .map_or(3_600_000, |max_wait| max_wait / 2)
+}
+
+/// The pending files of partitions (of two files or more) still waiting to fill.
+pub fn filling_files(
+    partitions: &BTreeMap<String, PartitionCounts>,
+    thresholds: &Thresholds,
+    pacing: &Pacing,
+    now: UnixMillis,
+) -> u64 {
+    partitions
+        .values()
+        .filter(|partition| {
+            partition.files >= 2
+                && !fragments_filled(partition, thresholds, pacing)
+                && partition.oldest_event_millis.is_some_and(|oldest| {
+                    now < oldest.saturating_add(fragment_wait_millis(thresholds))
+                })
+                && !(pacing.quiet_millis > 0
+                    && partition
+                        .newest_event_millis
+                        .is_some_and(|newest| now >= newest.saturating_add(pacing.quiet_millis)))
+        })
+        .map(|partition| partition.files)
+        .sum()
+}
+
+/// When the next partition (of two files or more) waiting to fill stops waiting, if that is
+/// still ahead: the accumulator wakes then, with or without new events.
+pub fn next_fragment_deadline(
+    partitions: &BTreeMap<String, PartitionCounts>,
+    thresholds: &Thresholds,
+    pacing: &Pacing,
+    now: UnixMillis,
+) -> Option<UnixMillis> {
+    partitions
+        .values()
+        .filter(|partition| {
+            partition.files >= 2 && !fragments_filled(partition, thresholds, pacing)
+        })
+        .filter_map(|partition| partition.oldest_event_millis)
+        .map(|oldest| oldest.saturating_add(fragment_wait_millis(thresholds)))
+        .filter(|deadline| *deadline > now)
+        .min()
 }
 
 /// Why and until when a run over these partitions waits, if it does.
@@ -787,6 +878,7 @@ mod tests {
         settle_max_millis: 300_000,
         quiet_millis: 0,
         remerge_percent: 0,
+        fragment_percent: 0,
     };
 
     fn decide(parts: &BTreeMap<String, PartitionCounts>, pacing: &Pacing, now: i64) -> Decision {
@@ -893,6 +985,7 @@ mod tests {
             settle_millis: 0,
             quiet_millis: 15 * 60_000,
             remerge_percent: 50,
+            fragment_percent: 0,
             ..PACED
         };
         let minute = 60_000;
@@ -910,6 +1003,7 @@ mod tests {
                 &parts,
                 &Pacing {
                     remerge_percent: 0,
+                    fragment_percent: 0,
                     ..pacing
                 },
                 20 * minute
@@ -1033,6 +1127,61 @@ mod tests {
         assert_eq!(decide(&alone, &paced, 20 * minute), Decision::NotDue);
     }
 
+    #[test]
+    fn fragments_wait_until_their_output_is_no_longer_small_for_half_of_max_wait() {
+        let filling = Pacing {
+            file_fix_value_millis: 0,
+            file_hour_cost_millis: 0,
+            settle_millis: 0,
+            fragment_percent: 100,
+            ..PACED
+        };
+        let minute = 60_000;
+        // Twelve 1 MiB files: due by files, but they would merge into a 12 MiB file, still
+        // small (64 MiB), so they count toward no threshold for an hour.
+        let parts = BTreeMap::from([("d=1".to_string(), landed(&[0; 12]))]);
+        assert_eq!(decide(&parts, &filling, 10 * minute), Decision::NotDue);
+        assert_eq!(
+            filling_files(&parts, &thresholds(), &filling, 10 * minute),
+            12
+        );
+        assert_eq!(
+            filling_files(&parts, &thresholds(), &filling, 60 * minute),
+            0
+        );
+        assert_eq!(
+            next_fragment_deadline(&parts, &thresholds(), &filling, 10 * minute),
+            Some(60 * minute),
+            "the accumulator wakes when they stop waiting"
+        );
+        assert!(matches!(
+            decide(&parts, &filling, 60 * minute),
+            Decision::Due { ref partitions, .. } if partitions == &["d=1"]
+        ));
+        // A small file's worth (64 files of 1 MiB) is a run at once; with the rule off, twelve.
+        let full = BTreeMap::from([("d=1".to_string(), landed(&[0; 64]))]);
+        assert!(matches!(
+            decide(&full, &filling, minute),
+            Decision::Due { .. }
+        ));
+        assert_eq!(
+            next_fragment_deadline(&full, &thresholds(), &filling, minute),
+            None
+        );
+        let off = Pacing {
+            fragment_percent: 0,
+            ..filling
+        };
+        assert!(matches!(decide(&parts, &off, minute), Decision::Due { .. }));
+        assert_eq!(
+            next_fragment_deadline(&parts, &thresholds(), &off, minute),
+            None
+        );
+        // The default: on for a warm engine's run cost, off for a cold one.
+        assert_eq!(Pacing::default_fragment_percent(1_000), 100);
+        assert_eq!(Pacing::default_fragment_percent(90_000), 0);
+    }
+
     proptest! {
         #[test]
         fn due_iff_some_threshold_is_crossed(files in 0u64..30, bytes in 0u64..600, oldest in 0i64..10_000, now in 0i64..20_000) {
@@ -1076,6 +1225,7 @@ mod tests {
                 settle_max_millis: settle * 300_000,
                 quiet_millis: 0,
                 remerge_percent: 50,
+                fragment_percent: 0,
             };
             let improvable: Vec<String> = parts
                 .iter()

@@ -95,6 +95,10 @@ pub struct Explain {
     /// Pending files alone in their partition (a run's earlier output, a late file): a run
     /// cannot improve them by themselves, so they count toward no threshold until files join.
     pub alone_files: u64,
+    /// Pending files of partitions whose small files wait to hold a small file's worth
+    /// together (`fragment_fill_percent`), for half of max-wait at most: no threshold counts
+    /// them until then.
+    pub filling_files: u64,
     /// Why a table whose thresholds are crossed has not started its run yet.
     pub waiting: Option<WaitingStatus>,
 }
@@ -181,6 +185,12 @@ pub fn explain(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis) -> E
             .values()
             .filter(|counts| counts.files == 1)
             .count() as u64,
+        filling_files: crate::policy::filling_files(
+            &snapshot.partitions,
+            thresholds,
+            &spec.pacing,
+            now,
+        ),
         waiting,
     }
 }
@@ -479,6 +489,12 @@ pub fn render_status_text(report: &serde_json::Value) -> String {
         if alone > 0 {
             out.push_str(&format!(
                 "  {alone} file(s) alone in their partition: no threshold counts them until files join\n"
+            ));
+        }
+        let filling = number(&table["explain"]["filling_files"]);
+        if filling > 0 {
+            out.push_str(&format!(
+                "  {filling} small file(s) wait to hold a small file's worth in their partition (at most half of max-wait): no threshold counts them yet\n"
             ));
         }
         let run = &table["in_flight_run"];

@@ -277,6 +277,7 @@ fn status_of_a_new_deployment_shows_empty_tables() {
                 "bytes": {"value": 0, "threshold": 268435456, "remaining": 268435456, "reached": 0.0},
                 "max_wait": {"value": 0, "threshold": 7200, "remaining": 7200, "reached": 0.0},
                 "alone_files": 0,
+                "filling_files": 0,
                 "waiting": null
             }
         }]})

@@ -989,6 +989,7 @@ async fn pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partitio
         .replace(
             "min_files = 10\n",
             "min_files = 3\nsmall_file_mb = 1\ntarget_file_mb = 8\nrun_cost_seconds = 1\n\
+             fragment_fill_percent = 0\n\
              file_fix_value_seconds = 0\nfile_hour_cost_seconds = 0\nsettle_seconds = 15\n\
              settle_max_seconds = 120\nquiet_partition_minutes = 1\n",
         );

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use crate::clock::UnixMillis;
 use crate::config::TableSpec;
-use crate::policy::{next_max_wait_deadline, table_decision, Decision, DueReason};
+use crate::policy::{
+    next_fragment_deadline, next_max_wait_deadline, table_decision, Decision, DueReason,
+};
 use crate::run::split_object_path;
 use crate::run::RunOutcome;
 use crate::series::Sampler;
@@ -635,11 +637,19 @@ impl Accumulator {
             .map(|claim| ClaimTicket::from_claim(claim, state.partition_spec.clone()))
     }
 
-    /// The next moment the max-wait threshold makes a partition worth a run by itself, if any is
-    /// still ahead (a partition whose time has passed is already part of the decision).
+    /// The next moment the max-wait threshold makes a partition worth a run by itself, or a
+    /// partition's fragments stop waiting to fill, if any is still ahead (a partition whose time
+    /// has passed is already part of the decision).
     pub fn next_deadline(&self, now: UnixMillis) -> Option<UnixMillis> {
-        let max_wait =
-            next_max_wait_deadline(&self.snapshot.partitions, &self.spec.thresholds, now);
+        let partitions = &self.snapshot.partitions;
+        let thresholds = &self.spec.thresholds;
+        let max_wait = [
+            next_max_wait_deadline(partitions, thresholds, now),
+            next_fragment_deadline(partitions, thresholds, &self.spec.pacing, now),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         match self.decision(now) {
             // (A wait only more files can end has no time of its own.)
             Decision::Waiting { until, .. } if until < UnixMillis::MAX => {

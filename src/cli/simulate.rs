@@ -51,6 +51,11 @@ pub(crate) struct SimulateArgs {
     /// share of the output's bytes, in percent (0: at once).
     #[arg(long, default_value_t = 0)]
     remerge_new_data_percent: u64,
+    /// A partition's small files join a run once they hold this share of a small file's size,
+    /// in percent (0: at once); by default 100 when a run costs at most 10 s, else 0 (as the
+    /// `fragment_fill_percent` key).
+    #[arg(long)]
+    fragment_fill_percent: Option<u64>,
     /// icepack without pacing: runs at the thresholds (as before issue 17).
     #[arg(long)]
     no_pacing: bool,
@@ -80,6 +85,7 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
         settle_seconds,
         quiet_partition_minutes,
         remerge_new_data_percent,
+        fragment_fill_percent,
         no_pacing,
         trace: trace_path,
         svg,
@@ -96,6 +102,9 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
     {
         bail!("--run-base-seconds, --seconds-per-gib and the pacing flags must not be negative");
     }
+    let fragment_percent = fragment_fill_percent.unwrap_or_else(|| {
+        icepack::policy::Pacing::default_fragment_percent((run_base_seconds * 1000.0) as u64)
+    });
     let (trace, source) = match &trace_path {
         Some(path) => (
             read_trace(
@@ -134,6 +143,7 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
                 settle_max_millis: settle_seconds * 5000,
                 quiet_millis: quiet_partition_minutes * 60_000,
                 remerge_percent: remerge_new_data_percent,
+                fragment_percent,
             }
         },
         ..Scenario::default()
@@ -148,7 +158,7 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
     let pacing = if no_pacing {
         "off".to_string()
     } else {
-        format!("a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data")
+        format!("a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data, fragments waiting for {fragment_percent}% of a small file")
     };
     println!(
         "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB; icepack's pacing: {pacing}\n",

@@ -51,6 +51,11 @@ pub struct TableDefaults {
     /// past max-wait.
     #[serde(default = "default_remerge_new_data_percent")]
     pub remerge_new_data_percent: Percent,
+    /// A partition's small files join a run once they hold this share of a small file's size,
+    /// in percent (0: at once), or it is quiet or past max-wait, so that what they merge into is
+    /// no longer small. Absent: 100 when `run_cost_seconds` is at most 10 (a warm engine), else 0.
+    #[serde(default)]
+    pub fragment_fill_percent: Option<Percent>,
     /// How runs rewrite: `binpack`, `sort`, `zorder` or `auto` (sort a table that has a sort
     /// order, bin-pack the others). `sort_order` is per table.
     #[serde(default = "default_strategy")]
@@ -165,6 +170,7 @@ impl Default for TableDefaults {
             settle_max_seconds: default_settle_max_seconds(),
             quiet_partition_minutes: default_quiet_partition_minutes(),
             remerge_new_data_percent: default_remerge_new_data_percent(),
+            fragment_fill_percent: None,
             strategy: default_strategy(),
             max_manifests: Int::new(0),
             remove_orphans_every_hours: Int::new(0),
@@ -212,6 +218,7 @@ pub struct TableConfig {
     pub settle_max_seconds: Option<DaySeconds>,
     pub quiet_partition_minutes: Option<WaitMinutes>,
     pub remerge_new_data_percent: Option<Percent>,
+    pub fragment_fill_percent: Option<Percent>,
     /// `binpack`, `sort`, `zorder` or `auto`; the tenant's, else `[defaults]`, by default.
     pub strategy: Option<String>,
     /// For `sort`: `col1 DESC NULLS LAST, col2` (the table's own order when left out); for
@@ -370,6 +377,7 @@ impl TableConfig {
             settle_max_seconds: self.settle_max_seconds,
             quiet_partition_minutes: self.quiet_partition_minutes,
             remerge_new_data_percent: self.remerge_new_data_percent,
+            fragment_fill_percent: self.fragment_fill_percent,
             strategy: self.strategy.clone(),
             max_manifests: self.max_manifests,
             remove_orphans_every_hours: self.remove_orphans_every_hours,
@@ -433,14 +441,15 @@ impl TableConfig {
         if !self.pacing.or(tenant.pacing).unwrap_or(defaults.pacing) {
             return crate::policy::Pacing::OFF;
         }
+        let run_cost_millis = pick(
+            self.run_cost_seconds,
+            tenant.run_cost_seconds,
+            defaults.run_cost_seconds,
+        )
+        .get()
+            * 1000;
         crate::policy::Pacing {
-            run_cost_millis: pick(
-                self.run_cost_seconds,
-                tenant.run_cost_seconds,
-                defaults.run_cost_seconds,
-            )
-            .get()
-                * 1000,
+            run_cost_millis,
             file_fix_value_millis: pick(
                 self.file_fix_value_seconds,
                 tenant.file_fix_value_seconds,
@@ -479,6 +488,14 @@ impl TableConfig {
                 defaults.remerge_new_data_percent,
             )
             .get(),
+            fragment_percent: self
+                .fragment_fill_percent
+                .or(tenant.fragment_fill_percent)
+                .or(defaults.fragment_fill_percent)
+                .map_or_else(
+                    || crate::policy::Pacing::default_fragment_percent(run_cost_millis),
+                    Int::get,
+                ),
         }
     }
 

@@ -60,6 +60,7 @@ pub struct TenantDefaults {
     pub settle_max_seconds: Option<DaySeconds>,
     pub quiet_partition_minutes: Option<WaitMinutes>,
     pub remerge_new_data_percent: Option<Percent>,
+    pub fragment_fill_percent: Option<Percent>,
     pub strategy: Option<String>,
     pub max_manifests: Option<Threshold>,
     pub remove_orphans_every_hours: Option<Hours>,

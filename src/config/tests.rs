@@ -417,3 +417,32 @@ fn wrong_type_names_the_key() {
     let message = error_of("[defaults]\nmin_files = \"ten\"\n");
     assert!(message.contains("defaults.min_files"), "{message}");
 }
+
+#[test]
+fn fragment_fill_follows_the_run_cost_unless_set() {
+    let table = "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n";
+    let fragment = |text: &str| {
+        Config::from_toml_str(text).unwrap().table_specs()[0]
+            .pacing
+            .fragment_percent
+    };
+    assert_eq!(fragment(table), 0, "a cold engine (90 s a run)");
+    assert_eq!(
+        fragment(&format!("[defaults]\nrun_cost_seconds = 1\n{table}")),
+        100,
+        "a warm engine"
+    );
+    assert_eq!(
+        fragment(&format!(
+            "[defaults]\nrun_cost_seconds = 1\nfragment_fill_percent = 0\n{table}"
+        )),
+        0
+    );
+    assert_eq!(
+        fragment(&format!("{table}fragment_fill_percent = 50\n")),
+        50,
+        "per table"
+    );
+    assert!(error_of(&format!("{table}fragment_fill_percent = -1\n"))
+        .contains("tables[0].fragment_fill_percent"));
+}
