@@ -1098,6 +1098,121 @@ async fn pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partitio
     assert!(icepack.terminate(run).await.success());
 }
 
+/// Issue 17's fragment rule on the real stack, at a warm server's run cost (where it is on by
+/// default): small files due by count wait until together they hold a small file's worth, so
+/// the run that takes them leaves a file that is no longer small.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
+async fn fragments_wait_until_their_output_is_no_longer_small() {
+    if !connect_available("fragments_wait_until_their_output_is_no_longer_small") {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let stack = Stack::start(None).await;
+    let (moto, queue_url, bucket, server, writer) = stack.parts();
+    let table = stack.table("lakehouse", "analytics.filling");
+    let name = table.qualified();
+    table
+        .sql(
+            writer,
+            &[
+                format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
+                format!(
+                    "CREATE TABLE {name} (id BIGINT, part STRING, payload STRING) USING iceberg PARTITIONED BY (part)"
+                ),
+            ],
+        )
+        .await;
+    // Due at 3 files; files below 1 MiB are small; a run costs 1 s (fragment_fill_percent is
+    // then 100 by default); no settle, no cost rules, nothing goes quiet during the test.
+    let config = config(moto, queue_url, bucket, &server.url, "", &[&table])
+        .replace(
+            "pacing = false                           # runs at the thresholds (the pacing has its own test)\n",
+            "",
+        )
+        .replace(
+            "min_files = 10\n",
+            "min_files = 3\nsmall_file_mb = 1\ntarget_file_mb = 8\nrun_cost_seconds = 1\n\
+             file_fix_value_seconds = 0\nfile_hour_cost_seconds = 0\nsettle_seconds = 0\n\
+             quiet_partition_minutes = 30\n",
+        );
+    assert!(config.contains("run_cost_seconds = 1") && !config.contains("fragment_fill"));
+    let mut icepack = Icepack::with_config(&config);
+    let run = icepack.spawn_run("");
+    let context = |icepack: &Icepack| format!("{}\n{}", icepack.log(run), server.log());
+
+    // 1. One commit at a time. From the third the table is due by files, but while its files
+    //    hold less than 1 MiB together no run starts.
+    let rows = 800;
+    let mut commits = 0;
+    let mut held_back = 0;
+    loop {
+        table
+            .sql(writer, &[insert_into(&name, "a", commits * rows, rows)])
+            .await;
+        commits += 1;
+        let status = wait_until(
+            &format!("commit {commits} counted"),
+            Duration::from_secs(60),
+            || {
+                let status = table_status(&icepack, table.name);
+                async move {
+                    (status["pending_files"].as_i64() == Some(commits)
+                        || !status["in_flight_run"].is_null()
+                        || !status["last_run"].is_null())
+                    .then_some(status)
+                }
+            },
+        )
+        .await;
+        if !status["last_run"].is_null() || !status["in_flight_run"].is_null() {
+            let claimed = [&status["in_flight_run"], &status["last_run"]]
+                .iter()
+                .find_map(|run| run["claimed_bytes"].as_u64())
+                .unwrap_or(0);
+            assert!(
+                claimed >= 1024 * 1024,
+                "a run started before the files held a small file's worth: {status}\n{}",
+                context(&icepack)
+            );
+            break;
+        }
+        let bytes = status["pending_bytes"].as_u64().unwrap_or(0);
+        if bytes >= 1024 * 1024 {
+            break;
+        }
+        if commits >= 3 {
+            // Due by files: a run would start within milliseconds of the batch.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let status = table_status(&icepack, table.name);
+            assert!(
+                status["last_run"].is_null() && status["in_flight_run"].is_null(),
+                "{commits} files of {bytes} bytes wait to fill: {status}"
+            );
+            assert_eq!(status["explain"]["filling_files"], commits, "{status}");
+            held_back += 1;
+        }
+        assert!(commits < 60, "the files never reached 1 MiB: {status}");
+    }
+    assert!(
+        held_back > 0,
+        "the rule held a due table back at least once"
+    );
+
+    // 2. The commit that fills it starts the run, which takes every file; its output is not
+    //    small. (A run that loses the race for SQLite's catalog to the writer's last commit
+    //    backs off and the next one runs.)
+    let done = success_after(&icepack, table.name, "").await;
+    assert_eq!(done["last_run"]["rewritten_data_files"], commits, "{done}");
+    let files = data_files(&table, writer).await;
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        files[0].1 >= 1024 * 1024,
+        "the output is not small: {files:?}"
+    );
+    assert!(icepack.terminate(run).await.success());
+}
+
 /// Data files of a table with the range of their `id` column: (path, lower, upper).
 async fn id_ranges(table: &Table, writer: &ConnectRunner) -> Vec<(String, i64, i64)> {
     let results = table
