@@ -460,6 +460,26 @@ pub fn next_fragment_deadline(
         .min()
 }
 
+/// When the next partition (of two files or more) goes quiet, if that is still ahead: a quiet
+/// partition is complete, so fragments and a lone still-small output waiting for more data stop
+/// waiting then — the accumulator wakes to see it, with or without new events.
+pub fn next_quiet_deadline(
+    partitions: &BTreeMap<String, PartitionCounts>,
+    pacing: &Pacing,
+    now: UnixMillis,
+) -> Option<UnixMillis> {
+    if pacing.quiet_millis <= 0 {
+        return None;
+    }
+    partitions
+        .values()
+        .filter(|partition| partition.files >= 2)
+        .filter_map(|partition| partition.newest_event_millis)
+        .map(|newest| newest.saturating_add(pacing.quiet_millis))
+        .filter(|deadline| *deadline > now)
+        .min()
+}
+
 /// Why and until when a run over these partitions waits, if it does.
 fn pacing_wait(
     worth: &[(&String, &PartitionCounts)],
@@ -1158,6 +1178,23 @@ mod tests {
             decide(&parts, &filling, 60 * minute),
             Decision::Due { ref partitions, .. } if partitions == &["d=1"]
         ));
+        // A partition gone quiet is complete: its fragments stop waiting then, and the
+        // accumulator wakes for it too.
+        let quieting = Pacing {
+            quiet_millis: 15 * 60_000,
+            ..filling
+        };
+        assert_eq!(
+            next_quiet_deadline(&parts, &quieting, 10 * minute),
+            Some(15 * minute)
+        );
+        assert_eq!(decide(&parts, &quieting, 14 * minute), Decision::NotDue);
+        assert!(matches!(
+            decide(&parts, &quieting, 15 * minute),
+            Decision::Due { ref partitions, .. } if partitions == &["d=1"]
+        ));
+        assert_eq!(next_quiet_deadline(&parts, &quieting, 15 * minute), None);
+        assert_eq!(next_quiet_deadline(&parts, &filling, 10 * minute), None);
         // A small file's worth (64 files of 1 MiB) is a run at once; with the rule off, twelve.
         let full = BTreeMap::from([("d=1".to_string(), landed(&[0; 64]))]);
         assert!(matches!(

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use crate::clock::UnixMillis;
 use crate::config::TableSpec;
 use crate::policy::{
-    next_fragment_deadline, next_max_wait_deadline, table_decision, Decision, DueReason,
+    next_fragment_deadline, next_max_wait_deadline, next_quiet_deadline, table_decision, Decision,
+    DueReason,
 };
 use crate::run::split_object_path;
 use crate::run::RunOutcome;
@@ -638,14 +639,15 @@ impl Accumulator {
     }
 
     /// The next moment the max-wait threshold makes a partition worth a run by itself, or a
-    /// partition's fragments stop waiting to fill, if any is still ahead (a partition whose time
-    /// has passed is already part of the decision).
+    /// partition's fragments stop waiting to fill, or a partition goes quiet, if any is still
+    /// ahead (a partition whose time has passed is already part of the decision).
     pub fn next_deadline(&self, now: UnixMillis) -> Option<UnixMillis> {
         let partitions = &self.snapshot.partitions;
         let thresholds = &self.spec.thresholds;
         let max_wait = [
             next_max_wait_deadline(partitions, thresholds, now),
             next_fragment_deadline(partitions, thresholds, &self.spec.pacing, now),
+            next_quiet_deadline(partitions, &self.spec.pacing, now),
         ]
         .into_iter()
         .flatten()

@@ -168,6 +168,38 @@ fn future_event_times_are_clamped_so_max_wait_still_fires() {
     assert_eq!(accumulator.due(61_000), Some(DueReason::MaxWait));
 }
 
+#[test]
+fn the_accumulator_wakes_when_a_filling_partition_goes_quiet() {
+    let mut spec = TableSpec::for_tests(
+        "n.t",
+        "b",
+        "t/",
+        Thresholds {
+            small_file_bytes: 100,
+            min_files: 3,
+            min_total_bytes: 1_000,
+            max_wait_millis: Some(3_600_000),
+        },
+    );
+    spec.pacing = crate::policy::Pacing {
+        fragment_percent: 100,
+        quiet_millis: 900_000,
+        ..crate::policy::Pacing::OFF
+    };
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(Arc::new(spec), &store).unwrap();
+    // Three files of 10 bytes: due by files, but together a tenth of a small file, so they
+    // wait to fill — until the partition goes quiet 15 minutes later (before their half of
+    // max-wait, 30 minutes), when the accumulator wakes without an event.
+    let files = (0..3)
+        .map(|i| candidate(&format!("t/d=1/{i}.parquet"), 10, 0, "d=1"))
+        .collect();
+    stage_and_commit(&mut accumulator, &store, files, 0);
+    assert_eq!(accumulator.due(899_999), None);
+    assert_eq!(accumulator.next_deadline(0), Some(900_000));
+    assert_eq!(accumulator.due(900_000), Some(DueReason::Files));
+}
+
 fn success(outputs: &[&str]) -> RunOutcome {
     RunOutcome::Success {
         report: crate::run::ReportSummary {
