@@ -1289,5 +1289,101 @@ mod tests {
             }
             prop_assert!(false, "a wait with no new files ends in a run within a few steps");
         }
+
+        #[test]
+        fn no_file_waits_without_a_wake_up(
+            parts in proptest::collection::vec((0u64..6, 0i64..10_800), 1..6),
+            now in 0i64..20_000_000,
+            settle in 0i64..3,
+            cost in 0u64..3,
+            fix in 1u64..3,
+            fragments in proptest::bool::ANY,
+            quiet in proptest::bool::ANY,
+        ) {
+            // Partitions of 0-5 files of 1 MiB, the last landed up to 3 hours before `now`; no
+            // new files come. The accumulator evaluates the decision now and again only at the
+            // deadlines it knows: the run must come, taking every partition of two files or
+            // more that no longer waits to fill, and not later than the first moment it is due.
+            let parts: BTreeMap<String, PartitionCounts> = parts
+                .iter()
+                .enumerate()
+                .map(|(index, (files, ago))| {
+                    let times: Vec<i64> = (0..*files as i64)
+                        .map(|i| (now - ago * 1000 - i * 60_000).max(0))
+                        .collect();
+                    (format!("d={index}"), landed(&times))
+                })
+                .collect();
+            let pacing = Pacing {
+                file_fix_value_millis: fix * 30_000,
+                run_cost_millis: 90_000,
+                file_hour_cost_millis: cost * 20_000,
+                settle_millis: settle * 60_000,
+                settle_max_millis: settle * 300_000,
+                quiet_millis: if quiet { 15 * 60_000 } else { 0 },
+                remerge_percent: 0,
+                fragment_percent: if fragments { 100 } else { 0 },
+            };
+            let improvable: Vec<&String> = parts
+                .iter()
+                .filter(|(_, counts)| counts.files >= 2)
+                .map(|(path, _)| path)
+                .collect();
+            let mut at = now;
+            for _ in 0..12 {
+                let decision = decide(&parts, &pacing, at);
+                let woken = [
+                    next_max_wait_deadline(&parts, &thresholds(), at),
+                    next_fragment_deadline(&parts, &thresholds(), &pacing, at),
+                    next_quiet_deadline(&parts, &pacing, at),
+                ]
+                .into_iter()
+                .flatten()
+                .min();
+                let next = match decision {
+                    Decision::Due { partitions, min_input_files, .. } => {
+                        prop_assert!(min_input_files >= 2);
+                        prop_assert!(!partitions.is_empty());
+                        for path in &improvable {
+                            let filling = filling_files(
+                                &BTreeMap::from([((*path).clone(), parts[*path])]),
+                                &thresholds(),
+                                &pacing,
+                                at,
+                            ) > 0;
+                            prop_assert_eq!(
+                                partitions.contains(path),
+                                !filling,
+                                "{} at {}: {:?}", path, at, partitions
+                            );
+                        }
+                        return Ok(());
+                    }
+                    Decision::Waiting { until, .. } => {
+                        prop_assert!(until > at, "a wait ends later, not now");
+                        woken.map_or(until, |woken| woken.min(until))
+                    }
+                    Decision::NotDue | Decision::NothingToRewrite(_) => {
+                        prop_assert!(
+                            woken.is_some() || improvable.is_empty(),
+                            "files wait with no wake-up at {}: {:?}", at, parts
+                        );
+                        match woken {
+                            Some(woken) => woken,
+                            None => return Ok(()),
+                        }
+                    }
+                };
+                prop_assert!(next > at);
+                // Nothing becomes due between two wake-ups: none comes late (a cost wait is
+                // rounded up to the second).
+                prop_assert!(
+                    !matches!(decide(&parts, &pacing, next - 1_000), Decision::Due { .. }),
+                    "due before the wake-up at {}: {:?}", next, parts
+                );
+                at = next;
+            }
+            prop_assert!(false, "no run within twelve wake-ups");
+        }
     }
 }
