@@ -102,6 +102,46 @@ impl Stack {
     fn table(&self, catalog: &'static str, name: &'static str) -> Table {
         Table::new(self.dir.path(), &self.moto, &self.bucket, catalog, name)
     }
+
+    /// For the pacing tests: a table `(id, part, payload)` partitioned by `part`, created, and a
+    /// configuration with the pacing on — due at 3 files, files below 1 MiB small, outputs
+    /// aiming at 8 MiB, a warm server's run cost (1 s), the cost rules off — and `keys`.
+    async fn paced_table(&self, name: &'static str, keys: &str) -> (Table, String) {
+        let table = self.table("lakehouse", name);
+        table
+            .sql(
+                &self.writer,
+                &[
+                    format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
+                    format!(
+                        "CREATE TABLE {} (id BIGINT, part STRING, payload STRING) USING iceberg PARTITIONED BY (part)",
+                        table.qualified()
+                    ),
+                ],
+            )
+            .await;
+        let config = config(
+            &self.moto,
+            &self.queue_url,
+            &self.bucket,
+            &self.server.url,
+            "",
+            &[&table],
+        )
+        .replace(
+            "pacing = false                           # runs at the thresholds (the pacing has its own test)\n",
+            "",
+        )
+        .replace(
+            "min_files = 10\n",
+            &format!(
+                "min_files = 3\nsmall_file_mb = 1\ntarget_file_mb = 8\nrun_cost_seconds = 1\n\
+                 file_fix_value_seconds = 0\nfile_hour_cost_seconds = 0\n{keys}"
+            ),
+        );
+        assert!(!config.contains("pacing = false"), "{config}");
+        (table, config)
+    }
 }
 
 fn inserts(table: &str, first_batch: i64, count: i64) -> Vec<String> {
@@ -964,36 +1004,18 @@ async fn pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partitio
     }
     let _serial = SERIAL.lock().await;
     let stack = Stack::start(None).await;
-    let (moto, queue_url, bucket, server, writer) = stack.parts();
-    let table = stack.table("lakehouse", "analytics.paced");
-    let name = table.qualified();
-    table
-        .sql(
-            writer,
-            &[
-                format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
-                format!(
-                    "CREATE TABLE {name} (id BIGINT, part STRING, payload STRING) USING iceberg PARTITIONED BY (part)"
-                ),
-            ],
+    let (_, _, _, server, writer) = stack.parts();
+    // A run waits for 15 quiet seconds (at most 2 min); a partition is quiet after a minute;
+    // no fragment rule: this test is about the settle and the tiers.
+    let (table, config) = stack
+        .paced_table(
+            "analytics.paced",
+            "fragment_fill_percent = 0\nsettle_seconds = 15\nsettle_max_seconds = 120\n\
+             quiet_partition_minutes = 1\n",
         )
         .await;
-    // Due at 3 files; a run waits for 15 quiet seconds (at most 2 min); a partition is quiet
-    // after a minute; files below 1 MiB are small, outputs aim at 8 MiB. The cost rules are off
-    // (a warm server's run costs next to nothing): this test is about the settle and the tiers.
-    let config = config(moto, queue_url, bucket, &server.url, "", &[&table])
-        .replace(
-            "pacing = false                           # runs at the thresholds (the pacing has its own test)\n",
-            "",
-        )
-        .replace(
-            "min_files = 10\n",
-            "min_files = 3\nsmall_file_mb = 1\ntarget_file_mb = 8\nrun_cost_seconds = 1\n\
-             fragment_fill_percent = 0\n\
-             file_fix_value_seconds = 0\nfile_hour_cost_seconds = 0\nsettle_seconds = 15\n\
-             settle_max_seconds = 120\nquiet_partition_minutes = 1\n",
-        );
-    assert!(config.contains("settle_seconds = 15") && !config.contains("pacing = false"));
+    let name = table.qualified();
+    assert!(config.contains("settle_seconds = 15"));
     let mut icepack = Icepack::with_config(&config);
     let run = icepack.spawn_run("");
     let context = |icepack: &Icepack| format!("{}\n{}", icepack.log(run), server.log());
@@ -1109,33 +1131,16 @@ async fn fragments_wait_until_their_output_is_no_longer_small() {
     }
     let _serial = SERIAL.lock().await;
     let stack = Stack::start(None).await;
-    let (moto, queue_url, bucket, server, writer) = stack.parts();
-    let table = stack.table("lakehouse", "analytics.filling");
-    let name = table.qualified();
-    table
-        .sql(
-            writer,
-            &[
-                format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
-                format!(
-                    "CREATE TABLE {name} (id BIGINT, part STRING, payload STRING) USING iceberg PARTITIONED BY (part)"
-                ),
-            ],
+    let (_, _, _, server, writer) = stack.parts();
+    // A run costs 1 s, so fragment_fill_percent is 100 by default; no settle, nothing goes
+    // quiet during the test.
+    let (table, config) = stack
+        .paced_table(
+            "analytics.filling",
+            "settle_seconds = 0\nquiet_partition_minutes = 30\n",
         )
         .await;
-    // Due at 3 files; files below 1 MiB are small; a run costs 1 s (fragment_fill_percent is
-    // then 100 by default); no settle, no cost rules, nothing goes quiet during the test.
-    let config = config(moto, queue_url, bucket, &server.url, "", &[&table])
-        .replace(
-            "pacing = false                           # runs at the thresholds (the pacing has its own test)\n",
-            "",
-        )
-        .replace(
-            "min_files = 10\n",
-            "min_files = 3\nsmall_file_mb = 1\ntarget_file_mb = 8\nrun_cost_seconds = 1\n\
-             file_fix_value_seconds = 0\nfile_hour_cost_seconds = 0\nsettle_seconds = 0\n\
-             quiet_partition_minutes = 30\n",
-        );
+    let name = table.qualified();
     assert!(config.contains("run_cost_seconds = 1") && !config.contains("fragment_fill"));
     let mut icepack = Icepack::with_config(&config);
     let run = icepack.spawn_run("");
