@@ -480,6 +480,33 @@ pub fn next_quiet_deadline(
         .min()
 }
 
+/// The next moment a table's decision (`decision`, made at `now`) can change without new events,
+/// if any is ahead: a partition reaching max-wait, its fragments' wait ending, a partition going
+/// quiet, or the end of a timed wait (a wait only more files end has no time of its own). The
+/// accumulator wakes then.
+pub fn next_wake(
+    decision: &Decision,
+    partitions: &BTreeMap<String, PartitionCounts>,
+    thresholds: &Thresholds,
+    pacing: &Pacing,
+    now: UnixMillis,
+) -> Option<UnixMillis> {
+    let deadline = [
+        next_max_wait_deadline(partitions, thresholds, now),
+        next_fragment_deadline(partitions, thresholds, pacing, now),
+        next_quiet_deadline(partitions, pacing, now),
+    ]
+    .into_iter()
+    .flatten()
+    .min();
+    match decision {
+        Decision::Waiting { until, .. } if *until < UnixMillis::MAX => {
+            Some(deadline.map_or(*until, |at| at.min(*until)))
+        }
+        _ => deadline,
+    }
+}
+
 /// Why and until when a run over these partitions waits, if it does.
 fn pacing_wait(
     worth: &[(&String, &PartitionCounts)],
@@ -1332,14 +1359,7 @@ mod tests {
             let mut at = now;
             for _ in 0..12 {
                 let decision = decide(&parts, &pacing, at);
-                let woken = [
-                    next_max_wait_deadline(&parts, &thresholds(), at),
-                    next_fragment_deadline(&parts, &thresholds(), &pacing, at),
-                    next_quiet_deadline(&parts, &pacing, at),
-                ]
-                .into_iter()
-                .flatten()
-                .min();
+                let woken = next_wake(&decision, &parts, &thresholds(), &pacing, at);
                 let next = match decision {
                     Decision::Due { partitions, min_input_files, .. } => {
                         prop_assert!(min_input_files >= 2);
@@ -1361,7 +1381,8 @@ mod tests {
                     }
                     Decision::Waiting { until, .. } => {
                         prop_assert!(until > at, "a wait ends later, not now");
-                        woken.map_or(until, |woken| woken.min(until))
+                        prop_assert!(woken.is_some_and(|woken| woken <= until), "{:?}", woken);
+                        woken.unwrap()
                     }
                     Decision::NotDue | Decision::NothingToRewrite(_) => {
                         prop_assert!(

@@ -9,10 +9,7 @@ use std::sync::Arc;
 
 use crate::clock::UnixMillis;
 use crate::config::TableSpec;
-use crate::policy::{
-    next_fragment_deadline, next_max_wait_deadline, next_quiet_deadline, table_decision, Decision,
-    DueReason,
-};
+use crate::policy::{next_wake, table_decision, Decision, DueReason};
 use crate::run::split_object_path;
 use crate::run::RunOutcome;
 use crate::series::Sampler;
@@ -642,23 +639,13 @@ impl Accumulator {
     /// partition's fragments stop waiting to fill, or a partition goes quiet, if any is still
     /// ahead (a partition whose time has passed is already part of the decision).
     pub fn next_deadline(&self, now: UnixMillis) -> Option<UnixMillis> {
-        let partitions = &self.snapshot.partitions;
-        let thresholds = &self.spec.thresholds;
-        let max_wait = [
-            next_max_wait_deadline(partitions, thresholds, now),
-            next_fragment_deadline(partitions, thresholds, &self.spec.pacing, now),
-            next_quiet_deadline(partitions, &self.spec.pacing, now),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        match self.decision(now) {
-            // (A wait only more files can end has no time of its own.)
-            Decision::Waiting { until, .. } if until < UnixMillis::MAX => {
-                Some(max_wait.map_or(until, |at| at.min(until)))
-            }
-            _ => max_wait,
-        }
+        next_wake(
+            &self.decision(now),
+            &self.snapshot.partitions,
+            &self.spec.thresholds,
+            &self.spec.pacing,
+            now,
+        )
     }
 }
 
