@@ -93,7 +93,13 @@ prefix = "warehouse/analytics/customer_orders/"
         || async { (icepack.pending_files("analytics.customer_orders") == 1).then_some(()) },
     )
     .await;
-    assert_eq!(server.queue_depth(&queue_url).await, 0);
+    // The message is deleted after its count is durable: wait for that too.
+    wait_until(
+        "the forwarded event's message to be deleted",
+        Duration::from_secs(30),
+        || async { (server.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
     assert!(icepack.terminate(run).await.success());
     let _ = bridge.kill();
     let _ = bridge.wait();

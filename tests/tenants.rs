@@ -560,10 +560,24 @@ async fn readiness_names_the_queue_that_cannot_be_reached_until_a_reload_removes
     );
     assert!(!problems[0].contains(&live), "{problems:?}");
 
-    let metrics = get_text(&format!("{base}/metrics")).await;
+    // The message is deleted after its count is durable, so `pending_files` can be seen first.
+    let deleted = format!("icepack_sqs_messages_deleted_total{{queue=\"{live}\"}} 1\n");
+    let metrics = wait_until(
+        "the live queue's message deleted",
+        Duration::from_secs(30),
+        || async {
+            let metrics = reqwest::get(format!("{base}/metrics"))
+                .await
+                .ok()?
+                .text()
+                .await
+                .ok()?;
+            metrics.contains(&deleted).then_some(metrics)
+        },
+    )
+    .await;
     for expected in [
         format!("icepack_sqs_messages_received_total{{queue=\"{live}\"}} 1\n"),
-        format!("icepack_sqs_messages_deleted_total{{queue=\"{live}\"}} 1\n"),
         format!("icepack_sqs_messages_received_total{{queue=\"{missing}\"}} 0\n"),
         format!("icepack_sqs_last_receive_timestamp_seconds{{queue=\"{missing}\"}} 0.0\n"),
         format!("icepack_sqs_errors_total{{operation=\"ReceiveMessage\",queue=\"{missing}\"}} "),
