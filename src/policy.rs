@@ -1246,6 +1246,40 @@ mod tests {
         assert_eq!(Pacing::default_fragment_percent(90_000), 0);
     }
 
+    /// The property tests' partitions `d=0`, `d=1`, …: for each `(files, ago)`, `files` files of
+    /// 1 MiB, the `i`-th landed at `file_time(ago, i)` (not before time 0).
+    fn partitions_of(
+        parts: &[(u64, i64)],
+        file_time: impl Fn(i64, i64) -> i64,
+    ) -> BTreeMap<String, PartitionCounts> {
+        parts
+            .iter()
+            .enumerate()
+            .map(|(index, (files, ago))| {
+                let times: Vec<i64> = (0..*files as i64)
+                    .map(|i| file_time(*ago, i).max(0))
+                    .collect();
+                (format!("d={index}"), landed(&times))
+            })
+            .collect()
+    }
+
+    /// The property tests' pacing: a 90 s run, a file's fix worth `fix` × 30 s, a small file
+    /// costing `cost` × 20 s an hour, a settle of `settle` minutes (at most five times that);
+    /// no quiet, re-merge or fragment rule.
+    fn proptest_pacing(fix: u64, cost: u64, settle: i64) -> Pacing {
+        Pacing {
+            file_fix_value_millis: fix * 30_000,
+            run_cost_millis: 90_000,
+            file_hour_cost_millis: cost * 20_000,
+            settle_millis: settle * 60_000,
+            settle_max_millis: settle * 300_000,
+            quiet_millis: 0,
+            remerge_percent: 0,
+            fragment_percent: 0,
+        }
+    }
+
     proptest! {
         #[test]
         fn due_iff_some_threshold_is_crossed(files in 0u64..30, bytes in 0u64..600, oldest in 0i64..10_000, now in 0i64..20_000) {
@@ -1273,24 +1307,8 @@ mod tests {
             fix in 0u64..3,
         ) {
             // Partitions of 0-5 files landed 0-200 s before `now`.
-            let parts: BTreeMap<String, PartitionCounts> = parts
-                .iter()
-                .enumerate()
-                .map(|(index, (files, ago))| {
-                    let times: Vec<i64> = (0..*files as i64).map(|i| (now - ago * 1000 + i * 1000).max(0)).collect();
-                    (format!("d={index}"), landed(&times))
-                })
-                .collect();
-            let pacing = Pacing {
-                file_fix_value_millis: fix * 30_000,
-                run_cost_millis: 90_000,
-                file_hour_cost_millis: cost * 20_000,
-                settle_millis: settle * 60_000,
-                settle_max_millis: settle * 300_000,
-                quiet_millis: 0,
-                remerge_percent: 50,
-                fragment_percent: 0,
-            };
+            let parts = partitions_of(&parts, |ago, i| now - ago * 1000 + i * 1000);
+            let pacing = Pacing { remerge_percent: 50, ..proptest_pacing(fix, cost, settle) };
             let improvable: Vec<String> = parts
                 .iter()
                 .filter(|(_, counts)| counts.files >= 2)
@@ -1331,25 +1349,11 @@ mod tests {
             // new files come. The accumulator evaluates the decision now and again only at the
             // deadlines it knows: the run must come, taking every partition of two files or
             // more that no longer waits to fill, and not later than the first moment it is due.
-            let parts: BTreeMap<String, PartitionCounts> = parts
-                .iter()
-                .enumerate()
-                .map(|(index, (files, ago))| {
-                    let times: Vec<i64> = (0..*files as i64)
-                        .map(|i| (now - ago * 1000 - i * 60_000).max(0))
-                        .collect();
-                    (format!("d={index}"), landed(&times))
-                })
-                .collect();
+            let parts = partitions_of(&parts, |ago, i| now - ago * 1000 - i * 60_000);
             let pacing = Pacing {
-                file_fix_value_millis: fix * 30_000,
-                run_cost_millis: 90_000,
-                file_hour_cost_millis: cost * 20_000,
-                settle_millis: settle * 60_000,
-                settle_max_millis: settle * 300_000,
                 quiet_millis: if quiet { 15 * 60_000 } else { 0 },
-                remerge_percent: 0,
                 fragment_percent: if fragments { 100 } else { 0 },
+                ..proptest_pacing(fix, cost, settle)
             };
             let improvable: Vec<&String> = parts
                 .iter()

@@ -5,7 +5,12 @@ use crate::policy::Thresholds;
 use crate::store::MemoryStore;
 
 fn spec() -> Arc<TableSpec> {
-    Arc::new(TableSpec::for_tests(
+    Arc::new(spec_waiting_at_most(60_000))
+}
+
+/// The table of `spec()` (100-byte small files, due at 3 files or 1,000 bytes), with its max-wait.
+fn spec_waiting_at_most(max_wait_millis: i64) -> TableSpec {
+    TableSpec::for_tests(
         "n.t",
         "b",
         "t/",
@@ -13,9 +18,9 @@ fn spec() -> Arc<TableSpec> {
             small_file_bytes: 100,
             min_files: 3,
             min_total_bytes: 1_000,
-            max_wait_millis: Some(60_000),
+            max_wait_millis: Some(max_wait_millis),
         },
-    ))
+    )
 }
 
 fn candidate(key: &str, size: u64, event_millis: i64, partition: &str) -> Candidate {
@@ -170,17 +175,7 @@ fn future_event_times_are_clamped_so_max_wait_still_fires() {
 
 #[test]
 fn the_accumulator_wakes_when_a_filling_partition_goes_quiet() {
-    let mut spec = TableSpec::for_tests(
-        "n.t",
-        "b",
-        "t/",
-        Thresholds {
-            small_file_bytes: 100,
-            min_files: 3,
-            min_total_bytes: 1_000,
-            max_wait_millis: Some(3_600_000),
-        },
-    );
+    let mut spec = spec_waiting_at_most(3_600_000);
     spec.pacing = crate::policy::Pacing {
         fragment_percent: 100,
         quiet_millis: 900_000,
