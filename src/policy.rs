@@ -5,7 +5,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 use crate::clock::UnixMillis;
-use crate::state::{PartitionCounts, PendingCounts};
+use crate::state::{PartitionCounts, PendingCounts, TableState};
 
 /// A table's thresholds, in bytes and milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,16 +16,6 @@ pub struct Thresholds {
     pub min_total_bytes: u64,
     /// `None` disables the time threshold.
     pub max_wait_millis: Option<i64>,
-}
-
-impl Thresholds {
-    /// The same thresholds with max-wait twice as long (a run's hard limit).
-    pub fn doubled_wait(&self) -> Thresholds {
-        Thresholds {
-            max_wait_millis: self.max_wait_millis.map(|wait| wait.saturating_mul(2)),
-            ..*self
-        }
-    }
 }
 
 /// Why a table is due.
@@ -96,16 +86,173 @@ impl RewriteRule {
     }
 }
 
-/// How a table paces its runs once a threshold is crossed (docs/design.md, "Pacing"): a run
-/// costs `run_cost_millis` of engine time whatever it rewrites; fixing a small file is worth
+/// How a due table's run is paced (`pacing` in the configuration).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PacingMode {
+    /// A run as soon as a threshold is crossed, of the partitions the rewrite rule finds worth
+    /// it (`pacing = "off"` or `false`).
+    Off,
+    /// The user's thresholds are the contract (the default): a crossed files or bytes threshold
+    /// runs once files stop landing (the settle window, at most `settle_max` after the oldest
+    /// file of the burst), a partition reaching max-wait runs at once; every partition a run
+    /// can improve joins it.
+    #[default]
+    Settle,
+    /// Also weighs a run's cost against the files it fixes (`pacing = "cost"`, opt-in): it waits
+    /// for enough files, or file-hours, to be worth the run's cost — the table's measured run
+    /// cost unless `run_cost_seconds` is set — and for fragments to fill, but never past
+    /// max-wait.
+    Cost,
+}
+
+impl PacingMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PacingMode::Off => "off",
+            PacingMode::Settle => "settle",
+            PacingMode::Cost => "cost",
+        }
+    }
+
+    /// `"off"`, `"settle"` or `"cost"`; `false` is `"off"` and `true` the default, `"settle"`
+    /// (before the modes, `true` meant the cost rules, which are opt-in now).
+    pub fn parse(name: &str) -> Option<PacingMode> {
+        match name {
+            "off" | "false" => Some(PacingMode::Off),
+            "settle" | "true" => Some(PacingMode::Settle),
+            "cost" => Some(PacingMode::Cost),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PacingMode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Flag(bool),
+            Name(String),
+        }
+        let name = match Raw::deserialize(deserializer)? {
+            Raw::Flag(flag) => flag.to_string(),
+            Raw::Name(name) => name,
+        };
+        PacingMode::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{}` is not a pacing: expected \"settle\" (the default), \"cost\" or \"off\"",
+                name.escape_debug()
+            ))
+        })
+    }
+}
+
+/// A table's configured pacing, before its run cost is known: [`PacingSpec::resolve`] makes
+/// the [`Pacing`] a decision uses, from the table's measured run cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacingSpec {
+    pub mode: PacingMode,
+    /// `run_cost_seconds` when configured: it wins over the measured cost.
+    pub run_cost_millis: Option<u64>,
+    /// What a run costs before any is measured: the engine's estimate.
+    pub estimated_run_cost_millis: u64,
+    pub file_fix_value_millis: u64,
+    pub file_hour_cost_millis: u64,
+    pub settle_millis: i64,
+    pub settle_max_millis: i64,
+    pub quiet_millis: i64,
+    pub remerge_percent: u64,
+    /// `fragment_fill_percent` when configured; else it follows the run cost.
+    pub fragment_percent: Option<u64>,
+}
+
+/// Where a cost-paced table's run cost comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunCostSource {
+    /// `run_cost_seconds`.
+    Configured,
+    /// The median duration of the table's recent successful runs.
+    Measured,
+    /// No run measured yet: the engine's estimate.
+    Estimated,
+}
+
+impl PacingSpec {
+    /// The pacing without pacing: a run as soon as a threshold is crossed.
+    pub const OFF: PacingSpec = PacingSpec {
+        mode: PacingMode::Off,
+        run_cost_millis: None,
+        estimated_run_cost_millis: 0,
+        file_fix_value_millis: 0,
+        file_hour_cost_millis: 0,
+        settle_millis: 0,
+        settle_max_millis: 0,
+        quiet_millis: 0,
+        remerge_percent: 0,
+        fragment_percent: None,
+    };
+
+    /// The run cost the cost rules use, and where it comes from: `run_cost_seconds` when set,
+    /// else `measured` (the table's recent runs), else the engine's estimate.
+    pub fn run_cost(&self, measured_millis: Option<u64>) -> (u64, RunCostSource) {
+        match (self.run_cost_millis, measured_millis) {
+            (Some(configured), _) => (configured, RunCostSource::Configured),
+            (None, Some(measured)) => (measured, RunCostSource::Measured),
+            (None, None) => (self.estimated_run_cost_millis, RunCostSource::Estimated),
+        }
+    }
+
+    /// The pacing of a table in this state: resolved with its measured run cost.
+    pub fn for_state(&self, state: &TableState) -> Pacing {
+        self.resolve(state.run_costs.median_millis())
+    }
+
+    /// The pacing a decision uses, given the table's measured run cost. The cost-worthiness
+    /// rules (worth files, file-hours, fragments filling, re-merging outputs) only in the cost
+    /// mode; the settle window and quiet partitions in both paced modes.
+    pub fn resolve(&self, measured_run_cost_millis: Option<u64>) -> Pacing {
+        let paced = Pacing {
+            mode: self.mode,
+            settle_millis: self.settle_millis,
+            settle_max_millis: self.settle_max_millis,
+            quiet_millis: self.quiet_millis,
+            ..Pacing::OFF
+        };
+        match self.mode {
+            PacingMode::Off => Pacing::OFF,
+            PacingMode::Settle => paced,
+            PacingMode::Cost => {
+                let (run_cost_millis, _) = self.run_cost(measured_run_cost_millis);
+                Pacing {
+                    run_cost_millis,
+                    file_fix_value_millis: self.file_fix_value_millis,
+                    file_hour_cost_millis: self.file_hour_cost_millis,
+                    remerge_percent: self.remerge_percent,
+                    fragment_percent: self
+                        .fragment_percent
+                        .unwrap_or_else(|| Pacing::default_fragment_percent(run_cost_millis)),
+                    ..paced
+                }
+            }
+        }
+    }
+}
+
+/// How a table paces its runs once a threshold is crossed (docs/design.md, "Pacing"), as a
+/// decision uses it. In the default mode ([`PacingMode::Settle`]) a run waits only for files to
+/// stop landing (the settle window), and a partition past max-wait not at all. In the cost mode a
+/// run costs `run_cost_millis` of engine time whatever it rewrites; fixing a small file is worth
 /// `file_fix_value_millis`, and a small file left waiting costs `file_hour_cost_millis` an hour
-/// (slower scans, more requests). A run starts when it fixes enough files to be worth its cost and
-/// they have waited long enough, together — which makes a table that fills fast wait for more
-/// files per run, and one that fills slowly run at its thresholds — and not while files are still
-/// landing in a burst (the settle window). A partition quiet for `quiet_millis` is complete: its
-/// small files may merge into its mid-sized outputs.
+/// (slower scans, more requests): a run starts when it fixes enough files to be worth its cost
+/// and they have waited long enough, together — which makes a table that fills fast wait for
+/// more files per run, and one that fills slowly run at its thresholds — and never later than
+/// max-wait. A partition quiet for `quiet_millis` is complete: its small files may merge into its
+/// mid-sized outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pacing {
+    pub mode: PacingMode,
     pub run_cost_millis: u64,
     /// 0 turns the cost rule off: a run starts as soon as a threshold is crossed.
     pub file_hour_cost_millis: u64,
@@ -116,8 +263,8 @@ pub struct Pacing {
     pub settle_millis: i64,
     /// ... but not past this long after its oldest pending file of the burst landed.
     pub settle_max_millis: i64,
-    /// A partition with no new file for this long is complete (with the cost model on): its
-    /// small files merge into its mid-sized outputs (0: never).
+    /// A partition with no new file for this long is complete: its small files merge into its
+    /// mid-sized outputs (0: never).
     pub quiet_millis: i64,
     /// A partition holding one still-small output of an earlier run (a file known from the
     /// metadata) joins a run only once its new files hold at least this share of the output's
@@ -149,6 +296,7 @@ impl Pacing {
 
     /// No pacing: a run as soon as a threshold is crossed.
     pub const OFF: Pacing = Pacing {
+        mode: PacingMode::Off,
         run_cost_millis: 0,
         file_hour_cost_millis: 0,
         file_fix_value_millis: 0,
@@ -161,7 +309,8 @@ impl Pacing {
 
     /// Whether runs are weighed against what they fix.
     pub fn weighs_cost(&self) -> bool {
-        self.file_hour_cost_millis > 0 || self.file_fix_value_millis > 0
+        self.mode == PacingMode::Cost
+            && (self.file_hour_cost_millis > 0 || self.file_fix_value_millis > 0)
     }
 
     /// The files a run must fix to be worth its cost (1 when the count rule is off).
@@ -307,9 +456,9 @@ pub fn table_decision(
         return Decision::NotDue;
     };
     let min_input_files = rule.min_input_files_for(reason);
-    // With a cost model, a run takes every partition it can improve (its fixed cost is paid
-    // once); without, those the rewrite rule finds worth it and those past max-wait.
-    let selected: Vec<(&String, &PartitionCounts)> = if pacing.weighs_cost() {
+    // Paced, a run takes every partition it can improve (its fixed cost is paid once); without
+    // pacing, those the rewrite rule finds worth it and those past max-wait.
+    let selected: Vec<(&String, &PartitionCounts)> = if pacing.mode != PacingMode::Off {
         worth.clone()
     } else {
         worth
@@ -323,15 +472,12 @@ pub fn table_decision(
     if selected.is_empty() {
         return Decision::NothingToRewrite(reason);
     }
-    // Past max-wait, a run is still weighed against what it fixes — up to twice max-wait, when
-    // it starts whatever it costs; it does not settle.
-    let hard = thresholds.doubled_wait();
-    let hard_limit = partitions
-        .values()
-        .any(|partition| max_wait_ready(partition, &hard, now));
-    if !hard_limit {
-        if let Some((wait, until)) = pacing_wait(&worth, pacing, !overdue, now) {
-            let until = match next_max_wait_deadline(partitions, &hard, now) {
+    // A partition past max-wait starts the run at once: no rule waits past it. Before, the
+    // settle window, and in the cost mode the run's worth, hold the run back — never past the
+    // next partition's max-wait.
+    if !overdue {
+        if let Some((wait, until)) = pacing_wait(&worth, pacing, now) {
+            let until = match next_max_wait_deadline(partitions, thresholds, now) {
                 Some(deadline) => until.min(deadline),
                 None => until,
             };
@@ -511,10 +657,9 @@ pub fn next_wake(
 fn pacing_wait(
     worth: &[(&String, &PartitionCounts)],
     pacing: &Pacing,
-    settle: bool,
     now: UnixMillis,
 ) -> Option<(Wait, UnixMillis)> {
-    if settle && pacing.settle_millis > 0 {
+    if pacing.settle_millis > 0 {
         let newest = worth
             .iter()
             .filter_map(|(_, counts)| counts.newest_event_millis)
@@ -532,9 +677,12 @@ fn pacing_wait(
             }
         }
     }
+    if pacing.mode != PacingMode::Cost {
+        return None;
+    }
     let fixable: u64 = worth.iter().map(|(_, counts)| counts.files - 1).sum();
     if pacing.file_fix_value_millis > 0 && fixable < pacing.worth_files() {
-        // Only more files make it worth it (or the hard limit, twice max-wait).
+        // Only more files make it worth it (or max-wait).
         return Some((
             Wait::Files {
                 fixable,
@@ -727,8 +875,9 @@ mod tests {
                 joining: vec![]
             }
         );
+        // Paced, a run takes every partition it can improve.
         let costed = Pacing {
-            file_hour_cost_millis: 1,
+            mode: PacingMode::Settle,
             ..Pacing::OFF
         };
         assert_eq!(
@@ -909,6 +1058,68 @@ mod tests {
         );
     }
 
+    /// The shipped pacing (`pacing = "settle"` with the default keys), resolved as a table
+    /// that has never run resolves it.
+    fn default_pacing() -> Pacing {
+        crate::config::TableDefaults::default()
+            .pacing()
+            .resolve(None)
+    }
+
+    #[test]
+    fn by_default_a_crossed_threshold_runs_once_files_stop_landing() {
+        let pacing = default_pacing();
+        assert_eq!(pacing.mode, PacingMode::Settle);
+        let minute = 60_000;
+        // Twelve small files over min_files 10, one a minute: the settle window's cap (five
+        // minutes after the oldest) has passed when the tenth lands, so the run starts then.
+        let twelve: Vec<i64> = (0..12).map(|i| i * minute).collect();
+        let parts = BTreeMap::from([("d=1".to_string(), landed(&twelve[..10]))]);
+        assert!(matches!(
+            decide(&parts, &pacing, 9 * minute),
+            Decision::Due {
+                reason: DueReason::Files,
+                ..
+            }
+        ));
+        let parts = BTreeMap::from([("d=1".to_string(), landed(&twelve))]);
+        assert!(matches!(
+            decide(&parts, &pacing, 11 * minute),
+            Decision::Due {
+                reason: DueReason::Files,
+                ..
+            }
+        ));
+        // Twelve files at once: a minute of quiet, then the run — not the cost model's hours.
+        let burst = BTreeMap::from([("d=1".to_string(), landed(&[0; 12]))]);
+        assert!(matches!(
+            decide(&burst, &pacing, 30_000),
+            Decision::Waiting {
+                wait: Wait::Settling,
+                until: 60_000,
+                ..
+            }
+        ));
+        assert!(matches!(
+            decide(&burst, &pacing, 60_000),
+            Decision::Due { .. }
+        ));
+        // Three files, under every threshold: a run at max-wait, not later.
+        let three = BTreeMap::from([("d=1".to_string(), landed(&[0, minute, 2 * minute]))]);
+        assert_eq!(decide(&three, &pacing, 120 * minute - 1), Decision::NotDue);
+        // The accumulator wakes when the partition goes quiet, then at max-wait.
+        let wake = |at| next_wake(&Decision::NotDue, &three, &thresholds(), &pacing, at);
+        assert_eq!(wake(10 * minute), Some(17 * minute));
+        assert_eq!(wake(17 * minute), Some(120 * minute));
+        assert!(matches!(
+            decide(&three, &pacing, 120 * minute),
+            Decision::Due {
+                reason: DueReason::MaxWait,
+                ..
+            }
+        ));
+    }
+
     fn landed(times_millis: &[i64]) -> PartitionCounts {
         let mut counts = PartitionCounts::default();
         for at in times_millis {
@@ -918,6 +1129,7 @@ mod tests {
     }
 
     const PACED: Pacing = Pacing {
+        mode: PacingMode::Cost,
         file_fix_value_millis: 0,
         run_cost_millis: 90_000,
         file_hour_cost_millis: 40_000,
@@ -1005,22 +1217,34 @@ mod tests {
             decide(&parts, &no_settle, 208_000),
             Decision::Due { .. }
         ));
-        // Past max-wait the cost is still weighed, up to twice max-wait.
+        // The cost is never weighed past max-wait: two files that are not worth a run by
+        // themselves run when the first has waited max-wait, and a cost wait ends then at the
+        // latest.
         let max_wait = 120 * 60_000;
         let parts = BTreeMap::from([("d=1".to_string(), landed(&[0, max_wait - 1]))]);
         assert!(matches!(
-            decide(&parts, &no_settle, max_wait),
-            Decision::Waiting {
-                reason: DueReason::MaxWait,
-                ..
-            }
+            decide(&parts, &no_settle, max_wait - 1),
+            Decision::NotDue
         ));
         assert!(matches!(
-            decide(&parts, &no_settle, 2 * max_wait),
+            decide(&parts, &no_settle, max_wait),
             Decision::Due {
                 reason: DueReason::MaxWait,
                 ..
             }
+        ));
+        let slow = Pacing {
+            run_cost_millis: 3_600_000,
+            ..no_settle
+        };
+        let parts = BTreeMap::from([("d=1".to_string(), landed(&[0; 10]))]);
+        assert!(matches!(
+            decide(&parts, &slow, 0),
+            Decision::Waiting { wait: Wait::Cost { .. }, until, .. } if until == max_wait
+        ));
+        assert!(matches!(
+            decide(&parts, &slow, max_wait),
+            Decision::Due { .. }
         ));
     }
 
@@ -1143,7 +1367,7 @@ mod tests {
             }
         );
         // Three files in a quiet partition are not worth a run of 90 s (2 fixable < 3) until
-        // twice max-wait; a rider alone never starts one.
+        // max-wait; a rider alone never starts one.
         let parts = BTreeMap::from([("h=1".to_string(), landed(&[0, 0, 0]))]);
         let lax = Thresholds {
             min_files: 3,
@@ -1162,12 +1386,12 @@ mod tests {
                     fixable: 2,
                     worth_files: 3
                 },
-                until: 14_400_000,
+                until: 7_200_000,
                 ..
             }
         ));
         assert!(matches!(
-            table_decision(&totals, &parts, &lax, &RULE, &paced, 240 * minute),
+            table_decision(&totals, &parts, &lax, &RULE, &paced, 120 * minute),
             Decision::Due { ref joining, .. } if joining == &["h=1"]
         ));
         let alone = BTreeMap::from([("h=1".to_string(), landed(&[0]))]);
@@ -1269,6 +1493,7 @@ mod tests {
     /// no quiet, re-merge or fragment rule.
     fn proptest_pacing(fix: u64, cost: u64, settle: i64) -> Pacing {
         Pacing {
+            mode: PacingMode::Cost,
             file_fix_value_millis: fix * 30_000,
             run_cost_millis: 90_000,
             file_hour_cost_millis: cost * 20_000,
@@ -1325,14 +1550,59 @@ mod tests {
                     }
                     Decision::Waiting { until, .. } => {
                         prop_assert!(until > at, "a wait ends later, not now");
-                        // (A wait only more files end lasts until twice max-wait.)
-                        prop_assert!(until <= now + 4 * 120 * 60_000, "{until}");
+                        // No wait lasts past max-wait (the files landed at most 200 s
+                        // before `now`, none after `now + 6 s`).
+                        prop_assert!(until <= now + 6_000 + 120 * 60_000, "{until}");
                         at = until;
                     }
                     Decision::NotDue | Decision::NothingToRewrite(_) => return Ok(()),
                 }
             }
             prop_assert!(false, "a wait with no new files ends in a run within a few steps");
+        }
+
+        #[test]
+        fn no_rule_waits_past_max_wait_and_by_default_none_past_the_settle_window(
+            parts in proptest::collection::vec((0u64..14, 0i64..10_800), 1..6),
+            now in 0i64..20_000_000,
+            cost in 0u64..3,
+            fix in 0u64..3,
+            fragments in proptest::bool::ANY,
+            by_default in proptest::bool::ANY,
+        ) {
+            // Partitions of 0-13 files of 1 MiB a minute apart, the last landed up to 3 hours
+            // before `now`.
+            let parts = partitions_of(&parts, |ago, i| now - ago * 1000 - i * 60_000);
+            let pacing = if by_default {
+                default_pacing()
+            } else {
+                Pacing {
+                    fragment_percent: if fragments { 100 } else { 0 },
+                    ..proptest_pacing(fix, cost, 1)
+                }
+            };
+            let max_wait = thresholds().max_wait_millis.unwrap();
+            let overdue = parts
+                .values()
+                .any(|counts| counts.files >= 2 && counts.oldest_event_millis.unwrap() + max_wait <= now);
+            let decision = decide(&parts, &pacing, now);
+            if overdue {
+                prop_assert!(matches!(decision, Decision::Due { .. }), "{:?}", decision);
+            }
+            if let Decision::Waiting { wait, until, .. } = decision {
+                let first_max_wait = parts
+                    .values()
+                    .filter(|counts| counts.files >= 2)
+                    .map(|counts| counts.oldest_event_millis.unwrap() + max_wait)
+                    .min()
+                    .unwrap();
+                prop_assert!(until <= first_max_wait, "{:?} past max-wait {}", decision, first_max_wait);
+                if by_default {
+                    let oldest = parts.values().filter(|counts| counts.files >= 2).filter_map(|counts| counts.oldest_event_millis).min().unwrap();
+                    prop_assert_eq!(wait, Wait::Settling);
+                    prop_assert!(until <= oldest + pacing.settle_max_millis, "{:?}", decision);
+                }
+            }
         }
 
         #[test]

@@ -165,6 +165,39 @@ pub struct TableState {
     /// Sequence number of the next run kept in the table's history.
     #[serde(default)]
     pub next_run_seq: u64,
+    /// How long the table's recent rewrites took: its measured run cost.
+    #[serde(default, skip_serializing_if = "RunCosts::is_empty")]
+    pub run_costs: RunCosts,
+}
+
+/// The durations of a table's last [`RunCosts::KEPT`] rewrites that succeeded at their first
+/// attempt (a retried run's duration holds its retry waits): what a run costs the table's engine,
+/// whatever it rewrites, for the cost pacing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCosts {
+    pub recent_millis: Vec<u64>,
+}
+
+impl RunCosts {
+    pub const KEPT: usize = 5;
+
+    pub fn is_empty(&self) -> bool {
+        self.recent_millis.is_empty()
+    }
+
+    pub fn record(&mut self, duration_millis: u64) {
+        self.recent_millis.push(duration_millis);
+        let excess = self.recent_millis.len().saturating_sub(Self::KEPT);
+        self.recent_millis.drain(..excess);
+    }
+
+    /// The median of the recent durations (the lower middle of an even count): one slow run,
+    /// a cold start or a loaded engine, does not move it.
+    pub fn median_millis(&self) -> Option<u64> {
+        let mut sorted = self.recent_millis.clone();
+        sorted.sort_unstable();
+        sorted.get(sorted.len().saturating_sub(1) / 2).copied()
+    }
 }
 
 /// When a merge-on-read table is due by its delete files.

@@ -101,15 +101,52 @@ pub struct Explain {
     pub filling_files: u64,
     /// Why a table whose thresholds are crossed has not started its run yet.
     pub waiting: Option<WaitingStatus>,
+    /// The table's pacing: `settle` (the default), `cost` or `off`.
+    pub pacing: &'static str,
+    /// With `pacing = "cost"`: the run cost its rules weigh, and where it comes from.
+    pub run_cost: Option<RunCostStatus>,
 }
 
-/// A run held back by the pacing: `settling` (files still landing) or `cost` (the files it
-/// would fix have not waited `worth_file_hours` together yet), until `until` at the latest.
+/// A run held back by the pacing: `settling` (files still landing), `files` (the run would fix
+/// fewer files than its cost is worth) or `cost` (the files it would fix have not waited
+/// `worth_file_hours` together yet), until `until` at the latest; `text` says it in words.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WaitingStatus {
     #[serde(flatten)]
     pub wait: crate::policy::Wait,
     pub until: String,
+    pub text: String,
+}
+
+impl WaitingStatus {
+    pub fn new(wait: crate::policy::Wait, until: UnixMillis) -> WaitingStatus {
+        use crate::policy::Wait;
+        let until = format_rfc3339(until);
+        let text = match wait {
+            Wait::Settling => format!("settling (files still landing) until {until}"),
+            Wait::Files {
+                fixable,
+                worth_files,
+            } => format!(
+                "waiting for cost: {fixable} of {worth_files} files' worth, at the latest {until}"
+            ),
+            Wait::Cost {
+                waited_file_hours,
+                worth_file_hours,
+            } => format!(
+                "waiting for cost: {waited_file_hours:.2} of {worth_file_hours:.2} file-hours' worth, at the latest {until}"
+            ),
+        };
+        WaitingStatus { wait, until, text }
+    }
+}
+
+/// The run cost a cost-paced table weighs: `run_cost_seconds`, its measured runs, or the
+/// runner's estimate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunCostStatus {
+    pub seconds: f64,
+    pub source: crate::policy::RunCostSource,
 }
 
 /// How far one threshold is: `value` of `threshold` (seconds for max-wait), `remaining` to go.
@@ -161,18 +198,16 @@ pub fn explain(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis) -> E
         .filter(|(_, reached)| *reached > 0.0)
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(name, _)| name);
+    let pacing = spec.pacing.for_state(&snapshot.state);
     let waiting = match table_decision(
         pending,
         &snapshot.partitions,
         thresholds,
         &spec.rewrite_rule(),
-        &spec.pacing,
+        &pacing,
         now,
     ) {
-        Decision::Waiting { wait, until, .. } => Some(WaitingStatus {
-            wait,
-            until: format_rfc3339(until),
-        }),
+        Decision::Waiting { wait, until, .. } => Some(WaitingStatus::new(wait, until)),
         _ => None,
     };
     Explain {
@@ -185,13 +220,18 @@ pub fn explain(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis) -> E
             .values()
             .filter(|counts| counts.files == 1)
             .count() as u64,
-        filling_files: crate::policy::filling_files(
-            &snapshot.partitions,
-            thresholds,
-            &spec.pacing,
-            now,
-        ),
+        filling_files: crate::policy::filling_files(&snapshot.partitions, thresholds, &pacing, now),
         waiting,
+        pacing: spec.pacing.mode.as_str(),
+        run_cost: (spec.pacing.mode == crate::policy::PacingMode::Cost).then(|| {
+            let (millis, source) = spec
+                .pacing
+                .run_cost(snapshot.state.run_costs.median_millis());
+            RunCostStatus {
+                seconds: millis as f64 / 1000.0,
+                source,
+            }
+        }),
     }
 }
 
@@ -290,7 +330,7 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
         &snapshot.partitions,
         &spec.thresholds,
         &spec.rewrite_rule(),
-        &spec.pacing,
+        &spec.pacing.for_state(&snapshot.state),
         now,
     );
     let reason = match &decision {
@@ -465,25 +505,14 @@ pub fn render_status_text(report: &serde_json::Value) -> String {
                 detail["reached"].as_f64().unwrap_or(0.0) * 100.0
             ));
         }
-        let waiting = &table["explain"]["waiting"];
-        match waiting["kind"].as_str() {
-            Some("settling") => out.push_str(&format!(
-                "  waiting: files still landing, run at {} at the latest\n",
-                text(&waiting["until"])
-            )),
-            Some("cost") => out.push_str(&format!(
-                "  waiting: worth a run once its files have waited {:.2} file-hours together ({:.2} so far), by {}\n",
-                waiting["worth_file_hours"].as_f64().unwrap_or(0.0),
-                waiting["waited_file_hours"].as_f64().unwrap_or(0.0),
-                text(&waiting["until"])
-            )),
-            Some("files") => out.push_str(&format!(
-                "  waiting: worth a run once it fixes {} small files ({} so far), or at twice max-wait ({})\n",
-                number(&waiting["worth_files"]),
-                number(&waiting["fixable"]),
-                text(&waiting["until"])
-            )),
-            _ => {}
+        if let Some(waiting) = table["explain"]["waiting"]["text"].as_str() {
+            out.push_str(&format!("  waiting: {waiting}\n"));
+        }
+        if let Some(seconds) = table["explain"]["run_cost"]["seconds"].as_f64() {
+            out.push_str(&format!(
+                "  cost pacing: a run costs {seconds:.1} s ({})\n",
+                text(&table["explain"]["run_cost"]["source"])
+            ));
         }
         let alone = number(&table["explain"]["alone_files"]);
         if alone > 0 {

@@ -278,7 +278,9 @@ fn status_of_a_new_deployment_shows_empty_tables() {
                 "max_wait": {"value": 0, "threshold": 7200, "remaining": 7200, "reached": 0.0},
                 "alone_files": 0,
                 "filling_files": 0,
-                "waiting": null
+                "waiting": null,
+                "pacing": "settle",
+                "run_cost": null
             }
         }]})
     );

@@ -104,8 +104,8 @@ impl Stack {
     }
 
     /// For the pacing tests: a table `(id, part, payload)` partitioned by `part`, created, and a
-    /// configuration with the pacing on — due at 3 files, files below 1 MiB small, outputs
-    /// aiming at 8 MiB, a warm server's run cost (1 s), the cost rules off — and `keys`.
+    /// configuration with cost pacing — due at 3 files, files below 1 MiB small, outputs aiming
+    /// at 8 MiB, a warm server's run cost (1 s), the count and time rules off — and `keys`.
     async fn paced_table(&self, name: &'static str, keys: &str) -> (Table, String) {
         let table = self.table("lakehouse", name);
         table
@@ -130,7 +130,7 @@ impl Stack {
         )
         .replace(
             "pacing = false                           # runs at the thresholds (the pacing has its own test)\n",
-            "",
+            "pacing = \"cost\"\n",
         )
         .replace(
             "min_files = 10\n",

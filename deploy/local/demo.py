@@ -177,10 +177,8 @@ wait_time_seconds = 1
 [defaults]
 min_files = {BATCHES}
 max_wait_minutes = 30
-# The pacing (docs/design.md): the run waits for the writer's burst to end (settle); the
-# writer commits once, so there is nothing to gain by weighing file-hours here.
+# The pacing (docs/design.md): the run waits for the writer's burst to end (settle).
 settle_seconds = 15
-file_hour_cost_seconds = 0
 
 [catalogs.lakehouse]
 impl = "org.apache.iceberg.rest.RESTCatalog"

@@ -621,7 +621,7 @@ impl Accumulator {
             &self.snapshot.partitions,
             &self.spec.thresholds,
             &self.spec.rewrite_rule(),
-            &self.spec.pacing,
+            &self.spec.pacing.for_state(&self.snapshot.state),
             now,
         )
     }
@@ -643,7 +643,7 @@ impl Accumulator {
             &self.decision(now),
             &self.snapshot.partitions,
             &self.spec.thresholds,
-            &self.spec.pacing,
+            &self.spec.pacing.for_state(&self.snapshot.state),
             now,
         )
     }

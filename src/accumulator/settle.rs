@@ -388,6 +388,18 @@ pub fn settle_run(
         // (but a failed read of the order the table's runs wait for is a failed run).
         RunOutcome::Failure { .. } => {}
     }
+    // A rewrite that succeeded at its first attempt measures what a run costs the table's
+    // engine (the cost pacing's run cost).
+    if let RunOutcome::Success {
+        duration_millis,
+        attempts: 1,
+        ..
+    } = outcome
+    {
+        if claim.rewrite {
+            state.run_costs.record(*duration_millis);
+        }
+    }
     // A run that recorded an outcome joins the table's history; the oldest beyond its bound go.
     if let Some(run) = state
         .last_run

@@ -176,10 +176,11 @@ fn future_event_times_are_clamped_so_max_wait_still_fires() {
 #[test]
 fn the_accumulator_wakes_when_a_filling_partition_goes_quiet() {
     let mut spec = spec_waiting_at_most(3_600_000);
-    spec.pacing = crate::policy::Pacing {
-        fragment_percent: 100,
+    spec.pacing = crate::policy::PacingSpec {
+        mode: crate::policy::PacingMode::Cost,
+        fragment_percent: Some(100),
         quiet_millis: 900_000,
-        ..crate::policy::Pacing::OFF
+        ..crate::policy::PacingSpec::OFF
     };
     let store = MemoryStore::new();
     let mut accumulator = Accumulator::load(Arc::new(spec), &store).unwrap();
@@ -1480,4 +1481,45 @@ mod truth_reads {
         accumulator.settle(true);
         finish(accumulator, store, "reconcile-0", outcome, at);
     }
+}
+
+#[test]
+fn a_table_measures_its_run_cost_from_its_first_attempt_successes() {
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    let mut run = |number: u32, outcome: RunOutcome| {
+        let files = (0..3)
+            .map(|i| candidate(&format!("t/data/d=1/{number}-{i}.parquet"), 10, 0, "d=1"))
+            .collect();
+        stage_and_commit(&mut accumulator, &store, files, 1_000);
+        let run_id = format!("run-{number}");
+        claim_and_commit(&mut accumulator, &store, &run_id, 2_000);
+        finish(&mut accumulator, &store, &run_id, &outcome, 3_000);
+        accumulator.snapshot().state.run_costs.clone()
+    };
+    let took = |millis: u64, attempts: u32| match success(&[]) {
+        RunOutcome::Success { report, .. } => RunOutcome::Success {
+            report,
+            duration_millis: millis,
+            attempts,
+        },
+        other => other,
+    };
+    assert_eq!(run(1, took(40_000, 1)).median_millis(), Some(40_000));
+    // A retried run's duration holds its retry waits, a failure rewrote nothing: neither counts.
+    assert_eq!(run(2, took(95_000, 2)).recent_millis, vec![40_000]);
+    assert_eq!(run(3, failure()).recent_millis, vec![40_000]);
+    for (number, millis) in [(4, 1_000), (5, 2_000), (6, 3_000), (7, 900_000)] {
+        run(number, took(millis, 1));
+    }
+    // The median of the last five: one slow run does not move it.
+    let costs = run(8, took(1_500, 1));
+    assert_eq!(
+        costs.recent_millis,
+        vec![1_000, 2_000, 3_000, 900_000, 1_500]
+    );
+    assert_eq!(costs.median_millis(), Some(2_000));
+    // Kept in the table's durable record.
+    let reloaded = Accumulator::load(spec(), &store).unwrap();
+    assert_eq!(reloaded.snapshot().state.run_costs, costs);
 }

@@ -32,8 +32,16 @@ pub(crate) struct SimulateArgs {
     /// A run's cost per GiB it rewrites, in seconds.
     #[arg(long, default_value_t = 60.0)]
     seconds_per_gib: f64,
-    /// icepack's pacing (`[defaults]` keys of the same names; its run cost is
-    /// `--run-base-seconds`): what fixing one small file is worth, in engine seconds (0: off).
+    /// icepack's pacing (the `pacing` key): `settle` (the default), `cost` or `off`.
+    #[arg(long, default_value = "settle", value_parser = parse_pacing)]
+    pacing: icepack::policy::PacingMode,
+    /// With `--pacing cost`: a run's cost as `run_cost_seconds` sets it; by default measured
+    /// from the simulated runs (the median of a table's last five), `--run-base-seconds`
+    /// before the first.
+    #[arg(long)]
+    run_cost_seconds: Option<f64>,
+    /// With `--pacing cost` (`[defaults]` keys of the same names): what fixing one small file
+    /// is worth, in engine seconds (0: off).
     #[arg(long, default_value_t = 8.0)]
     file_fix_value_seconds: f64,
     /// What a small file waiting an hour costs, in engine seconds (0: off).
@@ -51,13 +59,13 @@ pub(crate) struct SimulateArgs {
     /// share of the output's bytes, in percent (0: at once).
     #[arg(long, default_value_t = 0)]
     remerge_new_data_percent: u64,
-    /// A partition's small files join a run once they hold this share of a small file's size,
-    /// in percent (0: at once); by default 100 when a run costs at most 10 s, else 0 (as the
-    /// `fragment_fill_percent` key).
+    /// With `--pacing cost`: a partition's small files join a run once they hold this share
+    /// of a small file's size, in percent (0: at once); by default 100 when a run costs at most
+    /// 10 s, else 0 (as the `fragment_fill_percent` key).
     #[arg(long)]
     fragment_fill_percent: Option<u64>,
-    /// icepack without pacing: runs at the thresholds (as before issue 17).
-    #[arg(long)]
+    /// The same as `--pacing off`: runs at the thresholds (as before issue 17).
+    #[arg(long, hide = true)]
     no_pacing: bool,
     /// A trace file (`seconds,table,size_bytes[,partition]` per line; table a name or an
     /// index) instead of a generated one.
@@ -80,6 +88,8 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
         schedule_minutes,
         run_base_seconds,
         seconds_per_gib,
+        pacing,
+        run_cost_seconds,
         file_fix_value_seconds,
         file_hour_cost_seconds,
         settle_seconds,
@@ -102,9 +112,14 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
     {
         bail!("--run-base-seconds, --seconds-per-gib and the pacing flags must not be negative");
     }
-    let fragment_percent = fragment_fill_percent.unwrap_or_else(|| {
-        icepack::policy::Pacing::default_fragment_percent((run_base_seconds * 1000.0) as u64)
-    });
+    let mode = if no_pacing {
+        icepack::policy::PacingMode::Off
+    } else {
+        pacing
+    };
+    if run_cost_seconds.is_some_and(|seconds| seconds.is_nan() || seconds < 0.0) {
+        bail!("--run-cost-seconds must not be negative");
+    }
     let (trace, source) = match &trace_path {
         Some(path) => (
             read_trace(
@@ -132,18 +147,20 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
         seed,
         run_base_millis: (run_base_seconds * 1000.0) as i64,
         seconds_per_gib,
-        pacing: if no_pacing {
-            icepack::policy::Pacing::OFF
+        pacing: if mode == icepack::policy::PacingMode::Off {
+            icepack::policy::PacingSpec::OFF
         } else {
-            icepack::policy::Pacing {
-                run_cost_millis: (run_base_seconds * 1000.0) as u64,
+            icepack::policy::PacingSpec {
+                mode,
+                run_cost_millis: run_cost_seconds.map(|seconds| (seconds * 1000.0) as u64),
+                estimated_run_cost_millis: (run_base_seconds * 1000.0) as u64,
                 file_fix_value_millis: (file_fix_value_seconds * 1000.0) as u64,
                 file_hour_cost_millis: (file_hour_cost_seconds * 1000.0) as u64,
                 settle_millis: settle_seconds * 1000,
                 settle_max_millis: settle_seconds * 5000,
                 quiet_millis: quiet_partition_minutes * 60_000,
                 remerge_percent: remerge_new_data_percent,
-                fragment_percent,
+                fragment_percent: fragment_fill_percent,
             }
         },
         ..Scenario::default()
@@ -155,10 +172,18 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
     ];
     let gib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0 * 1024.0);
     let thresholds = &scenario.thresholds;
-    let pacing = if no_pacing {
-        "off".to_string()
-    } else {
-        format!("a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data, fragments waiting for {fragment_percent}% of a small file")
+    let run_cost = match run_cost_seconds {
+        Some(seconds) => format!("{seconds} s"),
+        None => format!("measured ({run_base_seconds} s before the first)"),
+    };
+    let fragments = match fragment_fill_percent {
+        Some(percent) => format!("{percent}%"),
+        None => "by run cost 100% (<= 10 s) or 0%".to_string(),
+    };
+    let pacing = match mode {
+        icepack::policy::PacingMode::Off => "off".to_string(),
+        icepack::policy::PacingMode::Settle => format!("settle {settle_seconds} s (at most {} s), a partition quiet after {quiet_partition_minutes} min", settle_seconds * 5),
+        icepack::policy::PacingMode::Cost => format!("cost: a run costs {run_cost}, a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data, fragments waiting for {fragments} of a small file"),
     };
     println!(
         "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB; icepack's pacing: {pacing}\n",
@@ -212,4 +237,9 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
     }
     println!("{}", serde_json::to_string(&reports)?);
     Ok(())
+}
+
+fn parse_pacing(name: &str) -> Result<icepack::policy::PacingMode, String> {
+    icepack::policy::PacingMode::parse(name)
+        .ok_or_else(|| format!("`{name}`: expected settle, cost or off"))
 }

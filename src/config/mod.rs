@@ -10,7 +10,7 @@ use figment::providers::{Env, Format, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::Thresholds;
+use crate::policy::{PacingMode, Thresholds};
 
 mod notify;
 mod service;
@@ -171,6 +171,19 @@ impl Config {
             table
                 .strategy(&self.defaults, tenant_defaults)
                 .map_err(|reason| ConfigError::Invalid(format!("{key}: {reason}")))?;
+            let pacing = table
+                .pacing
+                .or(tenant_defaults.pacing)
+                .unwrap_or(self.defaults.pacing);
+            let max_wait = table
+                .max_wait_minutes
+                .or(tenant_defaults.max_wait_minutes)
+                .unwrap_or(self.defaults.max_wait_minutes);
+            if pacing == PacingMode::Cost && max_wait.get() == 0 {
+                return invalid(format!(
+                    "{key}.pacing: \"cost\" waits for a run to be worth its cost, never past max_wait_minutes, which is 0 (off) for this table: set max_wait_minutes, or use pacing \"settle\""
+                ));
+            }
             let catalog = table.catalog.as_deref().unwrap_or(DEFAULT_CATALOG);
             if !self.catalogs.contains_key(catalog) {
                 return invalid(format!(
@@ -207,10 +220,10 @@ impl Config {
                     .tenants
                     .get(tenant)
                     .map_or(&no_overrides, |tenant| &tenant.defaults);
-                TableSpec {
-                    run_history: self.service.run_history.get(),
-                    ..table.resolve(&self.defaults, overrides, tenant)
-                }
+                let mut spec = table.resolve(&self.defaults, overrides, tenant);
+                spec.run_history = self.service.run_history.get();
+                spec.pacing.estimated_run_cost_millis = self.spark.runner.run_cost_seconds() * 1000;
+                spec
             })
             .collect()
     }

@@ -179,6 +179,19 @@ pub(super) fn default_connect_timeout_seconds() -> Int<1, 600> {
     Int::new(10)
 }
 
+impl SparkRunnerKind {
+    /// What one run costs on this runner whatever it rewrites, in seconds: the cost pacing's
+    /// estimate before a table's own runs are measured.
+    pub fn run_cost_seconds(self) -> u64 {
+        match self {
+            SparkRunnerKind::Connect => super::tables::WARM_RUN_COST_SECONDS,
+            SparkRunnerKind::Docker | SparkRunnerKind::Process => {
+                super::tables::COLD_RUN_COST_SECONDS
+            }
+        }
+    }
+}
+
 pub(super) fn default_runner() -> SparkRunnerKind {
     SparkRunnerKind::Docker
 }

@@ -20,14 +20,18 @@ pub struct TableDefaults {
     pub max_wait_minutes: WaitMinutes,
     #[serde(default = "default_file_suffixes")]
     pub file_suffixes: Vec<String>,
-    /// Pacing (docs/design.md, "Pacing"): when a due table's run starts. `false`: a run as
-    /// soon as a threshold is crossed, of the partitions the rewrite rule finds worth it.
-    #[serde(default = "yes")]
-    pub pacing: bool,
-    /// What one run costs on the engine whatever it rewrites, in seconds (~90 for a container
-    /// or spark-submit, ~1 for a warm Spark Connect server).
-    #[serde(default = "default_run_cost_seconds")]
-    pub run_cost_seconds: DaySeconds,
+    /// Pacing (docs/design.md, "Pacing"): when a due table's run starts. `"settle"` (the
+    /// default): once files stop landing, at max-wait at the latest; `"cost"`: also weighed
+    /// against what the run costs, never past max-wait; `"off"` (or `false`): as soon as a
+    /// threshold is crossed, of the partitions the rewrite rule finds worth it.
+    #[serde(default)]
+    pub pacing: PacingMode,
+    /// With `pacing = "cost"`: what one run costs on the engine whatever it rewrites, in
+    /// seconds. Absent: the table's measured run cost (the median of its recent successful
+    /// runs), or before its first run the runner's estimate (90 for a container or spark-sql,
+    /// 2 for a warm Spark Connect server).
+    #[serde(default)]
+    pub run_cost_seconds: Option<DaySeconds>,
     /// What fixing one small file is worth, in engine seconds: a run waits for
     /// `run_cost_seconds / this` files it can fix (0: no such wait).
     #[serde(default = "default_file_fix_value_seconds")]
@@ -90,14 +94,6 @@ pub(super) fn default_strategy() -> String {
     "binpack".to_string()
 }
 
-pub(super) fn yes() -> bool {
-    true
-}
-
-pub(super) fn default_run_cost_seconds() -> DaySeconds {
-    Int::new(90)
-}
-
 pub(super) fn default_file_fix_value_seconds() -> DaySeconds {
     Int::new(8)
 }
@@ -148,7 +144,7 @@ pub(super) fn default_file_suffixes() -> Vec<String> {
 
 impl TableDefaults {
     /// The pacing of a table that sets none of its keys.
-    pub fn pacing(&self) -> crate::policy::Pacing {
+    pub fn pacing(&self) -> crate::policy::PacingSpec {
         TableConfig::default().pacing(self, &TenantDefaults::default())
     }
 }
@@ -162,8 +158,8 @@ impl Default for TableDefaults {
             target_file_mb: default_target_file_mb(),
             max_wait_minutes: default_max_wait_minutes(),
             file_suffixes: default_file_suffixes(),
-            pacing: true,
-            run_cost_seconds: default_run_cost_seconds(),
+            pacing: PacingMode::default(),
+            run_cost_seconds: None,
             file_fix_value_seconds: default_file_fix_value_seconds(),
             file_hour_cost_seconds: default_file_hour_cost_seconds(),
             settle_seconds: default_settle_seconds(),
@@ -210,7 +206,7 @@ pub struct TableConfig {
     pub reconcile_every_hours: Option<PositiveHours>,
     /// The `[tenants.<name>]` owning the table; required when tenants are configured.
     pub tenant: Option<String>,
-    pub pacing: Option<bool>,
+    pub pacing: Option<PacingMode>,
     pub run_cost_seconds: Option<DaySeconds>,
     pub file_fix_value_seconds: Option<DaySeconds>,
     pub file_hour_cost_seconds: Option<DaySeconds>,
@@ -238,6 +234,13 @@ pub struct TableConfig {
     pub delete_ratio_threshold: Option<f64>,
 }
 
+/// What a run costs on an engine that starts a JVM and a Spark session per run (a container,
+/// `spark-sql`), in seconds: the cost pacing's estimate before a table's first run is measured.
+pub const COLD_RUN_COST_SECONDS: u64 = 90;
+
+/// The same on a warm Spark Connect server (a run is a statement on a running session).
+pub const WARM_RUN_COST_SECONDS: u64 = 2;
+
 /// Options of `rewrite_data_files` that icepack sets from its own keys.
 pub(super) const OWNED_REWRITE_OPTIONS: [&str; 4] = [
     "target-file-size-bytes",
@@ -262,8 +265,9 @@ pub struct TableSpec {
     pub expire_snapshots_older_than_hours: Option<u64>,
     pub reconcile_every_millis: Option<i64>,
     pub tenant: String,
-    /// When a due table's run starts: its cost against the files it fixes, the settle window.
-    pub pacing: crate::policy::Pacing,
+    /// When a due table's run starts: the settle window, and with `pacing = "cost"` its cost
+    /// against the files it fixes (resolved with the table's measured run cost).
+    pub pacing: crate::policy::PacingSpec,
     pub strategy: crate::strategy::Strategy,
     /// `options` of the table's `[[tables]]` entry.
     pub rewrite_options: BTreeMap<String, String>,
@@ -317,7 +321,7 @@ impl TableSpec {
             expire_snapshots_older_than_hours: None,
             reconcile_every_millis: None,
             tenant: DEFAULT_TENANT.to_string(),
-            pacing: crate::policy::Pacing::OFF,
+            pacing: crate::policy::PacingSpec::OFF,
             strategy: crate::strategy::Strategy::Binpack,
             rewrite_options: BTreeMap::new(),
             max_manifests: None,
@@ -432,24 +436,25 @@ impl TableConfig {
         Ok(())
     }
 
-    /// The table's pacing: its keys, else the tenant's, else `[defaults]`.
+    /// The table's pacing: its keys, else the tenant's, else `[defaults]`. The runner's run
+    /// cost estimate is the configuration's to set ([`Config::table_specs`]).
     pub(super) fn pacing(
         &self,
         defaults: &TableDefaults,
         tenant: &TenantDefaults,
-    ) -> crate::policy::Pacing {
-        if !self.pacing.or(tenant.pacing).unwrap_or(defaults.pacing) {
-            return crate::policy::Pacing::OFF;
+    ) -> crate::policy::PacingSpec {
+        let mode = self.pacing.or(tenant.pacing).unwrap_or(defaults.pacing);
+        if mode == PacingMode::Off {
+            return crate::policy::PacingSpec::OFF;
         }
-        let run_cost_millis = pick(
-            self.run_cost_seconds,
-            tenant.run_cost_seconds,
-            defaults.run_cost_seconds,
-        )
-        .get()
-            * 1000;
-        crate::policy::Pacing {
-            run_cost_millis,
+        crate::policy::PacingSpec {
+            mode,
+            run_cost_millis: self
+                .run_cost_seconds
+                .or(tenant.run_cost_seconds)
+                .or(defaults.run_cost_seconds)
+                .map(|seconds| seconds.get() * 1000),
+            estimated_run_cost_millis: COLD_RUN_COST_SECONDS * 1000,
             file_fix_value_millis: pick(
                 self.file_fix_value_seconds,
                 tenant.file_fix_value_seconds,
@@ -492,10 +497,7 @@ impl TableConfig {
                 .fragment_fill_percent
                 .or(tenant.fragment_fill_percent)
                 .or(defaults.fragment_fill_percent)
-                .map_or_else(
-                    || crate::policy::Pacing::default_fragment_percent(run_cost_millis),
-                    Int::get,
-                ),
+                .map(Int::get),
         }
     }
 

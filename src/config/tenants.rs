@@ -52,7 +52,7 @@ pub struct TenantDefaults {
     pub target_file_mb: Option<Mebibytes>,
     pub max_wait_minutes: Option<WaitMinutes>,
     pub file_suffixes: Option<Vec<String>>,
-    pub pacing: Option<bool>,
+    pub pacing: Option<PacingMode>,
     pub run_cost_seconds: Option<DaySeconds>,
     pub file_fix_value_seconds: Option<DaySeconds>,
     pub file_hour_cost_seconds: Option<DaySeconds>,

@@ -419,30 +419,75 @@ fn wrong_type_names_the_key() {
 }
 
 #[test]
-fn fragment_fill_follows_the_run_cost_unless_set() {
+fn cost_pacing_is_opt_in_and_follows_the_measured_run_cost_unless_set() {
+    use crate::policy::{PacingMode, RunCostSource};
     let table = "[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n";
-    let fragment = |text: &str| {
-        Config::from_toml_str(text).unwrap().table_specs()[0]
-            .pacing
-            .fragment_percent
-    };
-    assert_eq!(fragment(table), 0, "a cold engine (90 s a run)");
+    let pacing = |text: &str| Config::from_toml_str(text).unwrap().table_specs()[0].pacing;
+    // The default keeps the user's thresholds: no cost rule, whatever the run cost.
+    let default = pacing(table);
+    assert_eq!(default.mode, PacingMode::Settle);
+    let resolved = default.resolve(Some(1_000));
+    assert!(!resolved.weighs_cost());
+    assert_eq!(resolved.fragment_percent, 0);
+    assert_eq!(resolved.settle_millis, 60_000);
+    // `true`, as configurations from before the modes say, is the default too; `false` is off.
     assert_eq!(
-        fragment(&format!("[defaults]\nrun_cost_seconds = 1\n{table}")),
-        100,
-        "a warm engine"
+        pacing(&format!("[defaults]\npacing = true\n{table}")).mode,
+        PacingMode::Settle
     );
     assert_eq!(
-        fragment(&format!(
-            "[defaults]\nrun_cost_seconds = 1\nfragment_fill_percent = 0\n{table}"
-        )),
+        pacing(&format!("[defaults]\npacing = false\n{table}")).mode,
+        PacingMode::Off
+    );
+    assert!(error_of(&format!("[defaults]\npacing = \"fast\"\n{table}")).contains("pacing"));
+    // Cost pacing: before a run is measured, the runner's estimate (a cold JVM: 90 s, fragments
+    // off; Spark Connect: 2 s, fragments on); then the measured cost; `run_cost_seconds` wins.
+    let cost = pacing(&format!("[defaults]\npacing = \"cost\"\n{table}"));
+    assert_eq!(cost.run_cost(None), (90_000, RunCostSource::Estimated));
+    assert_eq!(cost.resolve(None).fragment_percent, 0, "a cold engine");
+    assert!(cost.resolve(None).weighs_cost());
+    assert_eq!(cost.run_cost(Some(1_500)), (1_500, RunCostSource::Measured));
+    assert_eq!(
+        cost.resolve(Some(1_500)).fragment_percent,
+        100,
+        "measured warm"
+    );
+    let connect = pacing(&format!(
+        "[spark]\nrunner = \"connect\"\nconnect_url = \"sc://localhost:15002\"\n[defaults]\npacing = \"cost\"\n{table}"
+    ));
+    assert_eq!(connect.run_cost(None), (2_000, RunCostSource::Estimated));
+    assert_eq!(connect.resolve(None).fragment_percent, 100);
+    let set = pacing(&format!(
+        "[defaults]\npacing = \"cost\"\nrun_cost_seconds = 30\n{table}"
+    ));
+    assert_eq!(
+        set.run_cost(Some(1_500)),
+        (30_000, RunCostSource::Configured)
+    );
+    assert_eq!(
+        pacing(&format!(
+            "[defaults]\npacing = \"cost\"\nrun_cost_seconds = 1\nfragment_fill_percent = 0\n{table}"
+        ))
+        .resolve(None)
+        .fragment_percent,
         0
     );
     assert_eq!(
-        fragment(&format!("{table}fragment_fill_percent = 50\n")),
+        pacing(&format!(
+            "[defaults]\npacing = \"cost\"\n{table}fragment_fill_percent = 50\n"
+        ))
+        .resolve(None)
+        .fragment_percent,
         50,
         "per table"
     );
+    // A tenant or a table opts in on its own; cost pacing needs max-wait, its bound.
+    assert_eq!(
+        pacing(&format!("{table}pacing = \"cost\"\n")).mode,
+        PacingMode::Cost
+    );
+    let unbounded = error_of(&format!("{table}pacing = \"cost\"\nmax_wait_minutes = 0\n"));
+    assert!(unbounded.contains("tables[0].pacing"), "{unbounded}");
     assert!(error_of(&format!("{table}fragment_fill_percent = -1\n"))
         .contains("tables[0].fragment_fill_percent"));
 }

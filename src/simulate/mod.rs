@@ -12,7 +12,7 @@ use crate::accumulator::{
     committed_since_millis, settle_run, Accumulator, Candidate, FailureBackoff,
 };
 use crate::config::TableSpec;
-use crate::policy::{Pacing, RewriteRule, Thresholds};
+use crate::policy::{PacingSpec, RewriteRule, Thresholds};
 use crate::run::FailureClass;
 use crate::run::{ReportSummary, RunOutcome};
 use crate::state::{FileEntry, FileSource, PartitionCounts};
@@ -42,8 +42,9 @@ pub struct Scenario {
     pub backoff: FailureBackoff,
     pub schedule_minutes: i64,
     pub seed: u64,
-    /// icepack's pacing (its run cost is the model's, `run_base_millis`, unless set otherwise).
-    pub pacing: Pacing,
+    /// icepack's pacing; its run cost is measured from the simulated runs (before the first,
+    /// the model's `run_base_millis`) unless `run_cost_millis` sets it.
+    pub pacing: PacingSpec,
 }
 
 impl Default for Scenario {
@@ -68,9 +69,9 @@ impl Default for Scenario {
             },
             schedule_minutes: 15,
             seed: 7,
-            // icepack's default pacing, with the model's run cost.
-            pacing: Pacing {
-                run_cost_millis: 90_000,
+            // icepack's default pacing, with the model's run cost as its estimate.
+            pacing: PacingSpec {
+                estimated_run_cost_millis: 90_000,
                 ..crate::config::TableDefaults::default().pacing()
             },
         }
@@ -234,10 +235,7 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
         .iter()
         .map(|spec| Accumulator::load(spec.clone(), store.as_ref()).unwrap())
         .collect();
-    // Per table: (run id, finishes at, succeeds, the small files it rewrites, the mid-sized
-    // files joining them per partition).
-    type Flight = Option<(String, i64, bool, Vec<FileEntry>, Vec<(String, u64)>)>;
-    let mut in_flight: Vec<Flight> = vec![None; tables];
+    let mut in_flight: Vec<Option<Flight>> = vec![None; tables];
     // The tables' mid-sized files (outputs from the small-file size up to Iceberg's floor),
     // which icepack does not track: a run's `min-file-size-bytes` lets some of them join.
     let mut mid_sized: Vec<Vec<(String, u64)>> = vec![Vec::new(); tables];
@@ -279,7 +277,14 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
         }
         for table in 0..tables {
             // Runs ending now.
-            if let Some((run_id, finishes, succeeds, rewritten, joining)) = in_flight[table].clone()
+            if let Some(Flight {
+                run_id,
+                finishes,
+                duration_millis,
+                succeeds,
+                rewritten,
+                joining,
+            }) = in_flight[table].clone()
             {
                 if finishes <= now {
                     let accumulator = &mut accumulators[table];
@@ -304,7 +309,7 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                                 &mut mid_sized[table],
                                 scenario,
                             ),
-                            duration_millis: 0,
+                            duration_millis,
                             attempts: 1,
                         }
                     } else {
@@ -312,7 +317,7 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                         RunOutcome::Failure {
                             class: FailureClass::Other,
                             excerpt: String::new(),
-                            duration_millis: 0,
+                            duration_millis,
                             attempts: 1,
                         }
                     };
@@ -397,13 +402,15 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                     let bytes = rewritten.iter().map(|file| file.size).sum::<u64>()
                         + joining.iter().map(|(_, size)| size).sum::<u64>();
                     let succeeds = rng.f64() >= scenario.failure_rate;
-                    in_flight[table] = Some((
+                    let duration_millis = meter.run_started(now, scenario, bytes);
+                    in_flight[table] = Some(Flight {
                         run_id,
-                        now + meter.run_started(now, scenario, bytes),
+                        finishes: now + duration_millis,
+                        duration_millis: duration_millis as u64,
                         succeeds,
                         rewritten,
                         joining,
-                    ));
+                    });
                 }
             }
         }
@@ -412,6 +419,20 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
     }
     let left = total_pending(&accumulators);
     meter.finish("icepack", end, left)
+}
+
+/// A simulated run in flight.
+#[derive(Clone)]
+struct Flight {
+    run_id: String,
+    finishes: i64,
+    /// Its modelled compute: what the real run's duration would be (the measured run cost).
+    duration_millis: u64,
+    succeeds: bool,
+    /// The small files it rewrites.
+    rewritten: Vec<FileEntry>,
+    /// The mid-sized files joining them, per partition.
+    joining: Vec<(String, u64)>,
 }
 
 /// The committed metadata after a successful simulated run, as the real run would report it: the

@@ -148,10 +148,20 @@ const COLUMNS = [
   { key: "next", label: "Next attempt" },
 ];
 
+// Which rule holds a due table back, in words: the settle window, or (pacing = "cost") the run's
+// worth; either ends at `until` at the latest.
+function waitingText(waiting, now) {
+  const latest = relative(waiting.until, now);
+  if (waiting.kind === "settling") return `settling until ${latest} (files still landing)`;
+  if (waiting.kind === "files")
+    return `waiting for cost: ${count(waiting.fixable)} of ${count(waiting.worth_files)} files' worth, at the latest ${latest}`;
+  return `waiting for cost: ${waiting.waited_file_hours.toFixed(2)} of ${waiting.worth_file_hours.toFixed(2)} file-hours' worth, at the latest ${latest}`;
+}
+
 function dueCell(table) {
   if (table.due) return pill("due · " + (table.due_reason || ""), "warn");
   const explain = table.explain || {};
-  if (explain.waiting) return pill("waiting · " + explain.waiting.kind, "", "until " + explain.waiting.until);
+  if (explain.waiting) return pill(waitingText(explain.waiting, Date.now()), "", explain.waiting.text);
   if (table.nothing_to_rewrite) return pill("nothing to rewrite");
   const nearest = explain.nearest;
   if (!nearest) return h("span", { class: "muted" }, "–");
