@@ -24,6 +24,12 @@ pub const HIDDEN: &str = "***";
 /// contains `key`, `secret`, `token`, `password`, `credential`, `private`, ... (any case), or it
 /// is a header property (`header.NAME`, which the REST catalog sends as an HTTP header).
 pub fn is_secret_name(name: &str) -> bool {
+    // A catalog's settings are judged by the property, not by the catalog's name
+    // (`spark.sql.catalog.private_lake.uri` is no secret).
+    let name = match name.strip_prefix("spark.sql.catalog.") {
+        Some(catalog) => catalog.split_once('.').map_or("", |(_, property)| property),
+        None => name,
+    };
     let name = name.to_ascii_lowercase();
     SECRET_NAME_PARTS.iter().any(|part| name.contains(part))
         || name.starts_with("header.")
@@ -201,6 +207,8 @@ mod tests {
             "spark.ssl.keyPassword",
             "apiKey",
             "X-Amz-Signature",
+            "spark.sql.catalog.private_keys.token",
+            "spark.sql.catalog.c.header.Authorization",
         ] {
             assert!(is_secret_name(name), "{name}");
         }
@@ -212,6 +220,9 @@ mod tests {
             "spark.sql.session.timeZone",
             "spark.hadoop.fs.s3a.path.style.access",
             "user",
+            "spark.sql.catalog.private_keys",
+            "spark.sql.catalog.private_keys.uri",
+            "spark.sql.catalog.tokens.warehouse",
         ] {
             assert!(!is_secret_name(name), "{name}");
         }
