@@ -2,7 +2,9 @@
 //! notification webhook (`POST /minio`) and forwards each event, unchanged, as an SQS message to
 //! the configured queue, where icepack's poller reads it like any S3 notification. A body that is
 //! not an S3 notification is refused (400); a queue that cannot be reached answers 503, so MinIO
-//! keeps the event and retries.
+//! keeps the event and retries. It takes events only with `ICEPACK_BRIDGE_TOKEN` (MinIO's
+//! `auth_token`) unless it listens on loopback, and refuses strangers as the API does
+//! ([`crate::http::RequestGuard`]: `Host` on loopback, browsers from another site, deadlines).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,22 +26,65 @@ struct BridgeState {
     token: Option<String>,
 }
 
-pub fn router(queue: Arc<SqsQueue>, token: Option<String>) -> Router {
+/// The largest webhook body forwarded (SQS takes messages up to 1 MiB; one S3 event is ~1 KB).
+const BODY_LIMIT: usize = 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    #[error("ICEPACK_BRIDGE_TOKEN is not set and {0} is not a loopback address: anyone who reaches it could post events; set the token (MinIO's webhook auth_token) or listen on 127.0.0.1")]
+    TokenRequired(SocketAddr),
+    #[error("cannot listen on {0}: {1}")]
+    Listen(SocketAddr, std::io::Error),
+}
+
+/// Who may post events: with a token, whoever presents it; without, only a loopback listener
+/// serves (any local process may post). What it answers is said at start.
+pub fn access(listen: SocketAddr, token: Option<&str>) -> Result<&'static str, BridgeError> {
+    match token {
+        Some(_) => Ok("events are taken with ICEPACK_BRIDGE_TOKEN as a bearer token only"),
+        None if listen.ip().is_loopback() => Ok(
+            "ICEPACK_BRIDGE_TOKEN is not set: events are taken from any process on this host (loopback only)",
+        ),
+        None => Err(BridgeError::TokenRequired(listen)),
+    }
+}
+
+pub fn router(queue: Arc<SqsQueue>, token: Option<String>, loopback: bool) -> Router {
+    let guard = crate::http::RequestGuard {
+        loopback,
+        body_limit: BODY_LIMIT,
+        body_timeout: crate::http::BODY_READ_TIMEOUT,
+    };
     Router::new()
         .route("/minio", post(forward))
         .route("/healthz", get(|| async { "ok\n" }))
         .with_state(BridgeState { queue, token })
+        .layer(axum::middleware::from_fn_with_state(
+            guard,
+            crate::http::guard_request,
+        ))
 }
 
-/// Serves until the process ends.
+/// Checks who may post ([`access`]), binds and serves until the process ends.
 pub async fn serve(
     address: SocketAddr,
     queue: Arc<SqsQueue>,
     token: Option<String>,
-) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(address).await?;
-    info!(address = %listener.local_addr()?, "MinIO webhook bridge up: POST /minio");
-    axum::serve(listener, router(queue, token)).await
+) -> Result<(), BridgeError> {
+    let access = access(address, token.as_deref())?;
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|error| BridgeError::Listen(address, error))?;
+    let bound = listener.local_addr().unwrap_or(address);
+    info!(address = %bound, access, "MinIO webhook bridge up: POST /minio");
+    let loopback = bound.ip().is_loopback();
+    crate::http::serve_connections(
+        listener,
+        router(queue, token, loopback),
+        crate::http::HEADER_READ_TIMEOUT,
+    )
+    .await;
+    Ok(())
 }
 
 async fn forward(
@@ -76,6 +121,30 @@ async fn forward(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the queue is unavailable\n".to_string(),
             )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_token_only_a_loopback_bridge_serves() {
+        let loopback: SocketAddr = "127.0.0.1:9465".parse().unwrap();
+        let everywhere: SocketAddr = "0.0.0.0:9465".parse().unwrap();
+        let lan: SocketAddr = "10.0.0.5:9465".parse().unwrap();
+        assert!(access(loopback, None).unwrap().contains("loopback only"));
+        assert!(access("[::1]:9465".parse().unwrap(), None).is_ok());
+        for address in [everywhere, lan] {
+            let refused = access(address, None).unwrap_err().to_string();
+            assert!(
+                refused.contains("ICEPACK_BRIDGE_TOKEN is not set"),
+                "{refused}"
+            );
+            assert!(access(address, Some("t"))
+                .unwrap()
+                .contains("bearer token only"));
         }
     }
 }

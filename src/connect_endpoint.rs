@@ -22,7 +22,7 @@ impl ConnectEndpoint {
             return Err("must be one URL without spaces".into());
         }
         let mut builder = ChannelBuilder::parse(url).map_err(|error| {
-            crate::redact::hide_url_password(&error.message())
+            crate::redact::hide_secrets(&error.message())
                 .replace(url, "the URL")
                 .to_string()
         })?;

@@ -57,13 +57,17 @@ pub fn spawn_probe(
         let mut answered_before: Option<bool> = None;
         loop {
             let started = Instant::now();
-            let result = runner.probe().await;
+            // What the engine said is shown (status, the page, logs): without the secrets it shows.
+            let result = runner
+                .probe()
+                .await
+                .map_err(|error| crate::redact::hide_secrets(&error.to_string()));
             let health = EngineHealth {
                 engine: engine.clone(),
                 answering: Some(result.is_ok()),
                 checked_at: Some(format_rfc3339(clock.now_millis())),
                 probe_millis: Some(started.elapsed().as_millis() as u64),
-                error: result.as_ref().err().map(ToString::to_string),
+                error: result.as_ref().err().cloned(),
             };
             match (&result, answered_before) {
                 (Ok(()), Some(true)) => {}

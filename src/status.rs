@@ -295,7 +295,8 @@ pub fn run_status(run: &crate::state::RunRecord) -> LastRun {
         trigger: run.trigger.clone(),
         outcome: if run.succeeded { "success" } else { "failure" },
         failure_class: run.failure_class.map(|class| class.as_str()),
-        error: run.error.clone(),
+        // Runs recorded before a secret was recognised as one still show it hidden.
+        error: run.error.as_deref().map(crate::redact::hide_secrets),
         started_at: format_rfc3339(run.started_millis),
         finished_at: format_rfc3339(run.finished_millis),
         duration_ms: run.duration_millis,
@@ -606,5 +607,40 @@ mod tests {
              queue landing-b: last receive -, 0 received, 0 deleted, 0 left invalid\n  \
              NOT READY: queue landing-b has not been reached yet\n\nTABLE"
         ), "{text}");
+    }
+
+    /// A run recorded before its secret was recognised as one (a JDBC URI's password) shows it
+    /// hidden in status, the run history and the page.
+    #[test]
+    fn an_older_runs_error_is_shown_without_its_secrets() {
+        let run = crate::state::RunRecord {
+            run_id: "r".to_string(),
+            trigger: "manual".to_string(),
+            started_millis: 0,
+            finished_millis: 1,
+            claimed_files: 2,
+            claimed_bytes: 3,
+            succeeded: false,
+            failure_class: None,
+            error: Some(
+                "PSQLException at jdbc:postgresql://db/c?user=u&password=JDBCPW: refused"
+                    .to_string(),
+            ),
+            result: None,
+            output_files: 0,
+            duration_millis: 1,
+            attempts: 1,
+            strategy: None,
+            maintenance: None,
+            manifests: None,
+            orphan_files: None,
+            delete_rewrite: None,
+            partitions: Vec::new(),
+        };
+        let shown = run_status(&run).error.unwrap();
+        assert_eq!(
+            shown,
+            "PSQLException at jdbc:postgresql://db/c?user=u&password=*** refused"
+        );
     }
 }

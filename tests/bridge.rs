@@ -104,3 +104,42 @@ prefix = "warehouse/analytics/customer_orders/"
     let _ = bridge.kill();
     let _ = bridge.wait();
 }
+
+/// Issue 31 item 6: without ICEPACK_BRIDGE_TOKEN a bridge that anyone on the network could
+/// post to does not start, and says why.
+#[test]
+fn a_bridge_beyond_loopback_without_a_token_does_not_start() {
+    let icepack =
+        Icepack::with_config("[service]\nstate_dir = \"@STATE_DIR@\"\nhttp_listen = \"\"\n");
+    let port = free_port();
+    let mut bridge = std::process::Command::new(support::binary())
+        .args(["bridge", "--config"])
+        .arg(&icepack.config)
+        .args(["--listen", &format!("0.0.0.0:{port}")])
+        .envs(support::AWS_ENV)
+        .env_remove("ICEPACK_BRIDGE_TOKEN")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = bridge.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = bridge.kill();
+            let _ = bridge.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut bridge.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = status.unwrap_or_else(|| panic!("the bridge started: {stderr}"));
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("ICEPACK_BRIDGE_TOKEN is not set and 0.0.0.0:"),
+        "{stderr}"
+    );
+}

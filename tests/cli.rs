@@ -304,3 +304,30 @@ fn the_run_history_of_a_new_table_is_empty_and_an_unknown_table_is_named() {
         "{stderr}"
     );
 }
+
+/// Issue 31: with `service.http_listen` taken, `icepack run` fails with a clear error before any
+/// actor starts — it used to start the pipeline first, and its teardown then panicked in
+/// `AccumulatorSupervisor::started` ("there is no reactor running").
+#[tokio::test]
+async fn a_taken_http_port_fails_the_start_with_a_clear_error_and_no_panic() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let mut icepack = Icepack::with_config(&CONFIG.replace(
+        "http_listen = \"\"",
+        &format!("http_listen = \"127.0.0.1:{port}\""),
+    ));
+    let run = icepack.spawn_run("");
+    let status = icepack
+        .wait_exit(run, std::time::Duration::from_secs(60))
+        .await;
+    let log = icepack.log(run);
+    assert!(!log.contains("panicked"), "{log}");
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(&format!(
+            "cannot listen on service.http_listen 127.0.0.1:{port}"
+        )),
+        "{log}"
+    );
+    drop(taken);
+}

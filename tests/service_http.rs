@@ -395,3 +395,95 @@ prefix = "warehouse/orders/"
         icepack.log(run)
     );
 }
+
+/// Issue 31 item 6: on a loopback listener without a token, a page of another site open in the
+/// operator's browser sends a `text/plain` POST (no preflight) — or reaches the listener through a
+/// name it rebound to 127.0.0.1. Neither reloads, starts a run or reads anything; the page served
+/// by the listener itself (same origin) and clients that are not browsers still may.
+#[tokio::test]
+async fn a_page_of_another_site_changes_nothing_and_reads_nothing() {
+    let port = free_port();
+    let config = format!(
+        r#"
+[service]
+state_dir = "@STATE_DIR@"
+http_listen = "127.0.0.1:{port}"
+shutdown_timeout_seconds = 1
+[sqs]
+queue_url = "http://127.0.0.1:1/123456789012/nowhere"
+[spark]
+retry_attempts = 1
+[[tables]]
+table = "analytics.orders"
+bucket = "lake-bucket"
+prefix = "warehouse/orders/"
+"#
+    );
+    let mut icepack = Icepack::with_config(&config);
+    icepack.env = vec![(
+        "DOCKER_HOST".to_string(),
+        "unix:///nonexistent/icepack-test/docker.sock".to_string(),
+    )];
+    let run = icepack.spawn_run("");
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    wait_until("the API to answer", Duration::from_secs(30), || {
+        let request = http.get(format!("{base}/healthz"));
+        async move { request.send().await.ok().map(|_| ()) }
+    })
+    .await;
+    let cross_site = |path: &str| {
+        http.post(format!("{base}{path}"))
+            .header("Origin", "http://evil.example")
+            .header("Sec-Fetch-Site", "cross-site")
+            .header("Content-Type", "text/plain")
+            .body("x")
+    };
+    for path in ["/v1/reload", "/v1/tables/analytics.orders/compact"] {
+        let response = cross_site(path).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 403, "{path}");
+    }
+    let rebound = http
+        .get(format!("{base}/v1/tables"))
+        .header("Host", format!("evil.example:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status().as_u16(), 403);
+    let tables: serde_json::Value = http
+        .get(format!("{base}/v1/tables"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(tables["tables"][0]["last_run"].is_null(), "{tables}");
+    let log = icepack.log(run);
+    assert!(!log.contains("run requested over HTTP"), "{log}");
+    assert!(!log.contains("configuration reloaded"), "{log}");
+
+    // The page itself: same origin, accepted; and the run it asks for starts (and fails: no
+    // engine), which is what the refused request above would have done.
+    let same_origin = http
+        .post(format!("{base}/v1/tables/analytics.orders/compact"))
+        .header("Origin", base.as_str())
+        .header("Sec-Fetch-Site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same_origin.status().as_u16(), 202);
+    wait_until("the requested run to end", Duration::from_secs(30), || {
+        let request = http.get(format!("{base}/v1/tables"));
+        async move {
+            let tables: serde_json::Value = request.send().await.ok()?.json().await.ok()?;
+            (!tables["tables"][0]["last_run"].is_null()).then_some(())
+        }
+    })
+    .await;
+    assert!(
+        icepack.terminate(run).await.success(),
+        "{}",
+        icepack.log(run)
+    );
+}

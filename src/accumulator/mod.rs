@@ -88,6 +88,36 @@ pub fn object_keys(candidates: &[Candidate]) -> Vec<(&str, &str)> {
 pub struct StagedChange {
     state: TableState,
     partitions: PartitionUpdate,
+    /// What it counted (staged records only): added to a run's settlement prepared meanwhile.
+    counted: Vec<Counted>,
+}
+
+/// Something a staged change counted, as a settlement prepared meanwhile needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counted {
+    /// A small data file, logged under `seq`.
+    File { seq: u64, entry: FileEntry },
+    /// A new manifest, announced at `event_millis`.
+    Manifest { event_millis: UnixMillis },
+    /// A new delete file, announced at `event_millis`.
+    Delete { event_millis: UnixMillis },
+}
+
+/// A run's settlement being prepared off the actor ([`Accumulator::begin_settlement`]): what the
+/// table counted meanwhile (numbered past the numbers reserved for the rebuilt log).
+#[derive(Debug)]
+struct SettlementWindow {
+    counted: Vec<Counted>,
+}
+
+/// Why a prepared settlement cannot be applied: it must be prepared again from the table as it
+/// is now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettlementStale {
+    /// The state was replaced meanwhile (a reload adopted the stored one).
+    Replaced,
+    /// The rebuilt log needs more sequence numbers than were reserved: at least this many.
+    Reserve(u64),
 }
 
 #[derive(Debug, Clone)]
@@ -227,6 +257,8 @@ pub struct Accumulator {
     snapshot: TableSnapshot,
     /// Boxed: a table is idle almost always, and this is half of an idle table's size.
     staged: Option<Box<StagedChange>>,
+    /// A run's settlement being prepared off the actor, and what was counted meanwhile.
+    settling: Option<Box<SettlementWindow>>,
     /// What the table's small-files series last recorded.
     sampler: Sampler,
 }
@@ -238,6 +270,7 @@ impl Accumulator {
             spec,
             snapshot,
             staged: None,
+            settling: None,
             sampler: Sampler::default(),
         })
     }
@@ -301,6 +334,7 @@ impl Accumulator {
         let mut partitions: BTreeMap<String, PartitionCounts> = BTreeMap::new();
         let mut in_this_batch = HashSet::new();
         let mut staged = Staged::default();
+        let mut counted = Vec::new();
         for (position, (candidate, seen)) in candidates.iter().zip(already_seen).enumerate() {
             if seen || !in_this_batch.insert((candidate.bucket.as_str(), candidate.key.as_str())) {
                 staged.num_duplicates += 1;
@@ -322,6 +356,14 @@ impl Accumulator {
                     continue;
                 }
                 *since_read += 1;
+                counted.push(match candidate.kind {
+                    FileKind::Manifest => Counted::Manifest {
+                        event_millis: candidate.event_millis,
+                    },
+                    _ => Counted::Delete {
+                        event_millis: candidate.event_millis,
+                    },
+                });
                 staged.ops.push(Op::PutSeen {
                     bucket: candidate.bucket.clone(),
                     key: candidate.key.clone(),
@@ -354,17 +396,24 @@ impl Accumulator {
                     seq: Some(state.next_file_seq),
                 },
             });
+            let entry = FileEntry {
+                bucket: candidate.bucket.clone(),
+                key: candidate.key.clone(),
+                size: candidate.size,
+                event_millis,
+                partition: candidate.partition.clone(),
+                source: FileSource::Events,
+            };
+            if self.settling.is_some() {
+                counted.push(Counted::File {
+                    seq: state.next_file_seq,
+                    entry: entry.clone(),
+                });
+            }
             staged.ops.push(Op::PutFile {
                 table: self.spec.table.clone(),
                 seq: state.next_file_seq,
-                entry: FileEntry {
-                    bucket: candidate.bucket.clone(),
-                    key: candidate.key.clone(),
-                    size: candidate.size,
-                    event_millis,
-                    partition: candidate.partition.clone(),
-                    source: FileSource::Events,
-                },
+                entry,
             });
             state.next_file_seq += 1;
             staged.num_counted += 1;
@@ -382,9 +431,13 @@ impl Accumulator {
                 });
             }
         }
+        if self.settling.is_none() {
+            counted.clear();
+        }
         self.staged = Some(Box::new(StagedChange {
             state,
             partitions: PartitionUpdate::Merge(partitions.into_iter().collect()),
+            counted,
         }));
         sample_commit(&mut self.sampler, &self.spec.table, &mut staged.ops, now);
         staged
@@ -401,6 +454,9 @@ impl Accumulator {
 
     /// Makes a committed change the table's state.
     pub fn adopt(&mut self, change: StagedChange) {
+        if let Some(window) = &mut self.settling {
+            window.counted.extend(change.counted);
+        }
         self.snapshot.state = change.state;
         match change.partitions {
             PartitionUpdate::Merge(partitions) => self.snapshot.partitions.extend(partitions),
@@ -537,6 +593,7 @@ impl Accumulator {
         self.staged = Some(Box::new(StagedChange {
             state,
             partitions: PartitionUpdate::Replace(BTreeMap::new()),
+            counted: Vec::new(),
         }));
         Some((ops, ticket))
     }
@@ -554,6 +611,62 @@ impl Accumulator {
 
     pub fn has_staged_change(&self) -> bool {
         self.staged.is_some()
+    }
+
+    /// How many sequence numbers a settlement of `outcome` may need past the table's next one
+    /// (its rebuilt log: the logged files kept and the truth's new ones), so that files counted
+    /// while it is prepared are numbered past them.
+    pub fn settlement_reserve(&self, outcome: &RunOutcome) -> u64 {
+        let state = &self.snapshot.state;
+        let logged =
+            state.pending.files + state.claim.as_ref().map_or(0, |claim| claim.counts.files);
+        let truth = match outcome {
+            RunOutcome::Success { report, .. } => report.truth.as_ref().map_or(0, Vec::len),
+            RunOutcome::Failure { .. } => 0,
+        };
+        logged + truth as u64 + 1
+    }
+
+    /// Starts a run's settlement off the actor: returns the table as it is (the base to
+    /// [`prepare_settlement`] from) and numbers the files counted from now on `reserve` past the
+    /// base's next sequence number, so the rebuilt log and they never share a number. Until
+    /// [`finish_settlement`](Self::finish_settlement) (or [`abort_settlement`](Self::abort_settlement))
+    /// what is counted is kept to be added to the settlement.
+    pub fn begin_settlement(&mut self, reserve: u64) -> TableSnapshot {
+        assert!(
+            self.staged.is_none(),
+            "a settlement starts with no change being committed"
+        );
+        let base = self.snapshot.clone();
+        self.snapshot.state.next_file_seq += reserve;
+        self.settling = Some(Box::new(SettlementWindow {
+            counted: Vec::new(),
+        }));
+        base
+    }
+
+    /// Whether a settlement is being prepared.
+    pub fn is_settling(&self) -> bool {
+        self.settling.is_some()
+    }
+
+    /// Ends the settlement being prepared: the ops and change that settle the run on the table
+    /// as it is now, with what was counted meanwhile ([`Settlement::apply`]).
+    pub fn finish_settlement(
+        &mut self,
+        settlement: Settlement,
+        now: UnixMillis,
+    ) -> Result<(Vec<Op>, StagedChange), SettlementStale> {
+        let window = self.settling.take().ok_or(SettlementStale::Replaced)?;
+        if settlement.overlaps(&window.counted) {
+            return Err(SettlementStale::Reserve(settlement.reserve_needed()));
+        }
+        Ok(settlement.apply(&self.spec, &self.snapshot, &window.counted, now))
+    }
+
+    /// The settlement being prepared was not applied (it failed, or found no claim).
+    pub fn abort_settlement(&mut self) {
+        self.settling = None;
     }
 
     /// Whether the committed state makes the table due now, and why (a table whose thresholds
@@ -650,7 +763,7 @@ impl Accumulator {
 }
 
 mod settle;
-pub use settle::settle_run;
+pub use settle::{prepare_settlement, settle_run, Settlement};
 
 #[cfg(test)]
 mod tests;

@@ -10,9 +10,12 @@ use super::*;
 /// were not committed and removed since. A file known from the metadata and gone from it is gone.
 /// The run's own still-small outputs are files known from the metadata, even when their events
 /// came first.
-/// Returns the new log (fresh sequence numbers from `next_seq`) and the `seen` entries that make
+/// Returns the new log (fresh sequence numbers from `next_seq`), the `seen` entries that make
 /// late events of these files — and of everything committed meanwhile, such as the run's own
-/// output — duplicates.
+/// output — duplicates, and those keys (the truth's and the committed files').
+/// The log rebuilt from a truth read, its `seen` ops, and the keys it settles.
+type Rebuilt = (BTreeMap<u64, FileEntry>, Vec<Op>, HashSet<(String, String)>);
+
 #[allow(clippy::too_many_arguments)]
 fn rebuild_from_truth(
     spec: &TableSpec,
@@ -24,7 +27,7 @@ fn rebuild_from_truth(
     next_seq: u64,
     store: &dyn StateStore,
     now: UnixMillis,
-) -> Result<(BTreeMap<u64, FileEntry>, Vec<Op>), StoreError> {
+) -> Result<Rebuilt, StoreError> {
     use std::collections::HashMap;
     let object = |path: &str| {
         split_object_path(path).map(|(bucket, key)| (bucket.to_string(), key.to_string()))
@@ -121,15 +124,15 @@ fn rebuild_from_truth(
             });
         }
     }
-    Ok((rebuilt, ops))
+    let settled_keys = ids
+        .into_iter()
+        .map(|(bucket, key, _)| (bucket, key))
+        .collect();
+    Ok((rebuilt, ops, settled_keys))
 }
 
-/// What a table's state becomes when its run ended, and the ops that make it so.
-///
-/// Success: the claimed files leave the log; the run's own output files stop counting — those
-/// already counted are removed from the pending files, the others are remembered so that their
-/// events count as duplicates. Failure: the claimed files are pending again, and the table waits
-/// out its back-off. Either way the pending counts are recomputed from the file log.
+/// What a table's state becomes when its run ended, and the ops that make it so: a
+/// [`Settlement`] prepared from `snapshot` and applied to it at once.
 pub fn settle_run(
     spec: &TableSpec,
     snapshot: &TableSnapshot,
@@ -139,6 +142,51 @@ pub fn settle_run(
     now: UnixMillis,
     backoff: FailureBackoff,
 ) -> Result<Option<(Vec<Op>, StagedChange)>, StoreError> {
+    Ok(
+        prepare_settlement(spec, snapshot, store, run_id, outcome, now, backoff)?
+            .map(|settlement| settlement.apply(spec, snapshot, &[], now)),
+    )
+}
+
+/// A run's settlement computed from the table as it was when the run ended (its *base*), to be
+/// applied to the table as it is then ([`Settlement::apply`]). The heavy part — reading the
+/// file log and rebuilding it from a truth of any size — runs off the table's actor while the
+/// table goes on counting new files; what it counted meanwhile is added when it is applied.
+#[derive(Debug)]
+pub struct Settlement {
+    /// The file log's, `seen` and run history ops; the table's row and partitions are written by
+    /// [`apply`](Self::apply).
+    ops: Vec<Op>,
+    state: TableState,
+    partitions: BTreeMap<String, PartitionCounts>,
+    /// A file counted meanwhile whose key is one of these is not pending after the run: the
+    /// truth has it (pending under the rebuilt log's number), it was committed and is gone, or
+    /// it is the run's own output.
+    settled_keys: HashSet<(String, String)>,
+    /// The settled keys are the run's outputs (no truth read): their `seen` entries are reset
+    /// when a file counted meanwhile is dropped (a truth read writes them itself).
+    outputs_only: bool,
+    /// The base's next file sequence number: the log below it is the one settled.
+    base_next_seq: u64,
+    /// The rebuilt log's sequence numbers end before this.
+    end_seq: u64,
+}
+
+/// Success: the claimed files leave the log; the run's own output files stop counting — those
+/// already counted are removed from the pending files, the others are remembered so that their
+/// events count as duplicates. Failure: the claimed files are pending again, and the table waits
+/// out its back-off. Either way the pending counts are recomputed from the file log, as it was
+/// below the base's next sequence number (files counted since are added by
+/// [`Settlement::apply`]). `None` when the base holds no claim of this run.
+pub fn prepare_settlement(
+    spec: &TableSpec,
+    snapshot: &TableSnapshot,
+    store: &dyn StateStore,
+    run_id: &str,
+    outcome: &RunOutcome,
+    now: UnixMillis,
+    backoff: FailureBackoff,
+) -> Result<Option<Settlement>, StoreError> {
     let current = &snapshot.state;
     let Some(claim) = current
         .claim
@@ -149,6 +197,10 @@ pub fn settle_run(
     };
     let table = spec.table.clone();
     let mut files: BTreeMap<u64, FileEntry> = store.files(&table)?.into_iter().collect();
+    // Files counted after the base are the table's business meanwhile, not this settlement's.
+    drop(files.split_off(&current.next_file_seq));
+    let mut settled_keys = HashSet::new();
+    let mut outputs_only = false;
     let mut ops = Vec::new();
     let mut state = TableState {
         claim: None,
@@ -191,7 +243,7 @@ pub fn settle_run(
             // claim whose writer commits after the truth read stays pending, and is not counted
             // as compacted below.
             let keep_unconfirmed_after = (now - RECONCILE_GRACE_MILLIS).min(claim.started_millis);
-            let (rebuilt, seen_ops) = rebuild_from_truth(
+            let (rebuilt, seen_ops, truth_keys) = rebuild_from_truth(
                 spec,
                 &files,
                 claim.upto_seq,
@@ -207,6 +259,7 @@ pub fn settle_run(
                 seq: current.next_file_seq,
             });
             ops.extend(seen_ops);
+            settled_keys = truth_keys;
             if claim.rewrite {
                 let still_pending: HashSet<(&str, &str)> = rebuilt
                     .values()
@@ -331,6 +384,11 @@ pub fn settle_run(
                     *bucket == spec.bucket && key.starts_with(spec.prefix.as_str())
                 })
                 .collect();
+            outputs_only = true;
+            settled_keys = outputs
+                .iter()
+                .map(|(bucket, key)| (bucket.to_string(), key.to_string()))
+                .collect();
             for ((bucket, key), seen) in outputs.iter().zip(store.seen_entries(&outputs)?) {
                 match seen {
                     Some(SeenEntry {
@@ -421,32 +479,136 @@ pub fn settle_run(
     }
     let (pending, partitions) = PendingCounts::aggregate(files.values());
     state.pending = pending;
-    ops.push(Op::PutTable {
-        table: table.clone(),
-        state: state.clone(),
-    });
-    for stale in snapshot
-        .partitions
+    let end_seq = files
         .keys()
-        .filter(|partition| !partitions.contains_key(*partition))
-    {
-        ops.push(Op::DeletePartition {
-            table: table.clone(),
-            partition: stale.clone(),
-        });
-    }
-    for (partition, counts) in &partitions {
-        ops.push(Op::PutPartition {
-            table: table.clone(),
-            partition: partition.clone(),
-            counts: *counts,
-        });
-    }
-    Ok(Some((
+        .next_back()
+        .map_or(current.next_file_seq, |last| last + 1)
+        .max(current.next_file_seq);
+    Ok(Some(Settlement {
         ops,
-        StagedChange {
-            state,
-            partitions: PartitionUpdate::Replace(partitions),
-        },
-    )))
+        state,
+        partitions,
+        settled_keys,
+        outputs_only,
+        base_next_seq: current.next_file_seq,
+        end_seq,
+    }))
+}
+
+impl Settlement {
+    /// How many sequence numbers past the base's the rebuilt log takes.
+    pub fn reserve_needed(&self) -> u64 {
+        self.end_seq - self.base_next_seq
+    }
+
+    /// Whether files counted meanwhile (`counted`) took sequence numbers the rebuilt log uses.
+    pub fn overlaps(&self, counted: &[Counted]) -> bool {
+        counted.iter().any(|counted| {
+            matches!(counted, Counted::File { seq, .. } if (self.base_next_seq..self.end_seq).contains(seq))
+        })
+    }
+
+    /// The ops and the change that settle the run on `current`, the table as it is now: the
+    /// settlement, plus what the table counted since the base (`counted`) as a count after the
+    /// settlement would have — a file the run settled (in the truth, committed and gone, its own
+    /// output) leaves the log, any other stays pending; a manifest or delete file announced
+    /// before the settlement's read of the metadata is already in it. Must not
+    /// [`overlap`](Self::overlaps) `counted`.
+    pub fn apply(
+        self,
+        spec: &TableSpec,
+        current: &TableSnapshot,
+        counted: &[Counted],
+        now: UnixMillis,
+    ) -> (Vec<Op>, StagedChange) {
+        let Settlement {
+            mut ops,
+            mut state,
+            mut partitions,
+            settled_keys,
+            outputs_only,
+            ..
+        } = self;
+        let table = &spec.table;
+        for counted in counted {
+            match counted {
+                Counted::File { seq, entry } => {
+                    if settled_keys.contains(&(entry.bucket.clone(), entry.key.clone())) {
+                        ops.push(Op::DeleteFile {
+                            table: table.clone(),
+                            seq: *seq,
+                        });
+                        if outputs_only {
+                            ops.push(Op::PutSeen {
+                                bucket: entry.bucket.clone(),
+                                key: entry.key.clone(),
+                                entry: SeenEntry {
+                                    table: table.clone(),
+                                    first_seen_millis: now,
+                                    seq: None,
+                                },
+                            });
+                        }
+                        continue;
+                    }
+                    // As `PendingCounts::aggregate` counts a logged file.
+                    state.pending.add_file(entry.size, entry.event_millis);
+                    let partition = partitions.entry(entry.partition.clone()).or_default();
+                    partition.add_file(entry.size, entry.event_millis);
+                    if entry.source == FileSource::Metadata {
+                        partition.metadata_files += 1;
+                        partition.metadata_bytes += entry.size;
+                    }
+                }
+                Counted::Manifest { event_millis } => {
+                    if state
+                        .manifests
+                        .read_millis
+                        .is_none_or(|read| *event_millis >= read)
+                    {
+                        state.manifests.since_read += 1;
+                    }
+                }
+                Counted::Delete { event_millis } => {
+                    if state
+                        .deletes
+                        .read_millis
+                        .is_none_or(|read| *event_millis >= read)
+                    {
+                        state.deletes.since_read += 1;
+                    }
+                }
+            }
+        }
+        state.next_file_seq = state.next_file_seq.max(current.state.next_file_seq);
+        ops.push(Op::PutTable {
+            table: table.clone(),
+            state: state.clone(),
+        });
+        for stale in current
+            .partitions
+            .keys()
+            .filter(|partition| !partitions.contains_key(*partition))
+        {
+            ops.push(Op::DeletePartition {
+                table: table.clone(),
+                partition: stale.clone(),
+            });
+        }
+        for (partition, counts) in &partitions {
+            ops.push(Op::PutPartition {
+                table: table.clone(),
+                partition: partition.clone(),
+                counts: *counts,
+            });
+        }
+        (
+            ops,
+            StagedChange {
+                state,
+                partitions: PartitionUpdate::Replace(partitions),
+                counted: Vec::new(),
+            },
+        )
+    }
 }

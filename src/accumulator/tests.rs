@@ -1523,3 +1523,180 @@ fn a_table_measures_its_run_cost_from_its_first_attempt_successes() {
     let reloaded = Accumulator::load(spec(), &store).unwrap();
     assert_eq!(reloaded.snapshot().state.run_costs, costs);
 }
+
+/// Issue 31 item 8: what a table counts while its run's settlement is prepared off the actor
+/// ends as if it had been counted right after the settlement. A file the truth has, a file
+/// committed and gone since, the run's own output: not pending twice, not pending when gone;
+/// any other file: pending; a manifest announced before the settlement's read of the metadata:
+/// in that read already. For a run with a truth read, one without, and a failed one.
+#[test]
+fn files_counted_while_a_settlement_is_prepared_end_as_if_counted_after_it() {
+    let claimed_at = RECONCILE_GRACE_MILLIS + 2_000;
+    let settled_at = claimed_at + 1_000;
+    let mut with_truth = truthful_success(
+        &[
+            ("t/data/d=1/a.parquet", 10),
+            ("t/data/d=2/t1.parquet", 8),
+            ("t/data/d=1/out.parquet", 40),
+        ],
+        &["t/data/d=1/gone.parquet", "t/data/d=1/out.parquet"],
+    );
+    if let RunOutcome::Success { report, .. } = &mut with_truth {
+        report.manifest_count = Some(2);
+    }
+    let meanwhile = || {
+        let mut manifest = candidate("t/metadata/early.avro", 1, settled_at - 10, "");
+        manifest.kind = FileKind::Manifest;
+        let mut late_manifest = candidate("t/metadata/late.avro", 1, settled_at + 10, "");
+        late_manifest.kind = FileKind::Manifest;
+        vec![
+            candidate("t/data/d=3/new.parquet", 10, settled_at - 50, "d=3"),
+            candidate("t/data/d=2/t1.parquet", 8, settled_at - 40, "d=2"),
+            candidate("t/data/d=1/gone.parquet", 9, settled_at - 30, "d=1"),
+            candidate("t/data/d=1/out.parquet", 40, settled_at - 20, "d=1"),
+            manifest,
+            late_manifest,
+        ]
+    };
+    for outcome in [with_truth, success(&["t/data/d=1/out.parquet"]), failure()] {
+        let world = || {
+            let store = MemoryStore::new();
+            let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+            stage_and_commit(
+                &mut accumulator,
+                &store,
+                vec![
+                    candidate("t/data/d=1/a.parquet", 10, 100, "d=1"),
+                    candidate("t/data/d=2/b.parquet", 10, 100, "d=2"),
+                ],
+                1_000,
+            );
+            claim_and_commit(&mut accumulator, &store, "run-1", claimed_at);
+            stage_and_commit(
+                &mut accumulator,
+                &store,
+                vec![candidate(
+                    "t/data/d=2/c.parquet",
+                    10,
+                    claimed_at + 100,
+                    "d=2",
+                )],
+                claimed_at + 100,
+            );
+            (store, accumulator)
+        };
+        // As before: settled, then counted.
+        let (after_store, mut after) = world();
+        finish(&mut after, &after_store, "run-1", &outcome, settled_at);
+        stage_and_commit(&mut after, &after_store, meanwhile(), settled_at);
+        // Counted while the settlement is prepared from the table as it was at the run's end.
+        let (store, mut accumulator) = world();
+        let base = accumulator.begin_settlement(accumulator.settlement_reserve(&outcome));
+        stage_and_commit(&mut accumulator, &store, meanwhile(), settled_at);
+        let settlement = prepare_settlement(
+            &spec(),
+            &base,
+            &store,
+            "run-1",
+            &outcome,
+            settled_at,
+            BACKOFF,
+        )
+        .unwrap()
+        .unwrap();
+        let (ops, change) = accumulator
+            .finish_settlement(settlement, settled_at)
+            .unwrap();
+        store.commit(ops).unwrap();
+        accumulator.adopt(change);
+
+        let logged = |store: &MemoryStore| {
+            let files = store.files("n.t").unwrap();
+            for (seq, file) in &files {
+                let seen = store.seen_entries(&[(&file.bucket, &file.key)]).unwrap();
+                assert_eq!(seen[0].as_ref().unwrap().seq, Some(*seq), "{file:?}");
+            }
+            let mut files: Vec<_> = files
+                .into_iter()
+                .map(|(_, file)| (file.key, file.size, file.source, file.partition))
+                .collect();
+            files.sort();
+            files
+        };
+        let (expected, state) = (after.snapshot(), accumulator.snapshot());
+        assert_eq!(logged(&store), logged(&after_store), "{outcome:?}");
+        assert_eq!(state.state.pending, expected.state.pending, "{outcome:?}");
+        assert_eq!(state.partitions, expected.partitions, "{outcome:?}");
+        assert_eq!(
+            state.state.manifests, expected.state.manifests,
+            "{outcome:?}"
+        );
+        assert_eq!(state.state.last_run, expected.state.last_run, "{outcome:?}");
+        assert_eq!(state.state.compacted_files, expected.state.compacted_files);
+        assert!(state.state.claim.is_none());
+        assert_eq!(
+            Accumulator::load(spec(), &store).unwrap().snapshot(),
+            state,
+            "durable"
+        );
+        let output = store
+            .seen_entries(&[("b", "t/data/d=1/out.parquet")])
+            .unwrap();
+        let expected_output = after_store
+            .seen_entries(&[("b", "t/data/d=1/out.parquet")])
+            .unwrap();
+        assert_eq!(
+            output[0].as_ref().map(|entry| entry.seq.is_some()),
+            expected_output[0].as_ref().map(|entry| entry.seq.is_some()),
+        );
+    }
+}
+
+/// A settlement prepared from a state that was replaced meanwhile, or whose rebuilt log needs
+/// numbers the files counted meanwhile took, is not applied: it is prepared again.
+#[test]
+fn a_stale_settlement_is_refused() {
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    stage_and_commit(
+        &mut accumulator,
+        &store,
+        vec![candidate("t/data/a.parquet", 10, 100, "")],
+        1_000,
+    );
+    claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+    let outcome = truthful_success(
+        &[
+            ("t/data/a.parquet", 10),
+            ("t/data/x.parquet", 10),
+            ("t/data/y.parquet", 10),
+        ],
+        &[],
+    );
+    // Too small a reserve: the new file takes a number the rebuilt log uses.
+    let base = accumulator.begin_settlement(1);
+    stage_and_commit(
+        &mut accumulator,
+        &store,
+        vec![candidate("t/data/new.parquet", 10, 2_500, "")],
+        2_500,
+    );
+    let prepared = || {
+        prepare_settlement(&spec(), &base, &store, "run-1", &outcome, 3_000, BACKOFF)
+            .unwrap()
+            .unwrap()
+    };
+    assert_eq!(
+        accumulator
+            .finish_settlement(prepared(), 3_000)
+            .unwrap_err(),
+        SettlementStale::Reserve(3)
+    );
+    // No settlement in progress (a reload replaced the state): refused too.
+    assert_eq!(
+        accumulator
+            .finish_settlement(prepared(), 3_000)
+            .unwrap_err(),
+        SettlementStale::Replaced
+    );
+}

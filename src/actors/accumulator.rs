@@ -17,7 +17,10 @@ use super::messages::{
     Claimed, Forget, GetStatus, NotClaimed, RecoverRun, Reload, RequestCompaction, RunFinished,
     Settle, Stage, StartRun, Tick, UpdateSpec,
 };
-use crate::accumulator::{object_keys, settle_run, Accumulator, FailureBackoff, Staged};
+use crate::accumulator::{
+    object_keys, prepare_settlement, Accumulator, FailureBackoff, Settlement, SettlementStale,
+    Staged,
+};
 use crate::clock::Clock;
 use crate::policy::DueReason;
 use crate::routing::TableIndex;
@@ -27,6 +30,9 @@ use crate::store::{StateStore, StoreError};
 
 /// How long a settlement that could not be committed waits before it is tried again.
 const SETTLE_RETRY: Duration = Duration::from_secs(5);
+
+/// A settlement as its preparation off the actor ended (`None`: the run holds no claim).
+type PreparedSettlement = Result<Option<Settlement>, StoreError>;
 
 /// Work that must wait until the batch being staged is settled (a run's start or end: rare).
 #[allow(clippy::large_enum_variant)]
@@ -54,6 +60,15 @@ pub struct TableAccumulatorActor {
     /// happened after the router looked the next group's keys up: the next [`Stage`] looks its
     /// keys up again instead of using the router's answers.
     lookups_stale: bool,
+    /// A run's settlement is being prepared on the blocking pool (the table goes on counting).
+    preparing: bool,
+    /// A prepared settlement, applied as soon as no change is being committed.
+    prepared: Option<(Arc<RunFinished>, PreparedSettlement)>,
+    /// The sequence numbers the next settlement reserves, at least (the last one needed more).
+    reserve_hint: Option<u64>,
+    /// Status requests that wait for the settlement in progress (a status read after a run's
+    /// end shows it settled, as `icepack compact` expects).
+    settled_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl TableAccumulatorActor {
@@ -79,6 +94,10 @@ impl TableAccumulatorActor {
             deferred: VecDeque::new(),
             active: true,
             lookups_stale: false,
+            preparing: false,
+            prepared: None,
+            reserve_hint: None,
+            settled_waiters: Vec::new(),
         }
     }
 
@@ -199,8 +218,36 @@ impl TableAccumulatorActor {
         true
     }
 
+    /// Whether a run's end is being settled (or waits to be).
+    fn settling(&self) -> bool {
+        self.preparing
+            || self.prepared.is_some()
+            || self
+                .deferred
+                .iter()
+                .any(|deferred| matches!(deferred, Deferred::Finish(_)))
+    }
+
+    /// Answers the status requests that waited for a settlement, once none is in progress.
+    fn answer_settled_waiters(&mut self) {
+        if !self.settling() {
+            for waiter in self.settled_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
+    }
+
+    /// Carries on with what waited: a prepared settlement first, then runs' starts and ends, in
+    /// order — none while a change is being committed or a settlement is being prepared.
     fn run_deferred(&mut self, ctx: &mut Context<Self>) {
-        while !self.accumulator.has_staged_change() {
+        if self.accumulator.has_staged_change() || self.preparing {
+            return;
+        }
+        if let Some((finished, prepared)) = self.prepared.take() {
+            self.apply_settlement(finished, prepared, ctx);
+            return;
+        }
+        while !self.accumulator.has_staged_change() && !self.preparing {
             match self.deferred.pop_front() {
                 Some(Deferred::Start(start)) => self.start_run(start, ctx),
                 Some(Deferred::Finish(finished)) => self.finish_run(finished, ctx),
@@ -252,42 +299,102 @@ impl TableAccumulatorActor {
         }));
     }
 
-    /// Settles the table from the run's outcome and commits it; retried until it is durable.
+    /// Settles the table from the run's outcome, in two steps so that a settlement of any size
+    /// never holds up the intake: prepared on the blocking pool from the table as it is now —
+    /// reading the file log and rebuilding it from the truth — while this actor goes on staging
+    /// what the router brings, then applied here with what was counted meanwhile and committed
+    /// (the only part the intake waits for). Retried until it is durable.
     fn finish_run(&mut self, finished: RunFinished, ctx: &mut Context<Self>) {
+        let finished = Arc::new(finished);
         let spec = self.accumulator.spec_arc();
-        let snapshot = self.accumulator.snapshot().clone();
         let store = self.store.clone();
         let now = self.clock.now_millis();
         let backoff = self.backoff;
-        let run_id = finished.run_id.clone();
-        let outcome = finished.outcome.clone();
-        let mut sampler = self.accumulator.sampler();
-        let settle = async move {
-            tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
-                match settle_run(
+        let reserve = self
+            .accumulator
+            .settlement_reserve(&finished.outcome)
+            .max(self.reserve_hint.take().unwrap_or(0));
+        let base = self.accumulator.begin_settlement(reserve);
+        self.preparing = true;
+        let preparing = finished.clone();
+        let prepare = async move {
+            tokio::task::spawn_blocking(move || {
+                prepare_settlement(
                     &spec,
-                    &snapshot,
+                    &base,
                     store.as_ref(),
-                    &run_id,
-                    &outcome,
+                    &preparing.run_id,
+                    &preparing.outcome,
                     now,
                     backoff,
-                )? {
-                    Some((mut ops, change)) => {
-                        crate::accumulator::sample_commit(&mut sampler, &spec.table, &mut ops, now);
-                        store.commit(ops)?;
-                        Ok(Some((change, sampler)))
-                    }
-                    None => Ok(None),
-                }
+                )
             })
             .await
+            .map_err(|error| StoreError::Read(format!("the settlement task failed: {error}")))
+            .and_then(|prepared| prepared)
         };
-        ctx.wait(settle.into_actor(self).map(move |result, actor, ctx| {
+        ctx.spawn(prepare.into_actor(self).map(move |prepared, actor, ctx| {
+            actor.preparing = false;
+            actor.prepared = Some((finished, prepared));
+            actor.run_deferred(ctx);
+        }));
+    }
+
+    /// Applies a prepared settlement with what the table counted meanwhile and commits it; the
+    /// table handles nothing else until the commit is done.
+    fn apply_settlement(
+        &mut self,
+        finished: Arc<RunFinished>,
+        prepared: PreparedSettlement,
+        ctx: &mut Context<Self>,
+    ) {
+        let settlement = match prepared {
+            Ok(Some(settlement)) => settlement,
+            Ok(None) => {
+                self.accumulator.abort_settlement();
+                warn!(table = %self.table(), run_id = %finished.run_id, "outcome of a run that holds no claim; ignored");
+                self.evaluate(ctx);
+                self.run_deferred(ctx);
+                return self.answer_settled_waiters();
+            }
+            Err(error) => {
+                self.accumulator.abort_settlement();
+                error!(table = %self.table(), run_id = %finished.run_id, %error, "cannot settle the run; retrying");
+                ctx.notify_later(RunFinished::clone(&finished), SETTLE_RETRY);
+                self.evaluate(ctx);
+                self.run_deferred(ctx);
+                return self.answer_settled_waiters();
+            }
+        };
+        let now = self.clock.now_millis();
+        let (mut ops, change) = match self.accumulator.finish_settlement(settlement, now) {
+            Ok(applied) => applied,
+            Err(stale) => {
+                // The state was replaced (a reload) or the files counted meanwhile took numbers
+                // the rebuilt log needs: prepared again, from the table as it is now.
+                info!(table = %self.table(), run_id = %finished.run_id, ?stale, "the table changed under the run's settlement; settling it again");
+                if let SettlementStale::Reserve(needed) = stale {
+                    self.reserve_hint = Some(needed);
+                }
+                self.deferred
+                    .push_front(Deferred::Finish(RunFinished::clone(&finished)));
+                return self.run_deferred(ctx);
+            }
+        };
+        let mut sampler = self.accumulator.sampler();
+        crate::accumulator::sample_commit(
+            &mut sampler,
+            &self.accumulator.spec().table,
+            &mut ops,
+            now,
+        );
+        let store = self.store.clone();
+        let commit = async move { tokio::task::spawn_blocking(move || store.commit(ops)).await };
+        ctx.wait(commit.into_actor(self).map(move |result, actor, ctx| {
             // The settlement may have written `seen` entries (the run's own outputs).
             actor.lookups_stale = true;
             match result {
-                Ok(Ok(Some((change, sampler)))) => {
+                Ok(Ok(())) => {
                     actor.accumulator.adopt(change);
                     actor.accumulator.set_sampler(sampler);
                     let state = &actor.accumulator.snapshot().state;
@@ -311,13 +418,14 @@ impl TableAccumulatorActor {
                         ),
                     }
                 }
-                Ok(Ok(None)) => warn!(table = %actor.table(), run_id = %finished.run_id, "outcome of a run that holds no claim; ignored"),
                 failed => {
-                    error!(table = %actor.table(), run_id = %finished.run_id, result = ?failed.map(|inner| inner.err()), "cannot settle the run; retrying");
-                    ctx.notify_later(finished, SETTLE_RETRY);
+                    error!(table = %actor.table(), run_id = %finished.run_id, result = ?failed.map(|inner| inner.err()), "cannot commit the run's settlement; retrying");
+                    ctx.notify_later(RunFinished::clone(&finished), SETTLE_RETRY);
                 }
             }
             actor.evaluate(ctx);
+            actor.run_deferred(ctx);
+            actor.answer_settled_waiters();
         }));
     }
 }
@@ -445,7 +553,11 @@ impl Handler<Forget> for TableAccumulatorActor {
             Some("the table is configured: remove it from the configuration and reload first")
         } else if self.accumulator.claim().is_some() {
             Some("the table has a run in flight: wait until it ends")
-        } else if self.accumulator.has_staged_change() || !self.deferred.is_empty() {
+        } else if self.accumulator.has_staged_change()
+            || !self.deferred.is_empty()
+            || self.preparing
+            || self.prepared.is_some()
+        {
             Some("the table has a change being committed: try again")
         } else {
             None
@@ -480,11 +592,15 @@ impl Handler<Forget> for TableAccumulatorActor {
 }
 
 impl Handler<Reload> for TableAccumulatorActor {
-    type Result = actix::ResponseActFuture<Self, Result<(), StoreError>>;
+    /// Atomic: nothing this actor commits (a run's settlement, a claim) lands between the read of
+    /// the stored state and its adoption — such a state would be older than the one in memory
+    /// (a settled claim restored). The store recovery that reloads has paused the intake anyway.
+    type Result = AtomicResponse<Self, Result<(), StoreError>>;
 
     /// The durable state replaces the one in memory. A claim found there that this actor never
     /// adopted (its commit reported failed, yet it reached the disk) is recovered like one found
-    /// at start-up: the pool learns of it and settles it.
+    /// at start-up: the pool learns of it and settles it. A settlement being prepared meanwhile
+    /// is prepared again from the adopted state.
     fn handle(&mut self, _message: Reload, _ctx: &mut Context<Self>) -> Self::Result {
         let store = self.store.clone();
         let spec = self.accumulator.spec_arc();
@@ -493,7 +609,7 @@ impl Handler<Reload> for TableAccumulatorActor {
                 .await
                 .map_err(|error| StoreError::Read(error.to_string()))?
         };
-        Box::pin(load.into_actor(self).map(|loaded, actor, ctx| {
+        AtomicResponse::new(Box::pin(load.into_actor(self).map(|loaded, actor, ctx| {
             let fresh = loaded?;
             if actor.accumulator.has_staged_change() {
                 return Err(StoreError::Unavailable(
@@ -517,7 +633,7 @@ impl Handler<Reload> for TableAccumulatorActor {
             }
             actor.evaluate(ctx);
             Ok(())
-        }))
+        })))
     }
 }
 
@@ -537,14 +653,27 @@ impl Handler<Crash> for TableAccumulatorActor {
 }
 
 impl Handler<GetStatus> for TableAccumulatorActor {
-    type Result = actix::MessageResult<GetStatus>;
+    type Result = actix::ResponseActFuture<Self, crate::status::TableStatus>;
 
+    /// The table as it is, once a run's end being settled is settled (the intake goes on).
     fn handle(&mut self, _message: GetStatus, _ctx: &mut Context<Self>) -> Self::Result {
-        actix::MessageResult(table_status(
-            self.accumulator.spec(),
-            self.accumulator.snapshot(),
-            self.clock.now_millis(),
-        ))
+        let settled = self.settling().then(|| {
+            let (sender, receiver) = tokio::sync::oneshot::channel();
+            self.settled_waiters.push(sender);
+            receiver
+        });
+        let wait = async move {
+            if let Some(settled) = settled {
+                let _ = settled.await;
+            }
+        };
+        Box::pin(wait.into_actor(self).map(|(), actor, _ctx| {
+            table_status(
+                actor.accumulator.spec(),
+                actor.accumulator.snapshot(),
+                actor.clock.now_millis(),
+            )
+        }))
     }
 }
 
@@ -773,6 +902,368 @@ mod tests {
                 "the max-wait timer never fired"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// A run's outcome with a truth read: `keys` in bucket `lake`, 10 bytes each.
+    fn truthful(keys: &[String]) -> RunOutcome {
+        RunOutcome::Success {
+            report: crate::run::ReportSummary {
+                truth: Some(
+                    keys.iter()
+                        .map(|key| (format!("s3://lake/{key}"), 10))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            duration_millis: 5,
+            attempts: 1,
+        }
+    }
+
+    /// Two tables behind a router, their accumulators on worker threads as in the service; table
+    /// `n.a` (under `a/`) holds `files` counted files claimed by run `r`. Counts only.
+    fn two_tables_with_a_claim(
+        files: usize,
+    ) -> (
+        Arc<RacingStore>,
+        Vec<String>,
+        Arc<crate::actors::TableMap>,
+        actix::Addr<crate::actors::router::IntakeRouter>,
+        crate::actors::workers::Workers,
+    ) {
+        use crate::config::Config;
+        const NOW: i64 = 1_714_564_800_000;
+        let racing = Arc::new(RacingStore::new());
+        let store: Arc<dyn StateStore> = racing.clone();
+        let config = Config::from_toml_str(
+            "[[tables]]\ntable = \"n.a\"\nbucket = \"lake\"\nprefix = \"a/\"\n\
+             [[tables]]\ntable = \"n.b\"\nbucket = \"lake\"\nprefix = \"b/\"\n",
+        )
+        .unwrap();
+        let specs: Vec<Arc<TableSpec>> = config.table_specs().into_iter().map(Arc::new).collect();
+        let keys: Vec<String> = (0..files)
+            .map(|index| format!("a/data/f{index}.parquet"))
+            .collect();
+        let mut a = Accumulator::load(specs[0].clone(), store.as_ref()).unwrap();
+        for chunk in keys.chunks(10_000) {
+            let candidates = chunk
+                .iter()
+                .map(|key| Candidate {
+                    bucket: "lake".to_string(),
+                    key: key.clone(),
+                    size: 10,
+                    event_millis: NOW - 3_600_000,
+                    partition: String::new(),
+                    kind: Default::default(),
+                })
+                .collect();
+            let staged = a.stage(candidates, store.as_ref(), NOW).unwrap();
+            store.commit(staged.ops).unwrap();
+            a.settle(true);
+        }
+        let (ops, _) = a.begin_claim("r", "files", NOW, true).unwrap();
+        store.commit(ops).unwrap();
+        a.settle(true);
+        let b = Accumulator::load(specs[1].clone(), store.as_ref()).unwrap();
+        let clock: Arc<dyn Clock> = Arc::new(FakeClock::new(NOW + 60_000));
+        let workers = crate::actors::workers::Workers::start(2);
+        let addresses = [a, b]
+            .into_iter()
+            .enumerate()
+            .map(|(index, accumulator)| {
+                workers.start_accumulator(
+                    index,
+                    TableAccumulatorActor::new(
+                        index,
+                        accumulator,
+                        store.clone(),
+                        clock.clone(),
+                        None,
+                        BACKOFF,
+                    ),
+                )
+            })
+            .collect();
+        let map = Arc::new(crate::actors::TableMap::new(
+            specs,
+            addresses,
+            config.tenant_specs(),
+        ));
+        let router = crate::actors::router::IntakeRouter::new(
+            map.clone(),
+            store.clone(),
+            clock,
+            14,
+            Arc::new(crate::metrics::Metrics::default()),
+        )
+        .start();
+        (racing, keys, map, router, workers)
+    }
+
+    /// Issue 31 item 8: while table `n.a` settles a run whose truth read has 100,000 files, a
+    /// batch with a record for it and a batch for `n.b` only arrive. Both are counted once —
+    /// `n.b`'s while the settlement is still being prepared (its read of `n.a`'s file log is held
+    /// until then, at most 2 s: the old actor held the table, and the router's group with it, all
+    /// along) — and the claim is settled with the new file pending beside the truth. The times
+    /// are printed.
+    #[actix::test]
+    async fn another_tables_intake_does_not_wait_for_a_large_settlement() {
+        use crate::actors::messages::Ingest;
+        use crate::actors::router::tests::message;
+        const FILES: usize = 100_000;
+        let (store, keys, map, router, _workers) = two_tables_with_a_claim(FILES);
+        *store.hold_file_reads.lock().unwrap() =
+            Some(Box::new(|events: &RacingEvents| events.released));
+        let started = std::time::Instant::now();
+        map.accumulator(0).do_send(RunFinished {
+            run_id: "r".to_string(),
+            outcome: truthful(&keys),
+        });
+        let timed = |messages| {
+            let report = router.send(Ingest { messages });
+            async move {
+                let report = report.await.unwrap().unwrap();
+                (report, started.elapsed())
+            }
+        };
+        let only_b = async {
+            let counted = timed(vec![message("2", &["b/data/x.parquet"])]).await;
+            let claimed = store.load_table("n.a").unwrap().state.claim.is_some();
+            store.release();
+            (counted, claimed)
+        };
+        let ((with_a, a_waited), ((only_b, b_waited), still_claimed)) =
+            futures::join!(timed(vec![message("1", &["a/data/new.parquet"])]), only_b,);
+        assert_eq!(with_a.summary.counted, 1);
+        assert_eq!(only_b.summary.counted, 1);
+        assert!(
+            still_claimed,
+            "n.b's batch was counted before n.a's run settled"
+        );
+        // The status waits for the settlement in progress.
+        let status = map.accumulator(0).send(GetStatus).await.unwrap();
+        let settled = started.elapsed();
+        println!(
+            "settling {FILES} files took {settled:?}; meanwhile a batch for the settling table \
+             was counted after {a_waited:?}, one for another table after {b_waited:?}"
+        );
+        assert_eq!(
+            status.pending_files,
+            FILES as u64 + 1,
+            "the truth plus the new file"
+        );
+        assert!(store.load_table("n.a").unwrap().state.claim.is_none());
+        assert_eq!(
+            map.accumulator(1)
+                .send(GetStatus)
+                .await
+                .unwrap()
+                .pending_files,
+            1
+        );
+        let files = store.files("n.a").unwrap();
+        assert_eq!(files.len(), FILES + 1);
+        assert!(files
+            .iter()
+            .any(|(_, file)| file.key == "a/data/new.parquet"));
+    }
+
+    /// A memory store that holds a read open until something else happened (or `HOLD` passed),
+    /// to put a race's steps in the order a test wants: a table's load returns only once a
+    /// settlement committed meanwhile; a settlement's read of the file log goes on only once the
+    /// condition it was armed with holds.
+    struct RacingStore {
+        inner: MemoryStore,
+        hold_loads: std::sync::atomic::AtomicBool,
+        hold_file_reads: std::sync::Mutex<Option<HeldUntil>>,
+        events: std::sync::Mutex<RacingEvents>,
+        changed: std::sync::Condvar,
+    }
+
+    /// When a held read goes on.
+    type HeldUntil = Box<dyn Fn(&RacingEvents) -> bool + Send>;
+
+    #[derive(Default)]
+    struct RacingEvents {
+        loads: u32,
+        settlement_commits: u32,
+        /// The tables a commit logged a file of.
+        files_committed: std::collections::BTreeSet<String>,
+        load_held: bool,
+        file_read_held: bool,
+        /// The test let held reads go on.
+        released: bool,
+    }
+
+    impl RacingStore {
+        const HOLD: Duration = Duration::from_secs(2);
+
+        fn new() -> Self {
+            RacingStore {
+                inner: MemoryStore::new(),
+                hold_loads: Default::default(),
+                hold_file_reads: Default::default(),
+                events: Default::default(),
+                changed: Default::default(),
+            }
+        }
+
+        /// Waits until `done` holds, at most `HOLD`.
+        fn wait_for(&self, done: impl Fn(&RacingEvents) -> bool) {
+            let events = self.events.lock().unwrap();
+            let _ = self
+                .changed
+                .wait_timeout_while(events, Self::HOLD, |events| !done(events))
+                .unwrap();
+        }
+
+        /// Lets the reads held until a release go on.
+        fn release(&self) {
+            self.events.lock().unwrap().released = true;
+            self.changed.notify_all();
+        }
+
+        /// Waits (in a test's task) until `held` says a read is held, at most 10 s.
+        async fn until_held(&self, held: impl Fn(&RacingEvents) -> bool) {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !held(&self.events.lock().unwrap()) {
+                assert!(std::time::Instant::now() < deadline, "the read is held");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    }
+
+    impl StateStore for RacingStore {
+        fn load_table(&self, table: &str) -> Result<crate::state::TableSnapshot, StoreError> {
+            let snapshot = self.inner.load_table(table)?;
+            if self
+                .hold_loads
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                let commits = {
+                    let mut events = self.events.lock().unwrap();
+                    events.load_held = true;
+                    events.settlement_commits
+                };
+                self.wait_for(|events| events.settlement_commits > commits);
+            }
+            self.events.lock().unwrap().loads += 1;
+            self.changed.notify_all();
+            Ok(snapshot)
+        }
+        fn seen(&self, objects: &[(&str, &str)]) -> Result<Vec<bool>, StoreError> {
+            self.inner.seen(objects)
+        }
+        fn seen_entries(
+            &self,
+            objects: &[(&str, &str)],
+        ) -> Result<Vec<Option<crate::state::SeenEntry>>, StoreError> {
+            self.inner.seen_entries(objects)
+        }
+        fn commit(&self, ops: Vec<crate::store::Op>) -> Result<(), StoreError> {
+            let settles = ops.iter().any(|op| {
+                matches!(op, crate::store::Op::PutTable { state, .. } if state.claim.is_none() && state.last_run.is_some())
+            });
+            let logged: Vec<String> = ops
+                .iter()
+                .filter_map(|op| match op {
+                    crate::store::Op::PutFile { table, .. } => Some(table.clone()),
+                    _ => None,
+                })
+                .collect();
+            self.inner.commit(ops)?;
+            let mut events = self.events.lock().unwrap();
+            events.settlement_commits += u32::from(settles);
+            events.files_committed.extend(logged);
+            self.changed.notify_all();
+            Ok(())
+        }
+        fn purge_seen_before(
+            &self,
+            cutoff: crate::clock::UnixMillis,
+        ) -> Result<crate::store::PurgeSummary, StoreError> {
+            self.inner.purge_seen_before(cutoff)
+        }
+        fn files(&self, table: &str) -> Result<Vec<(u64, crate::state::FileEntry)>, StoreError> {
+            let held = self.hold_file_reads.lock().unwrap().take();
+            if let Some(until) = held {
+                self.events.lock().unwrap().file_read_held = true;
+                self.wait_for(until);
+            }
+            self.inner.files(table)
+        }
+        fn runs(&self, table: &str) -> Result<Vec<(u64, crate::state::RunRecord)>, StoreError> {
+            self.inner.runs(table)
+        }
+        fn series(&self, table: &str) -> Result<crate::series::Series, StoreError> {
+            self.inner.series(table)
+        }
+        fn forget_table(&self, table: &str) -> Result<crate::store::ForgetSummary, StoreError> {
+            self.inner.forget_table(table)
+        }
+        fn recover(&self) -> Result<(), StoreError> {
+            self.inner.recover()
+        }
+    }
+
+    /// Issue 31 item 8: a run ends and the store recovery's reload comes at the same moment, in
+    /// either order; the claim the run held is settled and stays settled (a reload that read the
+    /// state before the settlement committed used to adopt it after, restoring the claim).
+    #[actix::test]
+    async fn a_reload_racing_a_runs_end_never_restores_its_claim() {
+        for reload_first in [true, false] {
+            let store = Arc::new(RacingStore::new());
+            let shared: Arc<dyn StateStore> = store.clone();
+            let clock = FakeClock::new(1_000_000);
+            let mut accumulator = Accumulator::load(spec(), shared.as_ref()).unwrap();
+            let staged = accumulator
+                .stage(
+                    vec![candidate("t/a.parquet"), candidate("t/b.parquet")],
+                    shared.as_ref(),
+                    clock.now_millis(),
+                )
+                .unwrap();
+            shared.commit(staged.ops).unwrap();
+            accumulator.settle(true);
+            let (ops, _) = accumulator
+                .begin_claim("run-1", "manual", clock.now_millis(), true)
+                .unwrap();
+            shared.commit(ops).unwrap();
+            accumulator.settle(true);
+            let actor = unpooled(accumulator, &shared, Arc::new(clock)).start();
+            let finished = RunFinished {
+                run_id: "run-1".to_string(),
+                outcome: RunOutcome::Success {
+                    report: Default::default(),
+                    duration_millis: 5,
+                    attempts: 1,
+                },
+            };
+            let reload = if reload_first {
+                store
+                    .hold_loads
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                let reload = actor.send(Reload);
+                store.until_held(|events| events.load_held).await;
+                actor.do_send(finished);
+                reload
+            } else {
+                let loads = store.events.lock().unwrap().loads;
+                *store.hold_file_reads.lock().unwrap() =
+                    Some(Box::new(move |events: &RacingEvents| events.loads > loads));
+                actor.do_send(finished);
+                store.until_held(|events| events.file_read_held).await;
+                actor.send(Reload)
+            };
+            reload.await.unwrap().unwrap();
+            let status = actor.send(GetStatus).await.unwrap();
+            assert!(
+                status.in_flight_run.is_none(),
+                "reload first: {reload_first}: the claim came back: {status:?}"
+            );
+            assert_eq!((status.pending_files, status.compacted_files), (0, 2));
+            assert!(shared.load_table("n.t").unwrap().state.claim.is_none());
         }
     }
 }

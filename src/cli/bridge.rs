@@ -8,11 +8,15 @@ pub(crate) fn bridge(path: &Path, listen: std::net::SocketAddr) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    let token = std::env::var("ICEPACK_BRIDGE_TOKEN")
+        .ok()
+        .filter(|token| !token.is_empty());
+    // Refused before anything connects: a bridge anyone can post to is not started.
+    icepack::bridge::access(listen, token.as_deref())?;
     runtime.block_on(async move {
         let queue = Arc::new(SqsQueue::connect(&config.sqs).await);
-        let token = std::env::var("ICEPACK_BRIDGE_TOKEN").ok().filter(|token| !token.is_empty());
         tokio::select! {
-            served = icepack::bridge::serve(listen, queue, token) => served.with_context(|| format!("cannot serve on {listen}")),
+            served = icepack::bridge::serve(listen, queue, token) => served.with_context(|| format!("the bridge on {listen} stopped")),
             _ = wait_for_signal() => Ok(()),
         }
     })

@@ -11,6 +11,18 @@ pub(crate) fn run(path: &Path) -> Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let system = actix::System::new();
     system.block_on(async move {
+        // Bound before anything starts: a taken port fails the start cleanly, with no actor to
+        // tear down and no run recovered meanwhile.
+        let listener = if config.service.http_listen.is_empty() {
+            None
+        } else {
+            let address: std::net::SocketAddr = config.service.http_listen.parse()?;
+            Some(
+                http::bind(address)
+                    .await
+                    .with_context(|| format!("cannot listen on service.http_listen {address}"))?,
+            )
+        };
         let metrics = Arc::new(Metrics::default());
         let compaction = compaction(&config, true);
         icepack::engine::spawn_probe(
@@ -22,8 +34,8 @@ pub(crate) fn run(path: &Path) -> Result<()> {
         let (pipeline, notifier) =
             notifying_pipeline(&config, store, clock.clone(), metrics.clone(), compaction)?;
         let (control_handle, control_requests) = control_channel();
-        if !config.service.http_listen.is_empty() {
-            let address: std::net::SocketAddr = config.service.http_listen.parse()?;
+        if let Some(listener) = listener {
+            let address = listener.local_addr()?;
             let state = ApiState {
                 pipeline: pipeline.clone(),
                 metrics: metrics.clone(),
@@ -35,9 +47,8 @@ pub(crate) fn run(path: &Path) -> Result<()> {
                 )),
                 control: Some(control_handle),
             };
-            http::serve(address, state)
-                .await
-                .with_context(|| format!("cannot listen on service.http_listen {address}"))?;
+            http::serve(listener, state)
+                .with_context(|| format!("cannot serve on service.http_listen {address}"))?;
         }
         let control = Control::start(
             path.to_path_buf(),

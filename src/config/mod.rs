@@ -306,7 +306,20 @@ fn describe_figment_error(error: figment::Error) -> ConfigError {
             } else {
                 format!("{key}: ")
             };
-            format!("{key}{}{source}", error.kind)
+            // A secret setting's value is not repeated (figment's message quotes what it found).
+            let kind = if crate::redact::is_secret_name(&key) {
+                match &error.kind {
+                    figment::error::Kind::InvalidType(_, expected)
+                    | figment::error::Kind::InvalidValue(_, expected) => {
+                        format!("invalid value, expected {expected}")
+                    }
+                    figment::error::Kind::Message(_) => "invalid value".to_string(),
+                    other => other.to_string(),
+                }
+            } else {
+                crate::redact::hide_secrets(&error.kind.to_string())
+            };
+            format!("{key}{kind}{source}")
         })
         .collect();
     ConfigError::Invalid(messages.join("; "))

@@ -491,3 +491,21 @@ fn cost_pacing_is_opt_in_and_follows_the_measured_run_cost_unless_set() {
     assert!(error_of(&format!("{table}fragment_fill_percent = -1\n"))
         .contains("tables[0].fragment_fill_percent"));
 }
+
+/// Issue 31 item 5: an error about a secret setting names the key, never the value it found; a
+/// URI's password is hidden in any error that quotes it.
+#[test]
+fn errors_never_repeat_a_secret_value() {
+    let error = error_of("[catalogs.c]\nproperties = { \"jdbc.password\" = 73105589 }\n");
+    assert!(
+        error.contains("catalogs.c.properties.jdbc.password"),
+        "{error}"
+    );
+    assert!(!error.contains("73105589"), "{error}");
+    let error =
+        error_of("[catalogs.c]\nproperties = { \"adls.auth.shared-key.account.key\" = 4107 }\n");
+    assert!(!error.contains("4107"), "{error}");
+    let error = error_of("[spark]\ntimeout_minutes = \"http://u:MINUTESPW@h\"\n");
+    assert!(error.contains("spark.timeout_minutes"), "{error}");
+    assert!(!error.contains("MINUTESPW"), "{error}");
+}

@@ -5,25 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::config::{CatalogConfig, SparkConfig};
 
-/// Parts of setting keys whose values are secrets: never on a command line, in a log or a status.
-const SECRET_KEY_PARTS: [&str; 9] = [
-    "secret",
-    "password",
-    "token",
-    "credential",
-    "access-key",
-    "private-key",
-    "authorization",
-    "header.",
-    "session-key",
-];
-
-/// Whether a Spark setting (or catalog property) holds a secret: `s3.secret-access-key`,
-/// `token`, `credential`, `header.Authorization`, `jdbc.password` ...
-pub fn is_secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    SECRET_KEY_PARTS.iter().any(|part| key.contains(part))
-}
+use crate::redact::{hide_secrets, is_secret_name, is_secret_setting, HIDDEN};
 
 /// The arguments after the spark-sql executable: options, confs, then `-e <statements>`, every
 /// setting on the command line. For tools and tests; runs keep secrets off it ([`command_line`]).
@@ -43,10 +25,11 @@ pub fn spark_sql_args(
     args
 }
 
-/// `--master`, `--packages` and `--jars` of a spark-sql command line.
+/// `--master`, `--packages` and `--jars` of a spark-sql command line. A master URL that carries
+/// a secret is a setting instead (`spark.master`, [`spark_conf`]): it goes to the secrets file.
 pub fn spark_sql_options(spark: &SparkConfig) -> Vec<String> {
     let mut args = Vec::new();
-    if !spark.master.is_empty() {
+    if !spark.master.is_empty() && !is_secret_setting("spark.master", &spark.master) {
         args.push("--master".to_string());
         args.push(spark.master.clone());
     }
@@ -62,7 +45,8 @@ pub fn spark_sql_options(spark: &SparkConfig) -> Vec<String> {
 }
 
 /// A run's spark-sql command line: the options, `--properties-file` when some settings are secret
-/// (their values are in that file only), every other setting as `--conf`, then the statements.
+/// ([`is_secret_setting`]: their values are in that file only), every other setting as `--conf`,
+/// then the statements.
 pub fn command_line(
     options: &[String],
     conf: &BTreeMap<String, String>,
@@ -75,7 +59,7 @@ pub fn command_line(
         args.push(file.to_string());
     }
     for (key, value) in conf {
-        if !is_secret_key(key) {
+        if !is_secret_setting(key, value) {
             args.push("--conf".to_string());
             args.push(format!("{key}={value}"));
         }
@@ -91,8 +75,10 @@ pub fn command_line(
 /// `defaults` (the `spark-defaults.conf` a properties file would otherwise replace). `None` when
 /// no setting is secret.
 pub fn secret_properties(conf: &BTreeMap<String, String>, defaults: &str) -> Option<String> {
-    let secret: Vec<(&String, &String)> =
-        conf.iter().filter(|(key, _)| is_secret_key(key)).collect();
+    let secret: Vec<(&String, &String)> = conf
+        .iter()
+        .filter(|(key, value)| is_secret_setting(key, value))
+        .collect();
     if secret.is_empty() {
         return None;
     }
@@ -136,7 +122,7 @@ fn escape_property(text: &str, is_key: bool) -> String {
 }
 
 /// Every Spark setting of a run: what icepack needs, the catalog as the reference workflow
-/// configures it, then `[spark] conf`. Values may be secrets ([`is_secret_key`]).
+/// configures it, then `[spark] conf`. Values may be secrets ([`is_secret_setting`]).
 pub fn spark_conf(
     spark: &SparkConfig,
     name: &str,
@@ -176,35 +162,33 @@ pub fn spark_conf(
     for (key, value) in &spark.conf {
         set(key.clone(), value);
     }
+    if !spark.master.is_empty() && is_secret_setting("spark.master", &spark.master) {
+        set("spark.master".into(), &spark.master);
+    }
     confs
 }
 
-/// The command line for logs: secret-looking `--conf` values and the statements' length only.
+/// The command line for logs: secrets hidden (a secret setting's whole value, the secret parts
+/// of any other argument), the statements' count only.
 pub fn describe_args(args: &[String]) -> String {
     let mut shown = Vec::with_capacity(args.len());
     let mut previous = "";
     for arg in args {
         let text = if previous == "--conf" {
             match arg.split_once('=') {
-                Some((key, _)) if is_secret_key(key) => {
-                    format!("{key}=***")
-                }
-                _ => hide_url_password(arg),
+                Some((key, _)) if is_secret_name(key) => format!("{key}={HIDDEN}"),
+                _ => hide_secrets(arg),
             }
-        } else if previous == "--master" {
-            hide_url_password(arg)
         } else if previous == "-e" {
             format!("<{} statements>", arg.matches(";\n").count() + 1)
         } else {
-            arg.clone()
+            hide_secrets(arg)
         };
         shown.push(text);
         previous = arg;
     }
     shown.join(" ")
 }
-
-pub use crate::redact::hide_url_password;
 
 #[cfg(test)]
 mod tests {
@@ -245,7 +229,7 @@ mod tests {
         let described = describe_args(&args);
         assert!(!described.contains("hunter22"), "{described}");
         assert!(described.contains("s3.secret-access-key=***"));
-        assert!(is_secret_key(
+        assert!(is_secret_name(
             "spark.sql.catalog.lakehouse.s3.secret-access-key"
         ));
     }
@@ -261,9 +245,9 @@ mod tests {
             "spark.sql.catalog.c.s3.session-key",
             "spark.hadoop.fs.s3a.secret.key",
         ] {
-            assert!(is_secret_key(key), "{key}");
+            assert!(is_secret_name(key), "{key}");
         }
-        assert!(!is_secret_key("spark.sql.catalog.c.uri"));
+        assert!(!is_secret_name("spark.sql.catalog.c.uri"));
         let conf = BTreeMap::from([
             (
                 "spark.sql.catalog.c.uri".to_string(),
@@ -294,18 +278,89 @@ mod tests {
         assert_eq!(secret_properties(&BTreeMap::new(), ""), None);
     }
 
+    /// Issue 31 item 5: the Azure shared key, a GCS private key and a JDBC URI's password are
+    /// secrets like the others: in the secrets file only, never on the command line nor in its
+    /// description, and a master URL with a password becomes a setting of that file too.
+    #[test]
+    fn azure_gcs_and_jdbc_secrets_stay_off_the_command_line() {
+        let mut config = Config::default();
+        config.spark.master = "spark://ops:MASTERPW@spark-master:7077".to_string();
+        let catalog = config.catalogs.get_mut("lakehouse").unwrap();
+        catalog.catalog_impl = "org.apache.iceberg.jdbc.JdbcCatalog".to_string();
+        catalog.uri = "jdbc:postgresql://db:5432/catalog?user=icepack&password=JDBCPW".to_string();
+        for (key, value) in [
+            ("adls.auth.shared-key.account.name", "lakeacct"),
+            ("adls.auth.shared-key.account.key", "AZUREKEY=="),
+            ("fs.gs.auth.service.account.private.key", "GCSPRIVATEKEY"),
+            ("header.X-Api-Key", "HEADERVALUE"),
+        ] {
+            catalog
+                .properties
+                .insert(key.to_string(), value.to_string());
+        }
+        let catalog = config.catalogs["lakehouse"].clone();
+        let conf = spark_conf(&config.spark, "lakehouse", &catalog);
+        let options = spark_sql_options(&config.spark);
+        let args = command_line(&options, &conf, &["SELECT 1".to_string()], Some("/p"));
+        let line = args.join(" ");
+        let described = describe_args(&spark_sql_args(
+            &config.spark,
+            "lakehouse",
+            &catalog,
+            "SELECT 1",
+        ));
+        let file = secret_properties(&conf, "").unwrap();
+        for secret in [
+            "MASTERPW",
+            "JDBCPW",
+            "lakeacct",
+            "AZUREKEY",
+            "GCSPRIVATEKEY",
+            "HEADERVALUE",
+        ] {
+            assert!(
+                !line.contains(secret),
+                "{secret} on the command line: {line}"
+            );
+            assert!(
+                !described.contains(secret),
+                "{secret} described: {described}"
+            );
+            assert!(
+                file.contains(secret),
+                "{secret} not in the secrets file: {file}"
+            );
+        }
+        assert!(!args.contains(&"--master".to_string()), "{line}");
+        assert!(
+            file.contains("spark.master=spark://ops:MASTERPW@spark-master:7077\n"),
+            "{file}"
+        );
+        assert!(
+            line.contains(
+                "--conf spark.sql.catalog.lakehouse.warehouse=s3://lakehouse-data/warehouse"
+            ),
+            "{line}"
+        );
+        assert!(
+            described.contains("spark.sql.catalog.lakehouse.uri=jdbc:postgresql://db:5432/catalog?user=icepack&password=***"),
+            "{described}"
+        );
+        assert!(
+            described.contains("spark.sql.catalog.lakehouse.adls.auth.shared-key.account.key=***"),
+            "{described}"
+        );
+    }
+
     #[test]
     fn passwords_in_urls_are_hidden() {
         assert_eq!(
-            hide_url_password(
+            hide_secrets(
                 "spark.sql.catalog.c.uri=jdbc:postgresql://icepack:hunter2@db:5432/catalog"
             ),
             "spark.sql.catalog.c.uri=jdbc:postgresql://icepack:***@db:5432/catalog"
         );
-        assert_eq!(
-            hide_url_password("http://host:8181/x"),
-            "http://host:8181/x"
-        );
+        assert_eq!(hide_secrets("http://host:8181/x"), "http://host:8181/x");
         let described = describe_args(&[
             "--conf".to_string(),
             "spark.x.uri=https://u:p4ss@h/".to_string(),

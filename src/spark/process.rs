@@ -279,6 +279,14 @@ mod tests {
                 "spark.sql.catalog.lakehouse.token".to_string(),
                 "tok=en:value".to_string(),
             ),
+            (
+                "spark.sql.catalog.lakehouse.adls.auth.shared-key.account.key".to_string(),
+                "AZUREKEY==".to_string(),
+            ),
+            (
+                "spark.sql.catalog.lakehouse.jdbc.uri".to_string(),
+                "jdbc:postgresql://db/c?user=u&password=JDBCPW".to_string(),
+            ),
         ]);
         let output = ProcessRunner::new(fake.display().to_string())
             .run(&job)
@@ -290,10 +298,9 @@ mod tests {
             cmdline.contains("spark.sql.catalog.lakehouse.uri=http://rest:8181"),
             "{cmdline}"
         );
-        assert!(
-            !cmdline.contains("hunter22-value") && !cmdline.contains("tok=en"),
-            "{cmdline}"
-        );
+        for secret in ["hunter22-value", "tok=en", "AZUREKEY", "JDBCPW"] {
+            assert!(!cmdline.contains(secret), "{secret}: {cmdline}");
+        }
         let props = std::fs::read_to_string(out.path().join("props")).unwrap();
         assert!(
             props.contains("spark.sql.catalog.lakehouse.s3.secret-access-key=hunter22-value"),
@@ -302,6 +309,10 @@ mod tests {
         assert!(
             props.contains("spark.sql.catalog.lakehouse.token=tok\\=en\\:value")
                 || props.contains("spark.sql.catalog.lakehouse.token=tok=en:value"),
+            "{props}"
+        );
+        assert!(
+            props.contains("AZUREKEY==") && props.contains("JDBCPW"),
             "{props}"
         );
         assert_eq!(

@@ -460,16 +460,8 @@ pub fn failure_excerpt(stderr: &str, secrets: &[String], max_chars: usize) -> St
     excerpt
 }
 
-/// Replaces every occurrence of every non-trivial secret with `***`.
-pub fn redact(text: &str, secrets: &[String]) -> String {
-    let mut redacted = text.to_string();
-    for secret in secrets {
-        if secret.len() >= 4 {
-            redacted = redacted.replace(secret.as_str(), "***");
-        }
-    }
-    redacted
-}
+/// The one redaction rule ([`crate::redact::redact`]): known secrets and visible ones hidden.
+pub use crate::redact::redact;
 
 #[cfg(test)]
 mod tests {

@@ -13,11 +13,12 @@ use std::collections::BTreeMap;
 
 pub use crate::run::{ReportSummary, RunOutcome};
 
-use super::command::{command_line, describe_args, is_secret_key};
+use super::command::{command_line, describe_args};
 use super::result::{
     classify_failure, classify_server_error, failure_excerpt, redact, report_from_results,
     stdout_results, FailureClass, ResultSet, RunReport, ServerError,
 };
+use crate::redact::{is_secret_setting, secret_values};
 
 /// Labels every container icepack starts carries (the Docker runner), to find them after a restart.
 pub const LABEL_MANAGED: &str = "io.icepack.managed";
@@ -91,7 +92,7 @@ pub struct SparkJob {
     pub catalog: String,
     pub statements: Vec<String>,
     /// Every setting: icepack's, the catalog's, `[spark] conf`. Secret values never reach a
-    /// command line ([`command::is_secret_key`](super::command::is_secret_key)).
+    /// command line ([`is_secret_setting`]).
     pub conf: BTreeMap<String, String>,
     /// spark-sql options before the settings (`--master`, `--packages`, `--jars`).
     pub options: Vec<String>,
@@ -116,8 +117,7 @@ impl SparkJob {
         secrets.extend(
             self.conf
                 .iter()
-                .filter(|(key, _)| is_secret_key(key))
-                .map(|(_, value)| value.clone()),
+                .flat_map(|(key, value)| secret_values(key, value)),
         );
         secrets
     }
@@ -129,7 +129,10 @@ impl SparkJob {
 
     /// What a log line may say about the run's spark-sql command line.
     pub fn describe(&self) -> String {
-        let secrets = self.conf.keys().any(|key| is_secret_key(key));
+        let secrets = self
+            .conf
+            .iter()
+            .any(|(key, value)| is_secret_setting(key, value));
         describe_args(&self.command_line(secrets.then_some("<secrets file>")))
     }
 }
@@ -234,7 +237,6 @@ pub fn judge(
             classify_server_error(error)
         };
         let mut excerpt = redact(&error.describe(EXCERPT_CHARS), secrets);
-        excerpt = super::command::hide_url_password(&excerpt);
         if output.timed_out {
             excerpt = format!("deadline passed; the operation was interrupted. {excerpt}");
         }
@@ -256,7 +258,6 @@ pub fn judge(
         &output.stderr,
     );
     let mut excerpt = failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS);
-    excerpt = super::command::hide_url_password(&excerpt);
     if output.timed_out {
         excerpt = format!("deadline passed; the run was killed. {excerpt}");
     } else if excerpt.is_empty() {
@@ -429,6 +430,53 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Issue 31 item 5: what a failed run reports (its excerpt, which the run history, status,
+    /// the page and alerts show) and what the log says of its command line hide the Azure shared
+    /// key, the GCS private key and the JDBC URI's password, as they hide the S3 keys.
+    #[tokio::test]
+    async fn a_failure_hides_azure_gcs_and_jdbc_secrets() {
+        let mut job = job();
+        job.conf = BTreeMap::from([
+            (
+                "spark.sql.catalog.lakehouse.uri".to_string(),
+                "jdbc:postgresql://db/catalog?user=ice&password=JDBCPW".to_string(),
+            ),
+            (
+                "spark.sql.catalog.lakehouse.adls.auth.shared-key.account.key".to_string(),
+                "AZUREKEY==".to_string(),
+            ),
+            (
+                "spark.sql.catalog.lakehouse.fs.gs.auth.service.account.private.key".to_string(),
+                "GCSPRIVATEKEY".to_string(),
+            ),
+        ]);
+        let described = job.describe();
+        let stderr = "ERROR SparkSQLDriver: Failed in [CALL ...]\n\
+             org.postgresql.util.PSQLException: FATAL: password authentication failed for jdbc:postgresql://db/catalog?user=ice&password=JDBCPW\n\
+             java.lang.IllegalArgumentException: Invalid account key AZUREKEY== (GCSPRIVATEKEY)\n";
+        let runner = Scripted(Mutex::new(vec![Ok(failed(stderr))]));
+        let RunOutcome::Failure { excerpt, .. } =
+            execute(&runner, &job, 1, Duration::from_millis(1)).await
+        else {
+            panic!("the run fails");
+        };
+        for secret in ["JDBCPW", "AZUREKEY", "GCSPRIVATEKEY", "s3cr3tvalue"] {
+            assert!(
+                !excerpt.contains(secret),
+                "{secret} in the excerpt: {excerpt}"
+            );
+            assert!(
+                !described.contains(secret),
+                "{secret} described: {described}"
+            );
+        }
+        assert!(excerpt.contains("PSQLException"), "{excerpt}");
+        assert!(
+            described.contains("--properties-file <secrets file>"),
+            "{described}"
+        );
     }
 
     #[test]
