@@ -15,6 +15,28 @@ pub use crate::spark::runner::instance_id;
 use crate::spark::runner::{SparkJob, SparkRunner};
 use crate::spark::sql::CompactionSql;
 
+/// Why a claimed run's job cannot be prepared: the run fails as `invalid_input`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrepareError {
+    #[error("the table's catalog `{0}` is not configured")]
+    UnknownCatalog(String),
+    #[error("preparing the run failed unexpectedly: {0}")]
+    Panicked(String),
+}
+
+/// Longest panic message kept in a run's failure.
+const PANIC_MESSAGE_CHARS: usize = 300;
+
+/// A caught panic's message, shortened.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|message| message.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string());
+    message.chars().take(PANIC_MESSAGE_CHARS).collect()
+}
+
 /// Everything the executor pool needs from the configuration.
 #[derive(Debug, Clone)]
 pub struct CompactionSettings {
@@ -39,8 +61,32 @@ impl CompactionSettings {
         }
     }
 
+    /// The job of a claimed run, or why there is none. What a claim carries came from object
+    /// keys (its partitions) and the engine's output (its spec): the job is built totally, and a
+    /// panic while building it — a bug — is caught here and refuses this one run instead of
+    /// stopping the executor pool with it.
+    pub fn prepare(
+        &self,
+        spec: &TableSpec,
+        ticket: &ClaimTicket,
+    ) -> Result<SparkJob, PrepareError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.job(spec, ticket)))
+            .unwrap_or_else(|panic| Err(PrepareError::Panicked(panic_message(panic.as_ref()))))
+    }
+
     /// The job that compacts a claimed table.
-    pub fn job(&self, spec: &TableSpec, ticket: &ClaimTicket) -> SparkJob {
+    fn job(&self, spec: &TableSpec, ticket: &ClaimTicket) -> Result<SparkJob, PrepareError> {
+        if crate::failpoint::prepare_panics(&spec.table) {
+            panic!(
+                "failpoint executor.prepare_panic: preparing {} panicked",
+                spec.table
+            );
+        }
+        let catalog = self
+            .config
+            .catalogs
+            .get(&spec.catalog)
+            .ok_or_else(|| PrepareError::UnknownCatalog(spec.catalog.clone()))?;
         let (joins_mid_sized, partition_filter, joining_filter) = rewrite_filters(ticket);
         let sql = CompactionSql {
             catalog: spec.catalog.clone(),
@@ -70,8 +116,7 @@ impl CompactionSettings {
             expire_snapshots_retain_last: spec.expire_snapshots_retain_last,
             apply_deletes: ticket.apply_deletes.then_some(spec.deletes.ratio_ppm),
         };
-        let catalog = &self.config.catalogs[&spec.catalog];
-        SparkJob {
+        Ok(SparkJob {
             run_id: ticket.run_id.clone(),
             table: spec.table.clone(),
             catalog: spec.catalog.clone(),
@@ -81,7 +126,7 @@ impl CompactionSettings {
             recovery: sql.recovery_statement_list(),
             env: passed_through_env(&self.config.spark),
             timeout: self.timeout,
-        }
+        })
     }
 }
 
@@ -186,7 +231,7 @@ mod tests {
             maintenance: None,
             apply_deletes: false,
         };
-        let job = settings.job(&spec, &ticket);
+        let job = settings.prepare(&spec, &ticket).unwrap();
         let statements = job.statements.join(";\n");
         assert!(statements.contains("CALL lakehouse.system.rewrite_data_files(table => 'a.orders'"));
         assert!(statements.contains("'min-input-files', '4'"));
@@ -195,13 +240,15 @@ mod tests {
             statements.contains("'min-file-size-bytes', '67108864'"),
             "{statements}"
         );
-        let quiet = settings.job(
-            &spec,
-            &ClaimTicket {
-                joins_mid_sized: true,
-                ..ticket.clone()
-            },
-        );
+        let quiet = settings
+            .prepare(
+                &spec,
+                &ClaimTicket {
+                    joins_mid_sized: true,
+                    ..ticket.clone()
+                },
+            )
+            .unwrap();
         assert!(!quiet.statements.join(";").contains("min-file-size-bytes"));
         // Of two partitions, one quiet: its mid-sized files join in a rewrite of its own, the
         // other's are not read again.
@@ -218,7 +265,8 @@ mod tests {
             ..ticket.clone()
         };
         let rewrites: Vec<String> = settings
-            .job(&spec, &partitioned)
+            .prepare(&spec, &partitioned)
+            .unwrap()
             .statements
             .into_iter()
             .filter(|statement| statement.contains("rewrite_data_files"))
@@ -246,7 +294,11 @@ mod tests {
                 ..partitioned.clone()
             },
         ] {
-            let statements = settings.job(&spec, &ticket).statements.join(";");
+            let statements = settings
+                .prepare(&spec, &ticket)
+                .unwrap()
+                .statements
+                .join(";");
             assert_eq!(statements.matches("rewrite_data_files").count(), 1);
             assert!(!statements.contains("min-file-size-bytes"), "{statements}");
         }
@@ -261,5 +313,38 @@ mod tests {
         );
         assert!(job.env.is_empty(), "unset variables are not passed");
         assert_eq!(job.timeout, Duration::from_secs(3600));
+    }
+
+    /// A claim naming a catalog the configuration does not have (a reload removed it) is
+    /// refused, not a panic of the pool.
+    #[test]
+    fn a_claim_that_cannot_be_prepared_is_refused() {
+        let config = Config::from_toml_str(
+            "[[tables]]\ntable = \"a.orders\"\nbucket = \"lake\"\nprefix = \"w/\"\n",
+        )
+        .unwrap();
+        let mut spec = config.table_specs().remove(0);
+        spec.catalog = "gone".to_string();
+        let settings = CompactionSettings::from_config(Arc::new(config));
+        let ticket = ClaimTicket {
+            run_id: "r1".to_string(),
+            trigger: "files".to_string(),
+            started_millis: 1_714_564_800_000,
+            files: 2,
+            bytes: 2,
+            partitions: Vec::new(),
+            min_input_files: 2,
+            spec: None,
+            rewrite: true,
+            joins_mid_sized: false,
+            joining_partitions: Vec::new(),
+            strategy: crate::strategy::RunStrategy::Binpack,
+            maintenance: None,
+            apply_deletes: false,
+        };
+        assert_eq!(
+            settings.prepare(&spec, &ticket).unwrap_err(),
+            PrepareError::UnknownCatalog("gone".to_string())
+        );
     }
 }

@@ -28,7 +28,7 @@ use crate::notify::RunEvent;
 use crate::pool::{Effect, PoolCore};
 use crate::routing::TableIndex;
 use crate::run::{FailureClass, RunOutcome};
-use crate::spark::runner::{execute, judge, SparkRunner};
+use crate::spark::runner::{execute, judge, SparkJob, SparkRunner};
 
 /// Notifications carry counts, not the list of output files.
 fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
@@ -37,6 +37,25 @@ fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
         *report = report.without_file_lists();
     }
     outcome
+}
+
+/// A run's outcome; a panic while the run went on or its output was read (a bug something in the
+/// engine's output set off) fails the run as `invalid_input` instead of stopping the pool.
+async fn outcome_or_invalid(run: impl std::future::Future<Output = RunOutcome>) -> RunOutcome {
+    use futures::FutureExt;
+    let started = std::time::Instant::now();
+    std::panic::AssertUnwindSafe(run)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| RunOutcome::Failure {
+            class: FailureClass::InvalidInput,
+            excerpt: format!(
+                "finishing the run failed unexpectedly: {}",
+                crate::compaction::panic_message(panic.as_ref())
+            ),
+            duration_millis: started.elapsed().as_millis() as u64,
+            attempts: 1,
+        })
 }
 
 /// How long after start-up containers of unknown runs are cleaned up: every table has reported
@@ -238,12 +257,43 @@ impl CompactionPool {
         }
     }
 
+    /// The job of a claimed run; `None` when it cannot be prepared, and the run has then failed
+    /// as `invalid_input` (its end reported as any run's, after this message).
+    fn prepare(
+        &mut self,
+        table: TableIndex,
+        ticket: &ClaimTicket,
+        ctx: &mut Context<Self>,
+    ) -> Option<SparkJob> {
+        let spec = self.core.map().spec(table).clone();
+        match self.settings.prepare(&spec, ticket) {
+            Ok(job) => Some(job),
+            Err(error) => {
+                warn!(table = %spec.table, run_id = %ticket.run_id, %error, "the run cannot be prepared; it fails as invalid_input");
+                let outcome = RunOutcome::Failure {
+                    class: FailureClass::InvalidInput,
+                    excerpt: error.to_string(),
+                    duration_millis: 0,
+                    attempts: 1,
+                };
+                let ticket = ticket.clone();
+                ctx.spawn(
+                    actix::fut::ready(()).map(move |(), pool: &mut Self, ctx| {
+                        pool.finish(table, ticket, outcome, ctx)
+                    }),
+                );
+                None
+            }
+        }
+    }
+
     /// Finds the end of a run the pool did not start (its engine may still run it, or have
     /// left its output), within what is left of the run's timeout.
     fn recover(&mut self, table: TableIndex, ticket: ClaimTicket, ctx: &mut Context<Self>) {
-        let spec = self.core.map().spec(table).clone();
+        let Some(mut job) = self.prepare(table, &ticket, ctx) else {
+            return;
+        };
         let runner = self.runner.clone();
-        let mut job = self.settings.job(&spec, &ticket);
         let secrets = job.secrets();
         let elapsed =
             Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
@@ -277,7 +327,7 @@ impl CompactionPool {
             }
         };
         ctx.spawn(
-            recovery
+            outcome_or_invalid(recovery)
                 .into_actor(self)
                 .map(move |outcome, pool, ctx| pool.finish(table, ticket, outcome, ctx)),
         );
@@ -365,7 +415,6 @@ impl Handler<Claimed> for CompactionPool {
         let table = message.table;
         let ticket = message.ticket;
         let spec = self.core.map().spec(table).clone();
-        let job = self.settings.job(&spec, &ticket);
         let runner = self.runner.clone();
         let attempts = self.settings.attempts;
         let retry_interval = self.settings.retry_interval;
@@ -379,9 +428,22 @@ impl Handler<Claimed> for CompactionPool {
                 })
                 .inc();
         }
+        let Some(job) = self.prepare(table, &ticket, ctx) else {
+            return;
+        };
         let span = tracing::info_span!("run", table = %spec.table, tenant = %spec.tenant, run_id = %ticket.run_id);
+        let run = async move {
+            let outcome = execute(runner.as_ref(), &job, attempts, retry_interval).await;
+            if crate::failpoint::finish_panics(&job.table) {
+                panic!(
+                    "failpoint executor.finish_panic: reading the outcome of {} panicked",
+                    job.table
+                );
+            }
+            outcome
+        };
         ctx.spawn(
-            async move { execute(runner.as_ref(), &job, attempts, retry_interval).await }
+            outcome_or_invalid(run)
                 .instrument(span)
                 .into_actor(self)
                 .map(move |outcome, pool, ctx| pool.finish(table, ticket, outcome, ctx)),
@@ -736,6 +798,89 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    /// A panic while preparing one table's run (a bug something in its claim set off) or while
+    /// reading its outcome fails that run as `invalid_input`; the pool serves the other tables,
+    /// `/healthz` stays ok, and the failing table's next run names no partitions.
+    #[cfg(feature = "failpoints")]
+    #[actix::test]
+    async fn a_panic_preparing_or_finishing_a_run_fails_that_run_only() {
+        let mut text = "[defaults]\npacing = false\nmax_wait_minutes = 0\nmin_files = 1\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\nfailure_backoff_initial_seconds = 1\n".to_string();
+        for table in ["prepare_panics", "finish_panics", "healthy"] {
+            text.push_str(&format!(
+                "[[tables]]\ntable = \"n.{table}\"\nbucket = \"lake\"\nprefix = \"{table}/\"\n"
+            ));
+        }
+        let config = Arc::new(Config::from_toml_str(&text).unwrap());
+        let started: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = started.clone();
+        let runner = Arc::new(StandInRunner {
+            on_start: Box::new(move |job: &SparkJob| seen.lock().unwrap().push(job.table.clone())),
+            ..StandInRunner::succeeding(1)
+        });
+        fail::cfg("executor.prepare_panic", "return(n.prepare_panics)").unwrap();
+        fail::cfg("executor.finish_panic", "return(n.finish_panics)").unwrap();
+        let pipeline = pipeline_of(config, runner);
+        let record = |key: &str| {
+            format!(
+                r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{key}","size":10}}}}}}"#
+            )
+        };
+        let records: Vec<String> = ["prepare_panics", "finish_panics", "healthy"]
+            .iter()
+            .map(|table| record(&format!("{table}/data/d%3D1/f.parquet")))
+            .collect();
+        pipeline
+            .router
+            .send(Ingest {
+                messages: vec![InboundMessage {
+                    id: "m".to_string(),
+                    body: format!(r#"{{"Records":[{}]}}"#, records.join(",")),
+                }],
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut classes = Vec::new();
+        loop {
+            classes.clear();
+            for table in 0..3 {
+                let status = pipeline.accumulator(table).send(GetStatus).await.unwrap();
+                classes.push(status.last_run.map(|run| (run.outcome, run.failure_class)));
+            }
+            if classes.iter().all(Option::is_some) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{classes:?}; down: {:?}",
+                pipeline.singletons_down()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        fail::remove("executor.finish_panic");
+        assert_eq!(
+            classes,
+            [
+                Some(("failure", Some("invalid_input"))),
+                Some(("failure", Some("invalid_input"))),
+                Some(("success", None)),
+            ]
+        );
+        assert!(
+            pipeline.singletons_down().is_empty(),
+            "{:?}",
+            pipeline.singletons_down()
+        );
+        let started = started.lock().unwrap().clone();
+        assert!(
+            !started.contains(&"n.prepare_panics".to_string()),
+            "{started:?}"
+        );
+        fail::remove("executor.prepare_panic");
+        pipeline.pool.send(WaitIdle).await.unwrap();
     }
 
     #[actix::test]
