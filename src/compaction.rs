@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::accumulator::{ClaimTicket, FailureBackoff};
 use crate::config::{Config, SparkConfig, SparkRunnerKind, TableSpec};
-use crate::partitions::where_for_partitions;
+use crate::partitions::partition_filters;
 use crate::spark::command::{spark_conf, spark_sql_options};
 use crate::spark::connect::{self, ConnectRunner};
 use crate::spark::docker::{DockerRunner, DockerSettings};
@@ -139,7 +139,8 @@ fn rewrite_filters(ticket: &ClaimTicket) -> (bool, Option<String>, Option<String
         ticket
             .spec
             .as_deref()
-            .and_then(|spec| where_for_partitions(spec, partitions))
+            .and_then(|spec| partition_filters(spec, partitions, usize::MAX))
+            .map(|filters| filters.join(" OR "))
     };
     let whole = filter(&ticket.partitions);
     if !ticket.joins_mid_sized || ticket.joining_partitions.is_empty() {
@@ -259,6 +260,7 @@ mod tests {
                 name: "d".to_string(),
                 source: "d".to_string(),
                 transform: crate::partitions::Transform::Identity,
+                source_type: Some("date".to_string()),
             }]),
             joins_mid_sized: true,
             joining_partitions: vec![day("2024-05-01")],

@@ -481,6 +481,7 @@ fn truthful_success(truth: &[(&str, u64)], committed: &[&str]) -> RunOutcome {
                 name: "d".to_string(),
                 source: "d".to_string(),
                 transform: crate::partitions::Transform::Identity,
+                source_type: Some("int".to_string()),
             }]),
             truth: Some(
                 truth

@@ -562,9 +562,10 @@ mod tests {
     use crate::intake::InboundMessage;
     use crate::service::{start_pipeline, Compaction, Pipeline};
     use crate::spark::runner::{EngineError, EngineOutput, SparkJob};
-    use crate::store::MemoryStore;
+    use crate::store::{MemoryStore, StateStore};
     use crate::testing::stand_in_runner::StandInRunner;
     use async_trait::async_trait;
+    use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Mutex;
 
@@ -786,8 +787,17 @@ mod tests {
 
     /// A compacting pipeline of `config` on a memory store, its runs going to `runner`.
     fn pipeline_of(config: Arc<Config>, runner: Arc<dyn SparkRunner>) -> Pipeline {
+        pipeline_on(Arc::new(MemoryStore::new()), config, runner)
+    }
+
+    /// The same on `store`, whose tables' state is loaded at start.
+    fn pipeline_on(
+        store: Arc<MemoryStore>,
+        config: Arc<Config>,
+        runner: Arc<dyn SparkRunner>,
+    ) -> Pipeline {
         start_pipeline(
-            Arc::new(MemoryStore::new()),
+            store,
             Arc::new(FakeClock::new(1_714_564_800_000)),
             Compaction {
                 settings: CompactionSettings::from_config(config),
@@ -798,6 +808,185 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    /// A `days(ts)` table as its last run read it.
+    fn daily_table_state() -> crate::state::TableState {
+        crate::state::TableState {
+            partition_spec: Some(vec![crate::partitions::PartitionField {
+                name: "ts_day".to_string(),
+                source: "ts".to_string(),
+                transform: crate::partitions::Transform::Day,
+                source_type: Some("timestamp".to_string()),
+            }]),
+            table_order: Some(crate::strategy::TableOrder::Unsorted),
+            ..Default::default()
+        }
+    }
+
+    fn two_file_config() -> Arc<Config> {
+        Arc::new(
+            Config::from_toml_str(
+                "[defaults]\npacing = false\nmax_wait_minutes = 0\nmin_files = 2\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
+            )
+            .unwrap(),
+        )
+    }
+
+    /// Issue 31: two objects under `ts_day=%2B262142-12-31/` (chrono's last day) of a `days(ts)`
+    /// table. Building the run's filter added a day to it and panicked in the executor pool:
+    /// `/healthz` 500, no table compacted again. The day cannot be expressed: the run goes over
+    /// the whole table, and the pool serves on.
+    #[actix::test]
+    async fn a_day_past_the_last_one_widens_the_run_instead_of_stopping_the_pool() {
+        let store = Arc::new(MemoryStore::new());
+        store
+            .commit(vec![crate::store::Op::PutTable {
+                table: "n.t".to_string(),
+                state: daily_table_state(),
+            }])
+            .unwrap();
+        let statements: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = statements.clone();
+        let runner = Arc::new(StandInRunner {
+            on_start: Box::new(move |job: &SparkJob| {
+                seen.lock().unwrap().extend(job.statements.iter().cloned())
+            }),
+            ..StandInRunner::succeeding(4)
+        });
+        let pipeline = pipeline_on(store, two_file_config(), runner);
+        let record = |key: &str| {
+            format!(
+                r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{key}","size":10}}}}}}"#
+            )
+        };
+        let keys = [
+            "t/data/ts_day%3D%252B262142-12-31/a.parquet",
+            "t/data/ts_day%3D%252B262142-12-31/b.parquet",
+            "t/data/ts_day%3D2024-05-01/c.parquet",
+            "t/data/ts_day%3D2024-05-01/d.parquet",
+        ];
+        let records: Vec<String> = keys.iter().map(|key| record(key)).collect();
+        pipeline
+            .router
+            .send(Ingest {
+                messages: vec![InboundMessage {
+                    id: "m".to_string(),
+                    body: format!(r#"{{"Records":[{}]}}"#, records.join(",")),
+                }],
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = pipeline.accumulator(0).send(GetStatus).await;
+            if let Ok(status) = status {
+                if status.last_run.is_some() {
+                    assert_eq!(status.last_run.unwrap().outcome, "success");
+                    break;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the run never ended; down: {:?}",
+                pipeline.singletons_down()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            pipeline.singletons_down().is_empty(),
+            "{:?}",
+            pipeline.singletons_down()
+        );
+        let statements = statements.lock().unwrap().clone();
+        let rewrite = statements
+            .iter()
+            .find(|statement| statement.contains("rewrite_data_files"))
+            .unwrap();
+        assert!(!rewrite.contains("where =>"), "the whole table: {rewrite}");
+        pipeline.pool.send(WaitIdle).await.unwrap();
+    }
+
+    /// The same claim stored by a process that stopped mid-run: recovered at start, it panicked
+    /// again at every start. It is settled now, and the pool serves on.
+    #[actix::test]
+    async fn a_stored_claim_with_a_day_past_the_last_one_is_recovered_and_settled() {
+        let store = Arc::new(MemoryStore::new());
+        let partition = "ts_day=%2B262142-12-31".to_string();
+        let file = |name: &str| crate::state::FileEntry {
+            bucket: "lake".to_string(),
+            key: format!("t/data/{partition}/{name}.parquet"),
+            size: 10,
+            event_millis: 1_714_564_700_000,
+            partition: partition.clone(),
+            source: crate::state::FileSource::Events,
+        };
+        let claim = crate::state::Claim {
+            run_id: "run-before-the-restart".to_string(),
+            trigger: "files".to_string(),
+            started_millis: 1_714_564_790_000,
+            upto_seq: 2,
+            counts: crate::state::PendingCounts::default(),
+            partitions: BTreeMap::new(),
+            rewrite_partitions: vec![partition.clone()],
+            min_input_files: 2,
+            rewrite: true,
+            joins_mid_sized: false,
+            joining_partitions: Vec::new(),
+            strategy: crate::strategy::RunStrategy::Binpack,
+            maintenance: None,
+            apply_deletes: false,
+        };
+        store
+            .commit(vec![
+                crate::store::Op::PutTable {
+                    table: "n.t".to_string(),
+                    state: crate::state::TableState {
+                        next_file_seq: 2,
+                        claim: Some(claim),
+                        ..daily_table_state()
+                    },
+                },
+                crate::store::Op::PutFile {
+                    table: "n.t".to_string(),
+                    seq: 0,
+                    entry: file("a"),
+                },
+                crate::store::Op::PutFile {
+                    table: "n.t".to_string(),
+                    seq: 1,
+                    entry: file("b"),
+                },
+            ])
+            .unwrap();
+        let runner = Arc::new(Gated::default());
+        let pipeline = pipeline_on(store, two_file_config(), runner.clone());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Ok(status) = pipeline.accumulator(0).send(GetStatus).await {
+                if status.last_run.is_some() {
+                    break status;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the recovered run never settled; down: {:?}",
+                pipeline.singletons_down()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert!(
+            pipeline.singletons_down().is_empty(),
+            "{:?}",
+            pipeline.singletons_down()
+        );
+        assert_eq!(
+            status.last_run.unwrap().failure_class,
+            Some("other"),
+            "interrupted by the restart, no trace left: settled as any such run"
+        );
+        assert_eq!(status.pending_files, 2, "its files are pending again");
     }
 
     /// A panic while preparing one table's run (a bug something in its claim set off) or while
