@@ -908,6 +908,94 @@ mod tests {
         pipeline.pool.send(WaitIdle).await.unwrap();
     }
 
+    /// Issue 31, item 3: 5,000 identity partitions of two small files each, through intake,
+    /// the policy and the pool. Its partitions made one filter no command line took; they now
+    /// reach the engine in a few `rewrite_data_files` calls, each partition in one of them.
+    #[actix::test]
+    async fn five_thousand_partitions_of_two_files_each_run_in_a_few_calls() {
+        let store = Arc::new(MemoryStore::new());
+        store
+            .commit(vec![crate::store::Op::PutTable {
+                table: "n.t".to_string(),
+                state: crate::state::TableState {
+                    partition_spec: Some(vec![crate::partitions::PartitionField {
+                        name: "customer".to_string(),
+                        source: "customer".to_string(),
+                        transform: crate::partitions::Transform::Identity,
+                        source_type: Some("string".to_string()),
+                    }]),
+                    table_order: Some(crate::strategy::TableOrder::Unsorted),
+                    ..Default::default()
+                },
+            }])
+            .unwrap();
+        let statements: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = statements.clone();
+        let runner = Arc::new(StandInRunner {
+            on_start: Box::new(move |job: &SparkJob| {
+                seen.lock().unwrap().extend(job.statements.iter().cloned())
+            }),
+            ..StandInRunner::succeeding(10_000)
+        });
+        let pipeline = pipeline_on(store, two_file_config(), runner);
+        let record = |customer: u32, file: u32| {
+            format!(
+                r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"t/data/customer%3Dcustomer-{customer:06}/{file}.parquet","size":10}}}}}}"#
+            )
+        };
+        let messages: Vec<InboundMessage> = (0..10u32)
+            .map(|message| {
+                let records: Vec<String> = (message * 500..(message + 1) * 500)
+                    .flat_map(|customer| [record(customer, 0), record(customer, 1)])
+                    .collect();
+                InboundMessage {
+                    id: format!("m{message}"),
+                    body: format!(r#"{{"Records":[{}]}}"#, records.join(",")),
+                }
+            })
+            .collect();
+        pipeline
+            .router
+            .send(Ingest { messages })
+            .await
+            .unwrap()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Ok(status) = pipeline.accumulator(0).send(GetStatus).await {
+                if status.last_run.is_some() {
+                    break status;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the run never ended; down: {:?}",
+                pipeline.singletons_down()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(status.last_run.unwrap().outcome, "success");
+        let statements = statements.lock().unwrap().clone();
+        let rewrites: Vec<&String> = statements
+            .iter()
+            .filter(|statement| statement.contains("rewrite_data_files"))
+            .collect();
+        assert!(
+            (2..=crate::spark::sql::MAX_REWRITE_CALLS).contains(&rewrites.len()),
+            "{} calls",
+            rewrites.len()
+        );
+        let mut named = std::collections::HashMap::<&str, usize>::new();
+        for rewrite in &rewrites {
+            for (at, _) in rewrite.match_indices("customer-") {
+                *named.entry(&rewrite[at..at + 15]).or_default() += 1;
+            }
+        }
+        assert_eq!(named.len(), 5_000);
+        assert!(named.values().all(|count| *count == 1));
+        pipeline.pool.send(WaitIdle).await.unwrap();
+    }
+
     /// The same claim stored by a process that stopped mid-run: recovered at start, it panicked
     /// again at every start. It is settled now, and the pool serves on.
     #[actix::test]
