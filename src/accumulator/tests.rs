@@ -501,6 +501,33 @@ fn truthful_success(truth: &[(&str, u64)], committed: &[&str]) -> RunOutcome {
     }
 }
 
+/// File sizes come from events and the engine's output: sizes that add up past `u64::MAX` (two
+/// files of 16 EiB in the truth) saturate the counts instead of overflowing in the settlement.
+#[test]
+fn sizes_past_the_largest_number_saturate_the_counts() {
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    stage_and_commit(
+        &mut accumulator,
+        &store,
+        vec![candidate("t/data/d=1/a.parquet", 10, 100, "d=1")],
+        1_000,
+    );
+    claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+    let outcome = truthful_success(
+        &[
+            ("t/data/d=1/a.parquet", u64::MAX),
+            ("t/data/d=1/b.parquet", u64::MAX),
+        ],
+        &[],
+    );
+    finish(&mut accumulator, &store, "run-1", &outcome, 3_000);
+    let state = &accumulator.snapshot().state;
+    assert_eq!(state.pending.files, 2);
+    assert_eq!(state.pending.bytes, u64::MAX);
+    assert_eq!(accumulator.snapshot().partitions["d=1"].bytes, u64::MAX);
+}
+
 #[test]
 fn after_a_run_the_pending_files_are_the_truth_plus_what_is_still_on_its_way() {
     let store = MemoryStore::new();
