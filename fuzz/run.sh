@@ -18,7 +18,7 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
 fi
 # Outside the main build's target directory: libFuzzer builds use other flags.
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/icepack/fuzz-target}"
-for target in message_body event_key config; do
+for target in message_body event_key config run_preparation; do
   mkdir -p "corpus/$target"
   log "$target for ${seconds}s"
   out=$(mktemp)

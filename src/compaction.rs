@@ -6,14 +6,36 @@ use std::time::Duration;
 
 use crate::accumulator::{ClaimTicket, FailureBackoff};
 use crate::config::{Config, SparkConfig, SparkRunnerKind, TableSpec};
-use crate::partitions::where_for_partitions;
+use crate::partitions::partition_filters;
 use crate::spark::command::{spark_conf, spark_sql_options};
 use crate::spark::connect::{self, ConnectRunner};
 use crate::spark::docker::{DockerRunner, DockerSettings};
 use crate::spark::process::ProcessRunner;
 pub use crate::spark::runner::instance_id;
 use crate::spark::runner::{SparkJob, SparkRunner};
-use crate::spark::sql::CompactionSql;
+use crate::spark::sql::{CompactionSql, RewriteCall, MAX_REWRITE_CALLS, MAX_REWRITE_FILTER_BYTES};
+
+/// Why a claimed run's job cannot be prepared: the run fails as `invalid_input`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrepareError {
+    #[error("the table's catalog `{0}` is not configured")]
+    UnknownCatalog(String),
+    #[error("preparing the run failed unexpectedly: {0}")]
+    Panicked(String),
+}
+
+/// Longest panic message kept in a run's failure.
+const PANIC_MESSAGE_CHARS: usize = 300;
+
+/// A caught panic's message, shortened.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let message = panic
+        .downcast_ref::<&str>()
+        .map(|message| message.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string());
+    message.chars().take(PANIC_MESSAGE_CHARS).collect()
+}
 
 /// Everything the executor pool needs from the configuration.
 #[derive(Debug, Clone)]
@@ -39,14 +61,36 @@ impl CompactionSettings {
         }
     }
 
+    /// The job of a claimed run, or why there is none. What a claim carries came from object
+    /// keys (its partitions) and the engine's output (its spec): the job is built totally, and a
+    /// panic while building it — a bug — is caught here and refuses this one run instead of
+    /// stopping the executor pool with it.
+    pub fn prepare(
+        &self,
+        spec: &TableSpec,
+        ticket: &ClaimTicket,
+    ) -> Result<SparkJob, PrepareError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.job(spec, ticket)))
+            .unwrap_or_else(|panic| Err(PrepareError::Panicked(panic_message(panic.as_ref()))))
+    }
+
     /// The job that compacts a claimed table.
-    pub fn job(&self, spec: &TableSpec, ticket: &ClaimTicket) -> SparkJob {
-        let (joins_mid_sized, partition_filter, joining_filter) = rewrite_filters(ticket);
+    fn job(&self, spec: &TableSpec, ticket: &ClaimTicket) -> Result<SparkJob, PrepareError> {
+        if crate::failpoint::prepare_panics(&spec.table) {
+            panic!(
+                "failpoint executor.prepare_panic: preparing {} panicked",
+                spec.table
+            );
+        }
+        let catalog = self
+            .config
+            .catalogs
+            .get(&spec.catalog)
+            .ok_or_else(|| PrepareError::UnknownCatalog(spec.catalog.clone()))?;
         let sql = CompactionSql {
             catalog: spec.catalog.clone(),
             table: spec.table.clone(),
             target_file_bytes: spec.target_file_bytes,
-            min_file_size_bytes: spec.rewrite_floor_bytes(joins_mid_sized),
             min_input_files: if ticket.min_input_files > 0 {
                 ticket.min_input_files
             } else {
@@ -57,8 +101,7 @@ impl CompactionSettings {
             expire_snapshots_older_than_hours: spec.expire_snapshots_older_than_hours,
             run_started_millis: ticket.started_millis,
             small_file_bytes: spec.thresholds.small_file_bytes,
-            partition_filter,
-            joining_filter,
+            rewrites: rewrite_calls(spec, ticket),
             rewrite: ticket.rewrite,
             committed_since_millis: crate::accumulator::committed_since_millis(
                 ticket.started_millis,
@@ -70,8 +113,7 @@ impl CompactionSettings {
             expire_snapshots_retain_last: spec.expire_snapshots_retain_last,
             apply_deletes: ticket.apply_deletes.then_some(spec.deletes.ratio_ppm),
         };
-        let catalog = &self.config.catalogs[&spec.catalog];
-        SparkJob {
+        Ok(SparkJob {
             run_id: ticket.run_id.clone(),
             table: spec.table.clone(),
             catalog: spec.catalog.clone(),
@@ -81,37 +123,67 @@ impl CompactionSettings {
             recovery: sql.recovery_statement_list(),
             env: passed_through_env(&self.config.spark),
             timeout: self.timeout,
-        }
+        })
     }
 }
 
-/// Whether the (first) rewrite lets mid-sized files join, the partitions it is limited to, and
-/// those a second rewrite with Iceberg's default floor takes: when only some of the run's
-/// partitions have gone quiet, their mid-sized files join and the others' are not read again.
-/// One rewrite when all or none join, or when the partitions cannot be named in a filter.
-fn rewrite_filters(ticket: &ClaimTicket) -> (bool, Option<String>, Option<String>) {
-    let filter = |partitions: &[String]| {
+/// The run's `rewrite_data_files` calls: limited to its partitions, in filters of at most
+/// [`MAX_REWRITE_FILTER_BYTES`]; when only some of its partitions have gone quiet, theirs in calls
+/// of their own with Iceberg's default floor (their mid-sized files join) and the others' with the
+/// small-file floor (their mid-sized files are not read again). One call over the whole table when
+/// the partitions cannot be named (no spec yet, a partition no field of which can be pinned) —
+/// mid-sized files joining as before — or when they need more than [`MAX_REWRITE_CALLS`] calls:
+/// then mid-sized files join only if every partition of the run went quiet.
+fn rewrite_calls(spec: &TableSpec, ticket: &ClaimTicket) -> Vec<RewriteCall> {
+    let filters = |partitions: &[String]| {
         ticket
             .spec
             .as_deref()
-            .and_then(|spec| where_for_partitions(spec, partitions))
+            .and_then(|fields| partition_filters(fields, partitions, MAX_REWRITE_FILTER_BYTES))
     };
-    let whole = filter(&ticket.partitions);
-    if !ticket.joins_mid_sized || ticket.joining_partitions.is_empty() {
-        return (ticket.joins_mid_sized, whole, None);
-    }
+    let calls = |joins_mid_sized: bool, filters: Option<Vec<String>>| -> Vec<RewriteCall> {
+        let min_file_size_bytes = spec.rewrite_floor_bytes(joins_mid_sized);
+        match filters {
+            None => vec![RewriteCall {
+                min_file_size_bytes,
+                partition_filter: None,
+            }],
+            Some(filters) => filters
+                .into_iter()
+                .map(|filter| RewriteCall {
+                    min_file_size_bytes,
+                    partition_filter: Some(filter),
+                })
+                .collect(),
+        }
+    };
+    let joining_partitions: std::collections::HashSet<&String> =
+        ticket.joining_partitions.iter().collect();
     let (joining, staying): (Vec<String>, Vec<String>) = ticket
         .partitions
         .iter()
         .cloned()
-        .partition(|partition| ticket.joining_partitions.contains(partition));
-    if staying.is_empty() || joining.is_empty() {
-        return (true, whole, None);
+        .partition(|partition| joining_partitions.contains(partition));
+    let all_join = ticket.joins_mid_sized
+        && (ticket.joining_partitions.is_empty() || staying.is_empty() || joining.is_empty());
+    let planned = if !ticket.joins_mid_sized || ticket.joining_partitions.is_empty() {
+        calls(ticket.joins_mid_sized, filters(&ticket.partitions))
+    } else if staying.is_empty() || joining.is_empty() {
+        calls(true, filters(&ticket.partitions))
+    } else {
+        match (filters(&staying), filters(&joining)) {
+            (Some(staying), Some(joining)) => {
+                let mut planned = calls(false, Some(staying));
+                planned.extend(calls(true, Some(joining)));
+                planned
+            }
+            _ => calls(true, None),
+        }
+    };
+    if planned.len() > MAX_REWRITE_CALLS {
+        return calls(all_join, None);
     }
-    match (filter(&staying), filter(&joining)) {
-        (Some(staying), Some(joining)) => (false, Some(staying), Some(joining)),
-        _ => (true, whole, None),
-    }
+    planned
 }
 
 pub fn failure_backoff(spark: &SparkConfig) -> FailureBackoff {
@@ -186,7 +258,7 @@ mod tests {
             maintenance: None,
             apply_deletes: false,
         };
-        let job = settings.job(&spec, &ticket);
+        let job = settings.prepare(&spec, &ticket).unwrap();
         let statements = job.statements.join(";\n");
         assert!(statements.contains("CALL lakehouse.system.rewrite_data_files(table => 'a.orders'"));
         assert!(statements.contains("'min-input-files', '4'"));
@@ -195,13 +267,15 @@ mod tests {
             statements.contains("'min-file-size-bytes', '67108864'"),
             "{statements}"
         );
-        let quiet = settings.job(
-            &spec,
-            &ClaimTicket {
-                joins_mid_sized: true,
-                ..ticket.clone()
-            },
-        );
+        let quiet = settings
+            .prepare(
+                &spec,
+                &ClaimTicket {
+                    joins_mid_sized: true,
+                    ..ticket.clone()
+                },
+            )
+            .unwrap();
         assert!(!quiet.statements.join(";").contains("min-file-size-bytes"));
         // Of two partitions, one quiet: its mid-sized files join in a rewrite of its own, the
         // other's are not read again.
@@ -212,13 +286,15 @@ mod tests {
                 name: "d".to_string(),
                 source: "d".to_string(),
                 transform: crate::partitions::Transform::Identity,
+                source_type: Some("date".to_string()),
             }]),
             joins_mid_sized: true,
             joining_partitions: vec![day("2024-05-01")],
             ..ticket.clone()
         };
         let rewrites: Vec<String> = settings
-            .job(&spec, &partitioned)
+            .prepare(&spec, &partitioned)
+            .unwrap()
             .statements
             .into_iter()
             .filter(|statement| statement.contains("rewrite_data_files"))
@@ -246,7 +322,11 @@ mod tests {
                 ..partitioned.clone()
             },
         ] {
-            let statements = settings.job(&spec, &ticket).statements.join(";");
+            let statements = settings
+                .prepare(&spec, &ticket)
+                .unwrap()
+                .statements
+                .join(";");
             assert_eq!(statements.matches("rewrite_data_files").count(), 1);
             assert!(!statements.contains("min-file-size-bytes"), "{statements}");
         }
@@ -261,5 +341,351 @@ mod tests {
         );
         assert!(job.env.is_empty(), "unset variables are not passed");
         assert_eq!(job.timeout, Duration::from_secs(3600));
+    }
+
+    fn settings_and_spec() -> (CompactionSettings, TableSpec) {
+        let config = Config::from_toml_str(
+            "[[tables]]\ntable = \"a.orders\"\nbucket = \"lake\"\nprefix = \"w/\"\n",
+        )
+        .unwrap();
+        let spec = config.table_specs().remove(0);
+        (CompactionSettings::from_config(Arc::new(config)), spec)
+    }
+
+    /// A run over `partitions` of an identity-partitioned `customer` string column.
+    fn customers_run(partitions: Vec<String>, joining: Vec<String>) -> ClaimTicket {
+        ClaimTicket {
+            run_id: "r1".to_string(),
+            trigger: "files".to_string(),
+            started_millis: 1_714_564_800_000,
+            files: 2 * partitions.len() as u64,
+            bytes: 2 * partitions.len() as u64,
+            partitions,
+            min_input_files: 2,
+            spec: Some(vec![crate::partitions::PartitionField {
+                name: "customer".to_string(),
+                source: "customer".to_string(),
+                transform: crate::partitions::Transform::Identity,
+                source_type: Some("string".to_string()),
+            }]),
+            rewrite: true,
+            joins_mid_sized: !joining.is_empty(),
+            joining_partitions: joining,
+            strategy: crate::strategy::RunStrategy::Binpack,
+            maintenance: None,
+            apply_deletes: false,
+        }
+    }
+
+    fn customers(range: std::ops::Range<u32>) -> Vec<String> {
+        range
+            .map(|index| format!("customer=customer-{index:06}"))
+            .collect()
+    }
+
+    /// Issue 31: 3,000 partitions made one ~200 KB filter, a command line Linux refused
+    /// ("Argument list too long"), forever. 5,000 partitions of two files each now make a few
+    /// calls, each filter within the limit, every partition in exactly one of them.
+    #[test]
+    fn five_thousand_partitions_are_rewritten_in_calls_within_the_limit() {
+        let (settings, spec) = settings_and_spec();
+        let partitions = customers(0..5_000);
+        let ticket = customers_run(partitions.clone(), Vec::new());
+        let calls = rewrite_calls(&spec, &ticket);
+        assert!(
+            (2..=MAX_REWRITE_CALLS).contains(&calls.len()),
+            "{} calls",
+            calls.len()
+        );
+        for call in &calls {
+            let filter = call.partition_filter.as_ref().unwrap();
+            assert!(filter.len() <= MAX_REWRITE_FILTER_BYTES, "{}", filter.len());
+            assert_eq!(call.min_file_size_bytes, Some(64 * 1024 * 1024));
+        }
+        let job = settings.prepare(&spec, &ticket).unwrap();
+        let rewrites: Vec<&String> = job
+            .statements
+            .iter()
+            .filter(|statement| statement.contains("rewrite_data_files"))
+            .collect();
+        assert_eq!(rewrites.len(), calls.len());
+        let named = |texts: &[&String]| {
+            let mut named: std::collections::HashMap<String, Vec<usize>> = Default::default();
+            for (index, text) in texts.iter().enumerate() {
+                for (at, _) in text.match_indices("customer-") {
+                    let value = &text[at..at + "customer-000000".len()];
+                    named
+                        .entry(format!("customer={value}"))
+                        .or_default()
+                        .push(index);
+                }
+            }
+            named
+        };
+        let in_statements = named(&rewrites);
+        assert_eq!(in_statements.len(), partitions.len());
+        for partition in &partitions {
+            assert_eq!(in_statements[partition].len(), 1, "{partition}");
+        }
+        // Some of them quiet: theirs with Iceberg's floor, the others' with the small-file
+        // floor, each partition once.
+        let joining = customers(0..2_500);
+        let ticket = customers_run(partitions.clone(), joining.clone());
+        let calls = rewrite_calls(&spec, &ticket);
+        assert!(calls.len() <= MAX_REWRITE_CALLS, "{}", calls.len());
+        let filters: Vec<&String> = calls
+            .iter()
+            .map(|call| call.partition_filter.as_ref().unwrap())
+            .collect();
+        let in_calls = named(&filters);
+        for (index, partition) in partitions.iter().enumerate() {
+            assert_eq!(in_calls[partition].len(), 1, "{partition}");
+            let floor = if index < 2_500 {
+                None
+            } else {
+                Some(64 * 1024 * 1024)
+            };
+            let call = &calls[in_calls[partition][0]];
+            assert_eq!(call.min_file_size_bytes, floor, "{partition}");
+        }
+    }
+
+    /// More partitions than the calls hold: one call over the whole table; mid-sized files join
+    /// only when every partition of the run went quiet.
+    #[test]
+    fn past_the_calls_a_run_goes_over_the_whole_table() {
+        let (settings, spec) = settings_and_spec();
+        let partitions = customers(0..40_000);
+        let open = customers_run(partitions.clone(), Vec::new());
+        assert_eq!(
+            rewrite_calls(&spec, &open),
+            [RewriteCall {
+                min_file_size_bytes: Some(64 * 1024 * 1024),
+                partition_filter: None
+            }]
+        );
+        let some_quiet = customers_run(partitions.clone(), customers(0..10));
+        assert_eq!(
+            rewrite_calls(&spec, &some_quiet)[0].min_file_size_bytes,
+            Some(64 * 1024 * 1024)
+        );
+        let all_quiet = customers_run(partitions.clone(), partitions.clone());
+        assert_eq!(
+            rewrite_calls(&spec, &all_quiet),
+            [RewriteCall {
+                min_file_size_bytes: None,
+                partition_filter: None
+            }]
+        );
+        let statements = settings.prepare(&spec, &open).unwrap().statements;
+        let rewrite = statements
+            .iter()
+            .find(|statement| statement.contains("rewrite_data_files"))
+            .unwrap();
+        assert!(!rewrite.contains("where =>"), "{rewrite}");
+    }
+
+    /// A claim naming a catalog the configuration does not have (a reload removed it) is
+    /// refused, not a panic of the pool.
+    #[test]
+    fn a_claim_that_cannot_be_prepared_is_refused() {
+        let (settings, mut spec) = settings_and_spec();
+        spec.catalog = "gone".to_string();
+        assert_eq!(
+            settings
+                .prepare(&spec, &customers_run(customers(0..2), Vec::new()))
+                .unwrap_err(),
+            PrepareError::UnknownCatalog("gone".to_string())
+        );
+    }
+
+    /// The run of 5,000 partitions through the process runner, to a stand-in spark-sql that
+    /// reads its statements the way spark-sql does (`-f`), checks that no argument of its command
+    /// line is near Linux's 128 KiB limit, and answers each `rewrite_data_files` with two files
+    /// per partition it names: the summed result has every partition, once.
+    #[tokio::test]
+    async fn a_run_over_5000_partitions_reaches_spark_sql_and_its_results_are_summed() {
+        use std::os::unix::fs::PermissionsExt;
+        let out = tempfile::tempdir().unwrap();
+        let fake = out.path().join("spark-sql");
+        std::fs::write(
+            &fake,
+            format!(
+                r#"#!/bin/sh
+longest=0
+file=""
+previous=""
+for argument in "$@"; do
+  length=$(printf '%s' "$argument" | wc -c)
+  [ "$length" -gt "$longest" ] && longest=$length
+  [ "$previous" = -f ] && file=$argument
+  previous=$argument
+done
+echo "$longest" > {dir}/longest-argument
+[ -n "$file" ] || {{ echo "no statements file" >&2; exit 2; }}
+stat -c %a "$file" > {dir}/mode
+grep -c '^CALL' "$file" > {dir}/calls
+grep '^CALL' "$file" | awk '{{ print length($0) }}' | sort -n | tail -1 > {dir}/longest-call
+grep '^CALL' "$file" | while IFS= read -r call; do
+  named=$(printf '%s\n' "$call" | grep -o "customer-[0-9]*" | wc -l)
+  printf 'rewritten_data_files_count\tadded_data_files_count\n%d\t%d\n' $((2 * named)) "$named"
+done
+"#,
+                dir = out.path().display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (settings, spec) = settings_and_spec();
+        let job = settings
+            .prepare(&spec, &customers_run(customers(0..5_000), Vec::new()))
+            .unwrap();
+        let runner = ProcessRunner::new(fake.display().to_string());
+        let outcome = crate::spark::runner::execute(&runner, &job, 1, Duration::ZERO).await;
+        let read = |name: &str| {
+            std::fs::read_to_string(out.path().join(name))
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        };
+        match outcome {
+            crate::run::RunOutcome::Success { report, .. } => {
+                assert_eq!(report.result.rewritten_data_files_count, 10_000);
+                assert_eq!(report.result.added_data_files_count, 5_000);
+            }
+            other => panic!("{other:?}"),
+        }
+        let calls: usize = read("calls").parse().unwrap();
+        assert!((2..=MAX_REWRITE_CALLS).contains(&calls), "{calls} calls");
+        let longest_argument: usize = read("longest-argument").parse().unwrap();
+        assert!(longest_argument < 4096, "{longest_argument} bytes");
+        let longest_call: usize = read("longest-call").parse().unwrap();
+        assert!(
+            longest_call < MAX_REWRITE_FILTER_BYTES * 5 / 4,
+            "{longest_call} bytes"
+        );
+        assert_eq!(read("mode"), "600", "the statements name tables and values");
+    }
+
+    mod claims {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn field() -> impl Strategy<Value = crate::partitions::PartitionField> {
+            use crate::partitions::{PartitionField, Transform};
+            (
+                prop::sample::select(vec!["a", "b", "c", "d_day"]),
+                prop::sample::select(vec![
+                    Transform::Identity,
+                    Transform::Year,
+                    Transform::Month,
+                    Transform::Day,
+                    Transform::Hour,
+                    Transform::Other("bucket(4, x)".to_string()),
+                    Transform::Other("void(x)".to_string()),
+                ]),
+                prop::option::of(prop::sample::select(vec![
+                    "string",
+                    "int",
+                    "bigint",
+                    "tinyint",
+                    "boolean",
+                    "decimal(5,2)",
+                    "date",
+                    "timestamp",
+                    "timestamp_ntz",
+                    "double",
+                    "binary",
+                    "decimal(99,x)",
+                ])),
+                "[a-z`'\\\\ ]{1,8}",
+            )
+                .prop_map(|(name, transform, source_type, source)| PartitionField {
+                    name: name.to_string(),
+                    source,
+                    transform,
+                    source_type: source_type.map(str::to_string),
+                })
+        }
+
+        /// What object keys put in a partition path: names of fields and not, any value.
+        fn path() -> impl Strategy<Value = String> {
+            prop::collection::vec(
+                (
+                    prop::sample::select(vec!["a", "b", "c", "d_day", "x", ""]),
+                    prop_oneof![
+                        "[-+%0-9A-Fa-f]{0,16}",
+                        "(null|__HIVE_DEFAULT_PARTITION__|true|%2B262142-12-31|9999-12-31-23|2024-05-31|9999-12|2024|-12.5)",
+                        "\\PC{0,12}",
+                    ],
+                ),
+                0..4,
+            )
+            .prop_map(|segments| {
+                segments
+                    .iter()
+                    .map(|(name, value)| format!("{name}={value}"))
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Every claim, whatever its partitions and the spec its last run read, is prepared
+            /// into a job within the limits — or refused — and never panics.
+            #[test]
+            fn every_claim_can_be_prepared_or_refused(
+                fields in prop::option::of(prop::collection::vec(field(), 0..4)),
+                partitions in prop::collection::vec(path(), 0..40),
+                joining_mask in prop::collection::vec(any::<bool>(), 40),
+                joins_mid_sized in any::<bool>(),
+                rewrite in any::<bool>(),
+                known_catalog in prop::bool::weighted(0.9),
+                started_millis in 0i64..32_503_680_000_000,
+            ) {
+                let (settings, mut spec) = settings_and_spec();
+                if !known_catalog {
+                    spec.catalog = "gone".to_string();
+                }
+                let joining: Vec<String> = partitions
+                    .iter()
+                    .zip(&joining_mask)
+                    .filter(|(_, joins)| **joins)
+                    .map(|(partition, _)| partition.clone())
+                    .collect();
+                let ticket = ClaimTicket {
+                    started_millis,
+                    spec: fields,
+                    joins_mid_sized,
+                    joining_partitions: joining,
+                    rewrite,
+                    ..customers_run(partitions, Vec::new())
+                };
+                match settings.prepare(&spec, &ticket) {
+                    Ok(job) => {
+                        prop_assert!(known_catalog);
+                        let rewrites: Vec<&String> = job
+                            .statements
+                            .iter()
+                            .filter(|statement| statement.contains("rewrite_data_files"))
+                            .collect();
+                        prop_assert_eq!(rewrites.is_empty(), !rewrite);
+                        prop_assert!(rewrites.len() <= MAX_REWRITE_CALLS);
+                        for call in rewrite_calls(&spec, &ticket) {
+                            let length = call.partition_filter.map_or(0, |filter| filter.len());
+                            prop_assert!(length <= MAX_REWRITE_FILTER_BYTES);
+                        }
+                        for statement in &job.statements {
+                            prop_assert!(!statement.contains('\n'), "{statement}");
+                        }
+                    }
+                    Err(error) => {
+                        prop_assert_eq!(error, PrepareError::UnknownCatalog("gone".to_string()));
+                    }
+                }
+            }
+        }
     }
 }

@@ -12,7 +12,9 @@
 //! - `store.write_error`: `return(PATH)` makes state writes fail (as on a full or read-only disk)
 //!   while PATH exists, so a test switches it on and off from outside; plain `return`, always;
 //! - `accumulator.stage_panic`: `return(TABLE@PATH)` makes that table's accumulator panic when it
-//!   stages records, while PATH exists (`return(TABLE)`: always).
+//!   stages records, while PATH exists (`return(TABLE)`: always);
+//! - `executor.prepare_panic` and `executor.finish_panic`: `return(TABLE)` makes preparing that
+//!   table's run (its job from its claim) or reading its outcome panic, as a bug would there.
 
 /// The variable [`setup`] reads.
 pub const ENV: &str = "ICEPACK_FAILPOINTS";
@@ -118,6 +120,28 @@ pub fn accumulator_panics(table: &str) -> bool {
             None => (armed.as_str(), None),
         };
         armed_table == table && path.is_none_or(|path| std::path::Path::new(path).exists())
+    });
+    let _ = table;
+    false
+}
+
+/// Whether preparing a run of `table` panics now (`executor.prepare_panic=return(TABLE)`).
+/// Always false without the `failpoints` feature.
+pub fn prepare_panics(table: &str) -> bool {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("executor.prepare_panic", |armed: Option<String>| {
+        armed.as_deref() == Some(table)
+    });
+    let _ = table;
+    false
+}
+
+/// Whether reading the outcome of a run of `table` panics now
+/// (`executor.finish_panic=return(TABLE)`). Always false without the `failpoints` feature.
+pub fn finish_panics(table: &str) -> bool {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("executor.finish_panic", |armed: Option<String>| {
+        armed.as_deref() == Some(table)
     });
     let _ = table;
     false

@@ -437,7 +437,7 @@ pub fn table_decision(
         };
         for (_, counts) in &worth {
             fixable.files += counts.files;
-            fixable.bytes += counts.bytes;
+            fixable.bytes = fixable.bytes.saturating_add(counts.bytes);
         }
         fixable
     };

@@ -120,16 +120,21 @@ pub enum FailureClass {
     Timeout,
     /// No container engine, image missing, spark-sql not found.
     EngineUnavailable,
+    /// The claim could not be made into a job, or the run's outcome not read: something in what
+    /// it carries (from object keys, the engine's output) broke the code that prepares or
+    /// finishes it. Never retried with the same claim: the table's next run names no partitions.
+    InvalidInput,
     Other,
 }
 
 impl FailureClass {
-    pub const ALL: [FailureClass; 6] = [
+    pub const ALL: [FailureClass; 7] = [
         FailureClass::CommitConflict,
         FailureClass::CommitStateUnknown,
         FailureClass::OutOfMemory,
         FailureClass::Timeout,
         FailureClass::EngineUnavailable,
+        FailureClass::InvalidInput,
         FailureClass::Other,
     ];
 
@@ -140,6 +145,7 @@ impl FailureClass {
             FailureClass::OutOfMemory => "out_of_memory",
             FailureClass::Timeout => "timeout",
             FailureClass::EngineUnavailable => "engine_unavailable",
+            FailureClass::InvalidInput => "invalid_input",
             FailureClass::Other => "other",
         }
     }

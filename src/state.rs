@@ -29,7 +29,7 @@ impl PendingCounts {
             partition.add_file(file.size, file.event_millis);
             if file.source == FileSource::Metadata {
                 partition.metadata_files += 1;
-                partition.metadata_bytes += file.size;
+                partition.metadata_bytes = partition.metadata_bytes.saturating_add(file.size);
             }
         }
         (counts, partitions)
@@ -37,7 +37,8 @@ impl PendingCounts {
 
     pub fn add_file(&mut self, bytes: u64, event_millis: UnixMillis) {
         self.files += 1;
-        self.bytes += bytes;
+        // Sizes come from events and the engine's output: a sum saturates, never overflows.
+        self.bytes = self.bytes.saturating_add(bytes);
         self.oldest_event_millis = Some(
             self.oldest_event_millis
                 .map_or(event_millis, |oldest| oldest.min(event_millis)),
@@ -80,7 +81,8 @@ pub struct PartitionCounts {
 impl PartitionCounts {
     pub fn add_file(&mut self, bytes: u64, event_millis: UnixMillis) {
         self.files += 1;
-        self.bytes += bytes;
+        // Sizes come from events and the engine's output: a sum saturates, never overflows.
+        self.bytes = self.bytes.saturating_add(bytes);
         self.oldest_event_millis = Some(
             self.oldest_event_millis
                 .map_or(event_millis, |oldest| oldest.min(event_millis)),

@@ -11,7 +11,7 @@ use crate::clock::UnixMillis;
 use crate::config::TableSpec;
 use crate::policy::{next_wake, table_decision, Decision, DueReason};
 use crate::run::split_object_path;
-use crate::run::RunOutcome;
+use crate::run::{FailureClass, RunOutcome};
 use crate::series::Sampler;
 use crate::state::{
     Claim, FileEntry, FileSource, Maintenance, PartitionCounts, PendingCounts, RunRecord,
@@ -218,6 +218,24 @@ impl RunPlan {
             trigger: maintenance.as_str().to_string(),
             maintenance: Some(maintenance),
             ..RunPlan::order_read()
+        }
+    }
+
+    /// The same run over the whole table, naming no partition: mid-sized files join only when
+    /// they joined in every partition of the run.
+    fn over_the_whole_table(self) -> RunPlan {
+        let joining: HashSet<&String> = self.joining_partitions.iter().collect();
+        let every_partition_joins = self.joins_mid_sized
+            && (joining.is_empty()
+                || self
+                    .partitions
+                    .iter()
+                    .all(|partition| joining.contains(partition)));
+        RunPlan {
+            partitions: Vec::new(),
+            joins_mid_sized: every_partition_joins,
+            joining_partitions: Vec::new(),
+            ..self
         }
     }
 }
@@ -555,6 +573,14 @@ impl Accumulator {
         if current.claim.is_some() {
             return None;
         }
+        // The last run could not be prepared or finished (`invalid_input`): something its claim
+        // named broke the code. This one names no partition, so the same input is not met again.
+        let last_failure = current.last_run.as_ref().and_then(|run| run.failure_class);
+        let plan = if last_failure == Some(FailureClass::InvalidInput) {
+            plan.over_the_whole_table()
+        } else {
+            plan
+        };
         let claim = Claim {
             run_id: run_id.to_string(),
             trigger: plan.trigger,

@@ -419,6 +419,56 @@ fn a_failed_run_gives_its_files_back_and_backs_off() {
     assert_eq!(accumulator.snapshot().state.pending.files, 0);
 }
 
+/// A run that failed as `invalid_input` (its claim could not be prepared, or its outcome not
+/// read) is not replayed as it was: the table's next run names no partition, so whatever its
+/// claim named is not met again. Its files were given back, as for any failure.
+#[test]
+fn after_an_invalid_input_failure_the_next_run_names_no_partitions() {
+    let due_run = |class: crate::run::FailureClass| {
+        let store = MemoryStore::new();
+        let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+        let files: Vec<Candidate> = (0..4)
+            .map(|index| {
+                let partition = format!("d={}", index % 2);
+                candidate(
+                    &format!("t/data/{partition}/{index}.parquet"),
+                    10,
+                    100,
+                    &partition,
+                )
+            })
+            .collect();
+        stage_and_commit(&mut accumulator, &store, files, 1_000);
+        let (ops, first) = accumulator
+            .begin_claim("run-1", "files", 200_000, false)
+            .expect("due: past twice its max-wait");
+        store.commit(ops).unwrap();
+        accumulator.settle(true);
+        assert_eq!(first.partitions, ["d=0", "d=1"]);
+        let failed = RunOutcome::Failure {
+            class,
+            excerpt: "preparing the run failed unexpectedly".to_string(),
+            duration_millis: 0,
+            attempts: 1,
+        };
+        finish(&mut accumulator, &store, "run-1", &failed, 201_000);
+        assert_eq!(accumulator.snapshot().state.pending.files, 4, "given back");
+        let (_, next) = accumulator
+            .begin_claim("run-2", "files", 1_000_000, false)
+            .expect("due again after the back-off");
+        next
+    };
+    let next = due_run(crate::run::FailureClass::InvalidInput);
+    assert!(next.partitions.is_empty(), "{:?}", next.partitions);
+    assert!(next.joining_partitions.is_empty());
+    let next = due_run(crate::run::FailureClass::Other);
+    assert_eq!(
+        next.partitions,
+        ["d=0", "d=1"],
+        "other failures retry the same run"
+    );
+}
+
 fn truthful_success(truth: &[(&str, u64)], committed: &[&str]) -> RunOutcome {
     RunOutcome::Success {
         report: crate::run::ReportSummary {
@@ -432,6 +482,7 @@ fn truthful_success(truth: &[(&str, u64)], committed: &[&str]) -> RunOutcome {
                 name: "d".to_string(),
                 source: "d".to_string(),
                 transform: crate::partitions::Transform::Identity,
+                source_type: Some("int".to_string()),
             }]),
             truth: Some(
                 truth
@@ -449,6 +500,33 @@ fn truthful_success(truth: &[(&str, u64)], committed: &[&str]) -> RunOutcome {
         duration_millis: 5,
         attempts: 1,
     }
+}
+
+/// File sizes come from events and the engine's output: sizes that add up past `u64::MAX` (two
+/// files of 16 EiB in the truth) saturate the counts instead of overflowing in the settlement.
+#[test]
+fn sizes_past_the_largest_number_saturate_the_counts() {
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    stage_and_commit(
+        &mut accumulator,
+        &store,
+        vec![candidate("t/data/d=1/a.parquet", 10, 100, "d=1")],
+        1_000,
+    );
+    claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+    let outcome = truthful_success(
+        &[
+            ("t/data/d=1/a.parquet", u64::MAX),
+            ("t/data/d=1/b.parquet", u64::MAX),
+        ],
+        &[],
+    );
+    finish(&mut accumulator, &store, "run-1", &outcome, 3_000);
+    let state = &accumulator.snapshot().state;
+    assert_eq!(state.pending.files, 2);
+    assert_eq!(state.pending.bytes, u64::MAX);
+    assert_eq!(accumulator.snapshot().partitions["d=1"].bytes, u64::MAX);
 }
 
 #[test]

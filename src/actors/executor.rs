@@ -28,7 +28,7 @@ use crate::notify::RunEvent;
 use crate::pool::{Effect, PoolCore};
 use crate::routing::TableIndex;
 use crate::run::{FailureClass, RunOutcome};
-use crate::spark::runner::{execute, judge, SparkRunner};
+use crate::spark::runner::{execute, judge, SparkJob, SparkRunner};
 
 /// Notifications carry counts, not the list of output files.
 fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
@@ -37,6 +37,25 @@ fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
         *report = report.without_file_lists();
     }
     outcome
+}
+
+/// A run's outcome; a panic while the run went on or its output was read (a bug something in the
+/// engine's output set off) fails the run as `invalid_input` instead of stopping the pool.
+async fn outcome_or_invalid(run: impl std::future::Future<Output = RunOutcome>) -> RunOutcome {
+    use futures::FutureExt;
+    let started = std::time::Instant::now();
+    std::panic::AssertUnwindSafe(run)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| RunOutcome::Failure {
+            class: FailureClass::InvalidInput,
+            excerpt: format!(
+                "finishing the run failed unexpectedly: {}",
+                crate::compaction::panic_message(panic.as_ref())
+            ),
+            duration_millis: started.elapsed().as_millis() as u64,
+            attempts: 1,
+        })
 }
 
 /// How long after start-up containers of unknown runs are cleaned up: every table has reported
@@ -238,12 +257,43 @@ impl CompactionPool {
         }
     }
 
+    /// The job of a claimed run; `None` when it cannot be prepared, and the run has then failed
+    /// as `invalid_input` (its end reported as any run's, after this message).
+    fn prepare(
+        &mut self,
+        table: TableIndex,
+        ticket: &ClaimTicket,
+        ctx: &mut Context<Self>,
+    ) -> Option<SparkJob> {
+        let spec = self.core.map().spec(table).clone();
+        match self.settings.prepare(&spec, ticket) {
+            Ok(job) => Some(job),
+            Err(error) => {
+                warn!(table = %spec.table, run_id = %ticket.run_id, %error, "the run cannot be prepared; it fails as invalid_input");
+                let outcome = RunOutcome::Failure {
+                    class: FailureClass::InvalidInput,
+                    excerpt: error.to_string(),
+                    duration_millis: 0,
+                    attempts: 1,
+                };
+                let ticket = ticket.clone();
+                ctx.spawn(
+                    actix::fut::ready(()).map(move |(), pool: &mut Self, ctx| {
+                        pool.finish(table, ticket, outcome, ctx)
+                    }),
+                );
+                None
+            }
+        }
+    }
+
     /// Finds the end of a run the pool did not start (its engine may still run it, or have
     /// left its output), within what is left of the run's timeout.
     fn recover(&mut self, table: TableIndex, ticket: ClaimTicket, ctx: &mut Context<Self>) {
-        let spec = self.core.map().spec(table).clone();
+        let Some(mut job) = self.prepare(table, &ticket, ctx) else {
+            return;
+        };
         let runner = self.runner.clone();
-        let mut job = self.settings.job(&spec, &ticket);
         let secrets = job.secrets();
         let elapsed =
             Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
@@ -277,7 +327,7 @@ impl CompactionPool {
             }
         };
         ctx.spawn(
-            recovery
+            outcome_or_invalid(recovery)
                 .into_actor(self)
                 .map(move |outcome, pool, ctx| pool.finish(table, ticket, outcome, ctx)),
         );
@@ -365,7 +415,6 @@ impl Handler<Claimed> for CompactionPool {
         let table = message.table;
         let ticket = message.ticket;
         let spec = self.core.map().spec(table).clone();
-        let job = self.settings.job(&spec, &ticket);
         let runner = self.runner.clone();
         let attempts = self.settings.attempts;
         let retry_interval = self.settings.retry_interval;
@@ -379,9 +428,22 @@ impl Handler<Claimed> for CompactionPool {
                 })
                 .inc();
         }
+        let Some(job) = self.prepare(table, &ticket, ctx) else {
+            return;
+        };
         let span = tracing::info_span!("run", table = %spec.table, tenant = %spec.tenant, run_id = %ticket.run_id);
+        let run = async move {
+            let outcome = execute(runner.as_ref(), &job, attempts, retry_interval).await;
+            if crate::failpoint::finish_panics(&job.table) {
+                panic!(
+                    "failpoint executor.finish_panic: reading the outcome of {} panicked",
+                    job.table
+                );
+            }
+            outcome
+        };
         ctx.spawn(
-            async move { execute(runner.as_ref(), &job, attempts, retry_interval).await }
+            outcome_or_invalid(run)
                 .instrument(span)
                 .into_actor(self)
                 .map(move |outcome, pool, ctx| pool.finish(table, ticket, outcome, ctx)),
@@ -500,9 +562,10 @@ mod tests {
     use crate::intake::InboundMessage;
     use crate::service::{start_pipeline, Compaction, Pipeline};
     use crate::spark::runner::{EngineError, EngineOutput, SparkJob};
-    use crate::store::MemoryStore;
+    use crate::store::{MemoryStore, StateStore};
     use crate::testing::stand_in_runner::StandInRunner;
     use async_trait::async_trait;
+    use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Mutex;
 
@@ -724,8 +787,17 @@ mod tests {
 
     /// A compacting pipeline of `config` on a memory store, its runs going to `runner`.
     fn pipeline_of(config: Arc<Config>, runner: Arc<dyn SparkRunner>) -> Pipeline {
+        pipeline_on(Arc::new(MemoryStore::new()), config, runner)
+    }
+
+    /// The same on `store`, whose tables' state is loaded at start.
+    fn pipeline_on(
+        store: Arc<MemoryStore>,
+        config: Arc<Config>,
+        runner: Arc<dyn SparkRunner>,
+    ) -> Pipeline {
         start_pipeline(
-            Arc::new(MemoryStore::new()),
+            store,
             Arc::new(FakeClock::new(1_714_564_800_000)),
             Compaction {
                 settings: CompactionSettings::from_config(config),
@@ -736,6 +808,356 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    /// A `days(ts)` table as its last run read it.
+    fn daily_table_state() -> crate::state::TableState {
+        crate::state::TableState {
+            partition_spec: Some(vec![crate::partitions::PartitionField {
+                name: "ts_day".to_string(),
+                source: "ts".to_string(),
+                transform: crate::partitions::Transform::Day,
+                source_type: Some("timestamp".to_string()),
+            }]),
+            table_order: Some(crate::strategy::TableOrder::Unsorted),
+            ..Default::default()
+        }
+    }
+
+    fn two_file_config() -> Arc<Config> {
+        Arc::new(
+            Config::from_toml_str(
+                "[defaults]\npacing = false\nmax_wait_minutes = 0\nmin_files = 2\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\n",
+            )
+            .unwrap(),
+        )
+    }
+
+    /// Issue 31: two objects under `ts_day=%2B262142-12-31/` (chrono's last day) of a `days(ts)`
+    /// table. Building the run's filter added a day to it and panicked in the executor pool:
+    /// `/healthz` 500, no table compacted again. The day cannot be expressed: the run goes over
+    /// the whole table, and the pool serves on.
+    #[actix::test]
+    async fn a_day_past_the_last_one_widens_the_run_instead_of_stopping_the_pool() {
+        let store = Arc::new(MemoryStore::new());
+        store
+            .commit(vec![crate::store::Op::PutTable {
+                table: "n.t".to_string(),
+                state: daily_table_state(),
+            }])
+            .unwrap();
+        let statements: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = statements.clone();
+        let runner = Arc::new(StandInRunner {
+            on_start: Box::new(move |job: &SparkJob| {
+                seen.lock().unwrap().extend(job.statements.iter().cloned())
+            }),
+            ..StandInRunner::succeeding(4)
+        });
+        let pipeline = pipeline_on(store, two_file_config(), runner);
+        let record = |key: &str| {
+            format!(
+                r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{key}","size":10}}}}}}"#
+            )
+        };
+        let keys = [
+            "t/data/ts_day%3D%252B262142-12-31/a.parquet",
+            "t/data/ts_day%3D%252B262142-12-31/b.parquet",
+            "t/data/ts_day%3D2024-05-01/c.parquet",
+            "t/data/ts_day%3D2024-05-01/d.parquet",
+        ];
+        let records: Vec<String> = keys.iter().map(|key| record(key)).collect();
+        pipeline
+            .router
+            .send(Ingest {
+                messages: vec![InboundMessage {
+                    id: "m".to_string(),
+                    body: format!(r#"{{"Records":[{}]}}"#, records.join(",")),
+                }],
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = pipeline.accumulator(0).send(GetStatus).await;
+            if let Ok(status) = status {
+                if status.last_run.is_some() {
+                    assert_eq!(status.last_run.unwrap().outcome, "success");
+                    break;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the run never ended; down: {:?}",
+                pipeline.singletons_down()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(
+            pipeline.singletons_down().is_empty(),
+            "{:?}",
+            pipeline.singletons_down()
+        );
+        let statements = statements.lock().unwrap().clone();
+        let rewrite = statements
+            .iter()
+            .find(|statement| statement.contains("rewrite_data_files"))
+            .unwrap();
+        assert!(!rewrite.contains("where =>"), "the whole table: {rewrite}");
+        pipeline.pool.send(WaitIdle).await.unwrap();
+    }
+
+    /// Issue 31, item 3: 5,000 identity partitions of two small files each, through intake,
+    /// the policy and the pool. Its partitions made one filter no command line took; they now
+    /// reach the engine in a few `rewrite_data_files` calls, each partition in one of them.
+    #[actix::test]
+    async fn five_thousand_partitions_of_two_files_each_run_in_a_few_calls() {
+        let store = Arc::new(MemoryStore::new());
+        store
+            .commit(vec![crate::store::Op::PutTable {
+                table: "n.t".to_string(),
+                state: crate::state::TableState {
+                    partition_spec: Some(vec![crate::partitions::PartitionField {
+                        name: "customer".to_string(),
+                        source: "customer".to_string(),
+                        transform: crate::partitions::Transform::Identity,
+                        source_type: Some("string".to_string()),
+                    }]),
+                    table_order: Some(crate::strategy::TableOrder::Unsorted),
+                    ..Default::default()
+                },
+            }])
+            .unwrap();
+        let statements: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = statements.clone();
+        let runner = Arc::new(StandInRunner {
+            on_start: Box::new(move |job: &SparkJob| {
+                seen.lock().unwrap().extend(job.statements.iter().cloned())
+            }),
+            ..StandInRunner::succeeding(10_000)
+        });
+        let pipeline = pipeline_on(store, two_file_config(), runner);
+        let record = |customer: u32, file: u32| {
+            format!(
+                r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"t/data/customer%3Dcustomer-{customer:06}/{file}.parquet","size":10}}}}}}"#
+            )
+        };
+        let messages: Vec<InboundMessage> = (0..10u32)
+            .map(|message| {
+                let records: Vec<String> = (message * 500..(message + 1) * 500)
+                    .flat_map(|customer| [record(customer, 0), record(customer, 1)])
+                    .collect();
+                InboundMessage {
+                    id: format!("m{message}"),
+                    body: format!(r#"{{"Records":[{}]}}"#, records.join(",")),
+                }
+            })
+            .collect();
+        pipeline
+            .router
+            .send(Ingest { messages })
+            .await
+            .unwrap()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Ok(status) = pipeline.accumulator(0).send(GetStatus).await {
+                if status.last_run.is_some() {
+                    break status;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the run never ended; down: {:?}",
+                pipeline.singletons_down()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(status.last_run.unwrap().outcome, "success");
+        let statements = statements.lock().unwrap().clone();
+        let rewrites: Vec<&String> = statements
+            .iter()
+            .filter(|statement| statement.contains("rewrite_data_files"))
+            .collect();
+        assert!(
+            (2..=crate::spark::sql::MAX_REWRITE_CALLS).contains(&rewrites.len()),
+            "{} calls",
+            rewrites.len()
+        );
+        let mut named = std::collections::HashMap::<&str, usize>::new();
+        for rewrite in &rewrites {
+            for (at, _) in rewrite.match_indices("customer-") {
+                *named.entry(&rewrite[at..at + 15]).or_default() += 1;
+            }
+        }
+        assert_eq!(named.len(), 5_000);
+        assert!(named.values().all(|count| *count == 1));
+        pipeline.pool.send(WaitIdle).await.unwrap();
+    }
+
+    /// The same claim stored by a process that stopped mid-run: recovered at start, it panicked
+    /// again at every start. It is settled now, and the pool serves on.
+    #[actix::test]
+    async fn a_stored_claim_with_a_day_past_the_last_one_is_recovered_and_settled() {
+        let store = Arc::new(MemoryStore::new());
+        let partition = "ts_day=%2B262142-12-31".to_string();
+        let file = |name: &str| crate::state::FileEntry {
+            bucket: "lake".to_string(),
+            key: format!("t/data/{partition}/{name}.parquet"),
+            size: 10,
+            event_millis: 1_714_564_700_000,
+            partition: partition.clone(),
+            source: crate::state::FileSource::Events,
+        };
+        let claim = crate::state::Claim {
+            run_id: "run-before-the-restart".to_string(),
+            trigger: "files".to_string(),
+            started_millis: 1_714_564_790_000,
+            upto_seq: 2,
+            counts: crate::state::PendingCounts::default(),
+            partitions: BTreeMap::new(),
+            rewrite_partitions: vec![partition.clone()],
+            min_input_files: 2,
+            rewrite: true,
+            joins_mid_sized: false,
+            joining_partitions: Vec::new(),
+            strategy: crate::strategy::RunStrategy::Binpack,
+            maintenance: None,
+            apply_deletes: false,
+        };
+        store
+            .commit(vec![
+                crate::store::Op::PutTable {
+                    table: "n.t".to_string(),
+                    state: crate::state::TableState {
+                        next_file_seq: 2,
+                        claim: Some(claim),
+                        ..daily_table_state()
+                    },
+                },
+                crate::store::Op::PutFile {
+                    table: "n.t".to_string(),
+                    seq: 0,
+                    entry: file("a"),
+                },
+                crate::store::Op::PutFile {
+                    table: "n.t".to_string(),
+                    seq: 1,
+                    entry: file("b"),
+                },
+            ])
+            .unwrap();
+        let runner = Arc::new(Gated::default());
+        let pipeline = pipeline_on(store, two_file_config(), runner.clone());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Ok(status) = pipeline.accumulator(0).send(GetStatus).await {
+                if status.last_run.is_some() {
+                    break status;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the recovered run never settled; down: {:?}",
+                pipeline.singletons_down()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert!(
+            pipeline.singletons_down().is_empty(),
+            "{:?}",
+            pipeline.singletons_down()
+        );
+        assert_eq!(
+            status.last_run.unwrap().failure_class,
+            Some("other"),
+            "interrupted by the restart, no trace left: settled as any such run"
+        );
+        assert_eq!(status.pending_files, 2, "its files are pending again");
+    }
+
+    /// A panic while preparing one table's run (a bug something in its claim set off) or while
+    /// reading its outcome fails that run as `invalid_input`; the pool serves the other tables,
+    /// `/healthz` stays ok, and the failing table's next run names no partitions.
+    #[cfg(feature = "failpoints")]
+    #[actix::test]
+    async fn a_panic_preparing_or_finishing_a_run_fails_that_run_only() {
+        let mut text = "[defaults]\npacing = false\nmax_wait_minutes = 0\nmin_files = 1\n[spark]\nretry_attempts = 1\nmax_concurrent = 1\nfailure_backoff_initial_seconds = 1\n".to_string();
+        for table in ["prepare_panics", "finish_panics", "healthy"] {
+            text.push_str(&format!(
+                "[[tables]]\ntable = \"n.{table}\"\nbucket = \"lake\"\nprefix = \"{table}/\"\n"
+            ));
+        }
+        let config = Arc::new(Config::from_toml_str(&text).unwrap());
+        let started: Arc<Mutex<Vec<String>>> = Arc::default();
+        let seen = started.clone();
+        let runner = Arc::new(StandInRunner {
+            on_start: Box::new(move |job: &SparkJob| seen.lock().unwrap().push(job.table.clone())),
+            ..StandInRunner::succeeding(1)
+        });
+        fail::cfg("executor.prepare_panic", "return(n.prepare_panics)").unwrap();
+        fail::cfg("executor.finish_panic", "return(n.finish_panics)").unwrap();
+        let pipeline = pipeline_of(config, runner);
+        let record = |key: &str| {
+            format!(
+                r#"{{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"lake"}},"object":{{"key":"{key}","size":10}}}}}}"#
+            )
+        };
+        let records: Vec<String> = ["prepare_panics", "finish_panics", "healthy"]
+            .iter()
+            .map(|table| record(&format!("{table}/data/d%3D1/f.parquet")))
+            .collect();
+        pipeline
+            .router
+            .send(Ingest {
+                messages: vec![InboundMessage {
+                    id: "m".to_string(),
+                    body: format!(r#"{{"Records":[{}]}}"#, records.join(",")),
+                }],
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut classes = Vec::new();
+        loop {
+            classes.clear();
+            for table in 0..3 {
+                let status = pipeline.accumulator(table).send(GetStatus).await.unwrap();
+                classes.push(status.last_run.map(|run| (run.outcome, run.failure_class)));
+            }
+            if classes.iter().all(Option::is_some) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{classes:?}; down: {:?}",
+                pipeline.singletons_down()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        fail::remove("executor.finish_panic");
+        assert_eq!(
+            classes,
+            [
+                Some(("failure", Some("invalid_input"))),
+                Some(("failure", Some("invalid_input"))),
+                Some(("success", None)),
+            ]
+        );
+        assert!(
+            pipeline.singletons_down().is_empty(),
+            "{:?}",
+            pipeline.singletons_down()
+        );
+        let started = started.lock().unwrap().clone();
+        assert!(
+            !started.contains(&"n.prepare_panics".to_string()),
+            "{started:?}"
+        );
+        fail::remove("executor.prepare_panic");
+        pipeline.pool.send(WaitIdle).await.unwrap();
     }
 
     #[actix::test]

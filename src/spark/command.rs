@@ -44,14 +44,22 @@ pub fn spark_sql_options(spark: &SparkConfig) -> Vec<String> {
     args
 }
 
+/// The statements as a file spark-sql runs (`-f`): `;`-separated, one statement a line.
+pub fn statements_file(statements: &[String]) -> String {
+    statements.join(";\n") + ";\n"
+}
+
 /// A run's spark-sql command line: the options, `--properties-file` when some settings are secret
-/// ([`is_secret_setting`]: their values are in that file only), every other setting as `--conf`,
-/// then the statements.
+/// ([`is_secret_setting`]: their values are in that file only), every other setting as `--conf`, then the statements:
+/// `-f` and the file that holds them ([`statements_file`]) — a run's statements can be longer
+/// than a command line takes (Linux refuses one argument over 128 KiB) — or, without a file,
+/// `-e` and the statements themselves.
 pub fn command_line(
     options: &[String],
     conf: &BTreeMap<String, String>,
     statements: &[String],
     properties_file: Option<&str>,
+    statements_path: Option<&str>,
 ) -> Vec<String> {
     let mut args = options.to_vec();
     if let Some(file) = properties_file {
@@ -64,9 +72,16 @@ pub fn command_line(
             args.push(format!("{key}={value}"));
         }
     }
-    if !statements.is_empty() {
-        args.push("-e".to_string());
-        args.push(statements.join(";\n") + ";");
+    match statements_path {
+        Some(path) => {
+            args.push("-f".to_string());
+            args.push(path.to_string());
+        }
+        None if !statements.is_empty() => {
+            args.push("-e".to_string());
+            args.push(statements.join(";\n") + ";");
+        }
+        None => {}
     }
     args
 }
@@ -258,7 +273,7 @@ mod tests {
                 "t=k:n\\é".to_string(),
             ),
         ]);
-        let args = command_line(&[], &conf, &["SELECT 1".to_string()], Some("/run/p"));
+        let args = command_line(&[], &conf, &["SELECT 1".to_string()], Some("/run/p"), None);
         assert_eq!(
             args,
             [
@@ -301,7 +316,7 @@ mod tests {
         let catalog = config.catalogs["lakehouse"].clone();
         let conf = spark_conf(&config.spark, "lakehouse", &catalog);
         let options = spark_sql_options(&config.spark);
-        let args = command_line(&options, &conf, &["SELECT 1".to_string()], Some("/p"));
+        let args = command_line(&options, &conf, &["SELECT 1".to_string()], Some("/p"), None);
         let line = args.join(" ");
         let described = describe_args(&spark_sql_args(
             &config.spark,

@@ -28,11 +28,15 @@ use super::runner::{
     LABEL_MANAGED, LABEL_RUN_ID, LABEL_TABLE,
 };
 
-/// Where a run's secret settings and passed-through variables are put inside its container
-/// (never in its configuration, which `docker inspect` shows): uploaded before it starts.
+/// Where a run's statements, secret settings and passed-through variables are put inside its
+/// container (never in its configuration, which `docker inspect` shows): uploaded before it
+/// starts.
 const SECRETS_DIR: &str = "/tmp";
 const SECRETS_FILE: &str = "icepack-secrets.properties";
 const ENV_FILE: &str = "icepack-run.env";
+/// The run's statements, for `spark-sql -f` (a command line could not hold every statement of a
+/// run), uploaded beside the settings.
+const STATEMENTS_FILE: &str = "icepack-statements.sql";
 
 /// The variables as a file `sh` sources: `export NAME='value'`, values single-quoted.
 fn env_file(env: &[(String, String)]) -> String {
@@ -337,7 +341,10 @@ impl SparkRunner for DockerRunner {
             ]);
         }
         cmd.push(self.settings.spark_sql.clone());
-        cmd.extend(job.command_line(secrets.as_ref().map(|_| secrets_path.as_str())));
+        cmd.extend(job.command_line(
+            secrets.as_ref().map(|_| secrets_path.as_str()),
+            &format!("{SECRETS_DIR}/{STATEMENTS_FILE}"),
+        ));
         let labels = HashMap::from([
             (LABEL_MANAGED.to_string(), "true".to_string()),
             (LABEL_TABLE.to_string(), job.table.clone()),
@@ -373,31 +380,29 @@ impl SparkRunner for DockerRunner {
             });
         }
         debug!(container = %name, image = %self.settings.image, "container created");
-        let mut files = Vec::new();
+        let mut files = vec![(STATEMENTS_FILE, job.statements_file())];
         if let Some(contents) = secrets {
             files.push((SECRETS_FILE, contents));
         }
         if !job.env.is_empty() {
             files.push((ENV_FILE, env_file(&job.env)));
         }
-        if !files.is_empty() {
-            let upload = docker
-                .upload_to_container(
-                    &name,
-                    Some(UploadToContainerOptions {
-                        path: SECRETS_DIR.to_string(),
-                        no_overwrite_dir_non_dir: String::new(),
-                    }),
-                    tar_of_files(&files).into(),
-                )
-                .await;
-            if let Err(error) = upload {
-                remove(&docker, &name).await;
-                return Err(unavailable(
-                    "cannot put the run's settings into the container",
-                    error,
-                ));
-            }
+        let upload = docker
+            .upload_to_container(
+                &name,
+                Some(UploadToContainerOptions {
+                    path: SECRETS_DIR.to_string(),
+                    no_overwrite_dir_non_dir: String::new(),
+                }),
+                tar_of_files(&files).into(),
+            )
+            .await;
+        if let Err(error) = upload {
+            remove(&docker, &name).await;
+            return Err(unavailable(
+                "cannot put the run's settings into the container",
+                error,
+            ));
         }
         if let Err(error) = docker
             .start_container(&name, None::<StartContainerOptions<String>>)

@@ -96,6 +96,24 @@ fn write_secret_properties(
     Ok(Some(path.display().to_string()))
 }
 
+/// Writes the run's statements into a file only this user can read (they name tables and
+/// partitions), for `spark-sql -f`: a command line could not hold every statement of a run.
+fn write_statements(job: &SparkJob, scratch: &std::path::Path) -> Result<String, EngineError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = scratch.join("icepack-statements.sql");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| file.write_all(job.statements_file().as_bytes()))
+        .map_err(|error| {
+            EngineError::Unavailable(format!("cannot write the run's statements file: {error}"))
+        })?;
+    Ok(path.display().to_string())
+}
+
 #[async_trait]
 impl SparkRunner for ProcessRunner {
     async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
@@ -103,9 +121,10 @@ impl SparkRunner for ProcessRunner {
             EngineError::Unavailable(format!("cannot create a scratch directory: {error}"))
         })?;
         let properties = write_secret_properties(job, scratch.path(), &self.spark_sql)?;
+        let statements = write_statements(job, scratch.path())?;
         let mut command = Command::new(&self.spark_sql);
         command
-            .args(job.command_line(properties.as_deref()))
+            .args(job.command_line(properties.as_deref(), &statements))
             .envs(job.env.iter().map(|(name, value)| (name, value)))
             .current_dir(scratch.path())
             .stdin(Stdio::null())
@@ -321,6 +340,42 @@ mod tests {
                 .trim(),
             "600"
         );
+    }
+
+    /// A run's statements can be longer than a command line takes (Linux refuses one argument
+    /// over 128 KiB with "Argument list too long"): spark-sql reads them from a file only its
+    /// user can read.
+    #[tokio::test]
+    async fn statements_of_any_length_reach_spark_sql_through_a_file() {
+        let out = tempfile::tempdir().unwrap();
+        let fake = out.path().join("spark-sql");
+        std::fs::write(
+            &fake,
+            format!(
+                "#!/bin/sh\nwhile [ $# -gt 0 ]; do if [ \"$1\" = -f ]; then wc -c < \"$2\" > {dir}/bytes; stat -c %a \"$2\" > {dir}/mode; fi; shift; done\n\
+                 echo rewritten_data_files_count; echo 0\n",
+                dir = out.path().display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let mut job = job("", Duration::from_secs(10));
+        job.options.clear();
+        let long = format!("SELECT '{}'", "x".repeat(300_000));
+        job.statements = vec![long, "SELECT 1".to_string()];
+        let output = ProcessRunner::new(fake.display().to_string())
+            .run(&job)
+            .await
+            .unwrap();
+        assert_eq!(output.exit_code, 0, "{}", output.stderr);
+        let read = |name: &str| std::fs::read_to_string(out.path().join(name)).unwrap();
+        assert_eq!(
+            read("bytes").trim(),
+            job.statements_file().len().to_string()
+        );
+        assert!(job.statements_file().len() > 300_000);
+        assert_eq!(read("mode").trim(), "600");
     }
 
     #[tokio::test]

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 pub use crate::run::{ReportSummary, RunOutcome};
 
-use super::command::{command_line, describe_args};
+use super::command::{command_line, describe_args, statements_file};
 use super::result::{
     classify_failure, classify_server_error, failure_excerpt, redact, report_from_results,
     stdout_results, FailureClass, ResultSet, RunReport, ServerError,
@@ -122,9 +122,25 @@ impl SparkJob {
         secrets
     }
 
-    /// The spark-sql command line of the run, its secrets in `properties_file` (if any).
-    pub fn command_line(&self, properties_file: Option<&str>) -> Vec<String> {
-        command_line(&self.options, &self.conf, &self.statements, properties_file)
+    /// The spark-sql command line of the run, its secrets in `properties_file` (if any), its
+    /// statements in `statements_path` (written from [`SparkJob::statements_file`]).
+    pub fn command_line(
+        &self,
+        properties_file: Option<&str>,
+        statements_path: &str,
+    ) -> Vec<String> {
+        command_line(
+            &self.options,
+            &self.conf,
+            &self.statements,
+            properties_file,
+            Some(statements_path),
+        )
+    }
+
+    /// The contents of the file the run's spark-sql reads its statements from.
+    pub fn statements_file(&self) -> String {
+        statements_file(&self.statements)
     }
 
     /// What a log line may say about the run's spark-sql command line.
@@ -133,7 +149,8 @@ impl SparkJob {
             .conf
             .iter()
             .any(|(key, value)| is_secret_setting(key, value));
-        describe_args(&self.command_line(secrets.then_some("<secrets file>")))
+        let statements = format!("<{} statements>", self.statements.len());
+        describe_args(&self.command_line(secrets.then_some("<secrets file>"), &statements))
     }
 }
 

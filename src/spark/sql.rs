@@ -30,9 +30,6 @@ pub struct CompactionSql {
     pub table: String,
     pub target_file_bytes: u64,
     pub min_input_files: u64,
-    /// `min-file-size-bytes`: files from this size up are not rewritten (`None`: Iceberg's
-    /// default, three quarters of the target).
-    pub min_file_size_bytes: Option<u64>,
     pub partial_progress: bool,
     /// A filter expression for `rewrite_data_files(where => ...)`, passed as a quoted string.
     pub where_filter: Option<String>,
@@ -42,12 +39,9 @@ pub struct CompactionSql {
     pub run_started_millis: UnixMillis,
     /// Files strictly smaller than this are small files (for the truth query).
     pub small_file_bytes: u64,
-    /// Limits the rewrite to the partitions worth it (built from the partition spec).
-    pub partition_filter: Option<String>,
-    /// Partitions rewritten by a second `rewrite_data_files` with Iceberg's default floor, so
-    /// that their mid-sized files join (they have gone quiet) while the first, limited to
-    /// `partition_filter`, rewrites only the small files of the others.
-    pub joining_filter: Option<String>,
+    /// The `rewrite_data_files` calls, in order (a rewrite has at least one; none is read as
+    /// one call over the whole table with Iceberg's default floor).
+    pub rewrites: Vec<RewriteCall>,
     /// `false` for a reconcile: read the spec and the truth, rewrite nothing.
     pub rewrite: bool,
     /// Data files committed since this time are reported (a grace window before the claim).
@@ -66,6 +60,34 @@ pub struct CompactionSql {
     /// `delete-ratio-threshold` (per million, when configured) and `remove-dangling-deletes`.
     pub apply_deletes: Option<Option<u64>>,
 }
+
+/// One `rewrite_data_files` call of a run. A run makes several when some of its partitions
+/// have gone quiet (their mid-sized files join, in calls of their own with Iceberg's default
+/// floor, while the others' are not read again), and when its partitions do not fit one filter
+/// ([`MAX_REWRITE_FILTER_BYTES`]); their results are summed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewriteCall {
+    /// `min-file-size-bytes`: files from this size up are not rewritten (`None`: Iceberg's
+    /// default, three quarters of the target).
+    pub min_file_size_bytes: Option<u64>,
+    /// Limits the call to some partitions (built from the partition spec); `None`: the whole
+    /// table (within the table's own `where`).
+    pub partition_filter: Option<String>,
+}
+
+/// The longest partition filter one `rewrite_data_files` call gets. Spark parses, analyses and
+/// optimises the filter and Iceberg evaluates it against every manifest entry it plans: a few
+/// thousand `OR`ed partitions cost seconds there, and the statement must also fit what carries it
+/// (a Spark Connect message; a command line, where Linux refuses a single argument over 128 KiB
+/// with "Argument list too long" — spark-sql reads its statements from a file for that reason).
+/// A run whose partitions do not fit makes several calls.
+pub const MAX_REWRITE_FILTER_BYTES: usize = 64 * 1024;
+
+/// The most `rewrite_data_files` calls a run makes. Each call plans the table's files again and
+/// commits a snapshot of its own; a run over more partitions than this many filters hold makes
+/// one call over the whole table instead, which rewrites at most some partitions that were not
+/// due yet (never fewer files).
+pub const MAX_REWRITE_CALLS: usize = 8;
 
 /// Margin for clock differences between icepack and the Spark driver when finding the run's
 /// replace snapshots; an older replace snapshot found by it is harmless (its files are known).
@@ -131,18 +153,23 @@ impl CompactionSql {
             let sort_order = sort_order
                 .map(|order| format!(", sort_order => {}", quote_string(&order)))
                 .unwrap_or_default();
-            let mut rewrites = vec![(self.min_file_size_bytes, self.partition_filter.as_ref())];
-            if let Some(joining) = &self.joining_filter {
-                rewrites.push((None, Some(joining)));
-            }
-            for (floor, partitions) in rewrites {
+            let whole_table = [RewriteCall {
+                min_file_size_bytes: None,
+                partition_filter: None,
+            }];
+            let rewrites = if self.rewrites.is_empty() {
+                &whole_table[..]
+            } else {
+                &self.rewrites[..]
+            };
+            for call in rewrites {
                 statements.push(format!(
                     "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => {strategy}{sort_order}, options => map({options}){where_argument})",
                     catalog = self.catalog,
                     table = quote_string(&self.table),
                     strategy = quote_string(strategy),
-                    options = options_with(floor),
-                    where_argument = where_argument(partitions),
+                    options = options_with(call.min_file_size_bytes),
+                    where_argument = where_argument(call.partition_filter.as_ref()),
                 ));
             }
         }
@@ -292,15 +319,16 @@ mod tests {
             catalog: "lakehouse".to_string(),
             table: "analytics.customer_orders".to_string(),
             target_file_bytes: 536_870_912,
-            min_file_size_bytes: None,
             min_input_files: 10,
             partial_progress: false,
             where_filter: None,
             expire_snapshots_older_than_hours: None,
             run_started_millis: 1_714_564_800_000,
             small_file_bytes: 64 * 1024 * 1024,
-            partition_filter: None,
-            joining_filter: None,
+            rewrites: vec![RewriteCall {
+                min_file_size_bytes: None,
+                partition_filter: None,
+            }],
             rewrite: true,
             committed_since_millis: 1_714_564_800_000,
             strategy: RunStrategy::Binpack,
@@ -498,7 +526,10 @@ mod tests {
     fn partition_and_user_filters_combine_and_reconcile_rewrites_nothing() {
         let statements = CompactionSql {
             where_filter: Some("amount > 0".to_string()),
-            partition_filter: Some("`d` = '2024-05-01'".to_string()),
+            rewrites: vec![RewriteCall {
+                min_file_size_bytes: None,
+                partition_filter: Some("`d` = '2024-05-01'".to_string()),
+            }],
             ..sql()
         }
         .statements();
