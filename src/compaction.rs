@@ -76,9 +76,17 @@ impl CompactionSettings {
             table: spec.table.clone(),
             catalog: spec.catalog.clone(),
             statements: sql.statement_list(),
+            // A claim of an earlier release has none: a run started now frames with a new one.
+            nonce: if ticket.nonce.is_empty() {
+                crate::spark::result::new_nonce()
+            } else {
+                ticket.nonce.clone()
+            },
             conf: spark_conf(&self.config.spark, &spec.catalog, catalog),
             options: spark_sql_options(&self.config.spark),
             recovery: sql.recovery_statement_list(),
+            claimed: Default::default(),
+            attempt: 1,
             env: passed_through_env(&self.config.spark),
             timeout: self.timeout,
         }
@@ -185,9 +193,17 @@ mod tests {
             strategy: crate::strategy::RunStrategy::Binpack,
             maintenance: None,
             apply_deletes: false,
+            nonce: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".to_string(),
+            upto_seq: 4,
         };
         let job = settings.job(&spec, &ticket);
-        let statements = job.statements.join(";\n");
+        let sql = |job: &SparkJob| -> Vec<String> {
+            job.statements
+                .iter()
+                .map(|statement| statement.sql.clone())
+                .collect()
+        };
+        let statements = sql(&job).join(";\n");
         assert!(statements.contains("CALL lakehouse.system.rewrite_data_files(table => 'a.orders'"));
         assert!(statements.contains("'min-input-files', '4'"));
         // Only small files are rewritten (64 MiB by default), unless a partition went quiet.
@@ -202,7 +218,7 @@ mod tests {
                 ..ticket.clone()
             },
         );
-        assert!(!quiet.statements.join(";").contains("min-file-size-bytes"));
+        assert!(!sql(&quiet).join(";").contains("min-file-size-bytes"));
         // Of two partitions, one quiet: its mid-sized files join in a rewrite of its own, the
         // other's are not read again.
         let day = |day: &str| format!("d={day}");
@@ -217,9 +233,7 @@ mod tests {
             joining_partitions: vec![day("2024-05-01")],
             ..ticket.clone()
         };
-        let rewrites: Vec<String> = settings
-            .job(&spec, &partitioned)
-            .statements
+        let rewrites: Vec<String> = sql(&settings.job(&spec, &partitioned))
             .into_iter()
             .filter(|statement| statement.contains("rewrite_data_files"))
             .collect();
@@ -246,18 +260,21 @@ mod tests {
                 ..partitioned.clone()
             },
         ] {
-            let statements = settings.job(&spec, &ticket).statements.join(";");
+            let statements = sql(&settings.job(&spec, &ticket)).join(";");
             assert_eq!(statements.matches("rewrite_data_files").count(), 1);
             assert!(!statements.contains("min-file-size-bytes"), "{statements}");
         }
-        let committed = job
-            .statements
-            .iter()
+        let committed = sql(&job)
+            .into_iter()
             .find(|statement| statement.contains("icepack_committed_file"))
             .unwrap();
         assert!(
             committed.ends_with("committed_at >= TIMESTAMP '2024-05-01 11:40:00.000')"),
             "committed files reported from the grace before the claim, less the clock margin: {committed}"
+        );
+        assert_eq!(
+            job.nonce, ticket.nonce,
+            "the claim's nonce: a recovered run is read as it was framed"
         );
         assert!(job.env.is_empty(), "unset variables are not passed");
         assert_eq!(job.timeout, Duration::from_secs(3600));

@@ -179,6 +179,7 @@ pub fn settle_run(
         delete_rewrite: None,
         partitions: claim.rewrite_partitions.clone(),
         attempts: 0,
+        maintenance_failed: None,
     };
     match outcome {
         RunOutcome::Success {
@@ -307,6 +308,7 @@ pub fn settle_run(
                     output_files: report.output_files.len() as u64,
                     duration_millis: *duration_millis,
                     attempts: *attempts,
+                    maintenance_failed: report.maintenance_failed.clone(),
                     ..record(true)
                 });
             }
@@ -364,6 +366,7 @@ pub fn settle_run(
                 output_files: outputs.len() as u64,
                 duration_millis: *duration_millis,
                 attempts: *attempts,
+                maintenance_failed: report.maintenance_failed.clone(),
                 ..record(true)
             });
         }

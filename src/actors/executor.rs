@@ -28,7 +28,10 @@ use crate::notify::RunEvent;
 use crate::pool::{Effect, PoolCore};
 use crate::routing::TableIndex;
 use crate::run::{FailureClass, RunOutcome};
-use crate::spark::runner::{execute, judge, SparkRunner};
+use crate::spark::runner::{
+    execute, judge, ClaimedFileReader, ClaimedFiles, SparkJob, SparkRunner,
+};
+use crate::store::StateStore;
 
 /// Notifications carry counts, not the list of output files.
 fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
@@ -43,9 +46,40 @@ fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
 /// its in-flight run by then.
 const LEFTOVER_SWEEP_DELAY: Duration = Duration::from_secs(10);
 
+/// A claim's files, read from the table's file log on the blocking pool when an engine asks
+/// (to tell the run's own commit after a lost connection or a restart: rare).
+struct StoredClaimedFiles {
+    store: Arc<dyn StateStore>,
+    table: String,
+    upto_seq: u64,
+}
+
+#[async_trait::async_trait]
+impl ClaimedFileReader for StoredClaimedFiles {
+    async fn claimed_files(&self) -> Result<Vec<(String, String)>, String> {
+        let store = self.store.clone();
+        let table = self.table.clone();
+        let upto_seq = self.upto_seq;
+        tokio::task::spawn_blocking(move || {
+            store.files(&table).map(|files| {
+                files
+                    .into_iter()
+                    .filter(|(seq, _)| *seq < upto_seq)
+                    .map(|(_, file)| (file.bucket, file.key))
+                    .collect()
+            })
+        })
+        .await
+        .map_err(|error| error.to_string())?
+        .map_err(|error| error.to_string())
+    }
+}
+
 pub struct CompactionPool {
     settings: CompactionSettings,
     runner: Arc<dyn SparkRunner>,
+    /// Read for a run's claimed files only ([`StoredClaimedFiles`]).
+    store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     core: PoolCore<Addr<super::accumulator::TableAccumulatorActor>>,
     /// Whoever waits for a manual run of a table ([`Effect::Answer`] answers them all).
@@ -61,6 +95,7 @@ impl CompactionPool {
     pub fn new(
         settings: CompactionSettings,
         runner: Arc<dyn SparkRunner>,
+        store: Arc<dyn StateStore>,
         clock: Arc<dyn Clock>,
         enabled: bool,
         metrics: Arc<Metrics>,
@@ -70,6 +105,7 @@ impl CompactionPool {
             core: PoolCore::new(settings.max_concurrent, clock.clone(), enabled),
             settings,
             runner,
+            store,
             clock,
             manual: HashMap::new(),
             idle_waiters: Vec::new(),
@@ -77,6 +113,18 @@ impl CompactionPool {
             metrics,
             notifier,
         }
+    }
+
+    /// The engine's job for a claim, its claimed files readable from the store.
+    fn job(&self, table: TableIndex, ticket: &ClaimTicket) -> SparkJob {
+        let spec = self.core.map().spec(table);
+        let mut job = self.settings.job(spec, ticket);
+        job.claimed = ClaimedFiles::new(Arc::new(StoredClaimedFiles {
+            store: self.store.clone(),
+            table: spec.table.clone(),
+            upto_seq: ticket.upto_seq,
+        }));
+        job
     }
 
     /// Carries out what the pool's bookkeeping decided, in order.
@@ -241,10 +289,8 @@ impl CompactionPool {
     /// Finds the end of a run the pool did not start (its engine may still run it, or have
     /// left its output), within what is left of the run's timeout.
     fn recover(&mut self, table: TableIndex, ticket: ClaimTicket, ctx: &mut Context<Self>) {
-        let spec = self.core.map().spec(table).clone();
         let runner = self.runner.clone();
-        let mut job = self.settings.job(&spec, &ticket);
-        let secrets = job.secrets();
+        let mut job = self.job(table, &ticket);
         let elapsed =
             Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
         job.timeout = self
@@ -252,6 +298,8 @@ impl CompactionPool {
             .timeout
             .saturating_sub(elapsed)
             .max(Duration::from_secs(1));
+        // However many attempts the run made before the restart.
+        job.attempt = self.settings.attempts;
         let recovery = async move {
             let started = std::time::Instant::now();
             let failure = |class: FailureClass, excerpt: String| RunOutcome::Failure {
@@ -261,7 +309,7 @@ impl CompactionPool {
                 attempts: 1,
             };
             match runner.recover(&job).await {
-                Ok(Some(output)) => match judge(&output, &secrets) {
+                Ok(Some(output)) => match judge(&output, &job) {
                     Ok(report) => RunOutcome::Success {
                         report: report.into(),
                         duration_millis: started.elapsed().as_millis() as u64,
@@ -271,7 +319,7 @@ impl CompactionPool {
                 },
                 Ok(None) => failure(
                     FailureClass::Other,
-                    "the run was interrupted by a restart and left no trace; its files are pending again".to_string(),
+                    "the run was interrupted by a restart and left no outcome to read; its files are pending again".to_string(),
                 ),
                 Err(error) => failure(FailureClass::EngineUnavailable, format!("cannot recover the run: {error}")),
             }
@@ -365,7 +413,7 @@ impl Handler<Claimed> for CompactionPool {
         let table = message.table;
         let ticket = message.ticket;
         let spec = self.core.map().spec(table).clone();
-        let job = self.settings.job(&spec, &ticket);
+        let job = self.job(table, &ticket);
         let runner = self.runner.clone();
         let attempts = self.settings.attempts;
         let retry_interval = self.settings.retry_interval;
@@ -642,7 +690,9 @@ mod tests {
         );
 
         let done = || {
-            EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n1\t1\n")
+            EngineOutput::rewrite_printed(
+                "rewritten_data_files_count\tadded_data_files_count\n1\t1\n",
+            )
         };
         let _ = runner.release.lock().unwrap().remove(0).send(done());
         wait_for("t3's run", || runner.tables.lock().unwrap().len() == 2).await;
@@ -693,7 +743,9 @@ mod tests {
             .unwrap()
             .unwrap();
         let done = || {
-            EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n1\t1\n")
+            EngineOutput::rewrite_printed(
+                "rewritten_data_files_count\tadded_data_files_count\n1\t1\n",
+            )
         };
         for started in 1..=tables.len() {
             wait_for("the next run", || {
@@ -762,8 +814,9 @@ mod tests {
             "exactly one run for the table"
         );
 
-        let done =
-            EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n3\t1\n");
+        let done = EngineOutput::rewrite_printed(
+            "rewritten_data_files_count\tadded_data_files_count\n3\t1\n",
+        );
         runner
             .release
             .lock()
@@ -813,6 +866,69 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Issue 31: the rewrite committed and printed its result, its outputs and the truth (one
+    /// small file: its own output); `expire_snapshots` then failed and spark-sql exited 1. That
+    /// was a failed run that kept the 4 compacted files pending (5 once the output's own event
+    /// came), run after run. It is a success with the failed expiry noted beside it.
+    #[actix::test]
+    async fn a_rewrite_that_committed_settles_when_a_later_statement_fails() {
+        let config = Config::from_toml_str(
+            "[defaults]\npacing = false\nmax_wait_minutes = 0\nmin_files = 4\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\nexpire_snapshots_older_than_hours = 24\n",
+        )
+        .unwrap();
+        let stand_in = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/expiry-fails-spark-sql.sh"
+        );
+        let pipeline = pipeline_of(
+            Arc::new(config),
+            Arc::new(crate::spark::process::ProcessRunner::new(stand_in)),
+        );
+        ingest(&pipeline, 0..4).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            let status = pipeline.accumulator(0).send(GetStatus).await.unwrap();
+            if status.last_run.is_some() && status.in_flight_run.is_none() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the run never settled: {status:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let run = status.last_run.as_ref().unwrap();
+        assert_eq!(run.outcome, "success", "{run:?}");
+        assert_eq!(run.rewritten_data_files, Some(4));
+        let failed = run
+            .maintenance_failed
+            .as_ref()
+            .expect("the expiry's failure is noted");
+        assert_eq!(failed.step, "expire_snapshots");
+        assert_eq!(failed.class, FailureClass::Other);
+        assert!(failed.excerpt.contains("RuntimeIOException"), "{failed:?}");
+        assert_eq!(status.consecutive_failures, 0);
+        assert_eq!(
+            status.pending_files, 1,
+            "the truth's one small file (the run's output), not the 4 compacted ones"
+        );
+        // The output's own event, arriving now, is that same file.
+        let output_event = r#"{"Records":[{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"lake"},"object":{"key":"t/data/compacted-00000.parquet","size":40}}}]}"#;
+        pipeline
+            .router
+            .send(Ingest {
+                messages: vec![InboundMessage {
+                    id: "output".to_string(),
+                    body: output_event.to_string(),
+                }],
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let status = pipeline.accumulator(0).send(GetStatus).await.unwrap();
+        assert_eq!(status.pending_files, 1);
     }
 
     #[actix::test]
