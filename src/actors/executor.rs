@@ -23,7 +23,9 @@ use super::notifier::{Notifier, Notify};
 use crate::accumulator::ClaimTicket;
 use crate::clock::{Clock, UnixMillis};
 use crate::compaction::CompactionSettings;
-use crate::metrics::{FailedRunLabels, Metrics, OutcomeLabels, RunLabels, REWRITE_KIND};
+use crate::metrics::{
+    FailedRunLabels, MaintenanceFailureLabels, Metrics, OutcomeLabels, RunLabels, REWRITE_KIND,
+};
 use crate::notify::RunEvent;
 use crate::pool::{Effect, PoolCore};
 use crate::routing::TableIndex;
@@ -208,6 +210,16 @@ impl CompactionPool {
             let duration_seconds = duration_millis as f64 / 1000.0;
             let outcome_label = match outcome.failure_class() {
                 None => {
+                    if let Some(failed) = outcome.maintenance_failed() {
+                        self.metrics
+                            .maintenance_failures
+                            .get_or_create(&MaintenanceFailureLabels {
+                                table: spec.table.clone(),
+                                tenant: spec.tenant.clone(),
+                                class: failed.class.as_str(),
+                            })
+                            .inc();
+                    }
                     self.metrics
                         .runs_succeeded
                         .get_or_create(&RunLabels {
@@ -260,15 +272,29 @@ impl CompactionPool {
             }));
         }
         match outcome {
-            RunOutcome::Success { report, .. } => info!(
-                table = %spec.table,
-                run_id = %run_id,
-                rewritten = report.result.rewritten_data_files_count,
-                added = report.result.added_data_files_count,
-                rewritten_bytes = report.result.rewritten_bytes_count,
-                duration_ms = duration_millis,
-                "compaction succeeded"
-            ),
+            RunOutcome::Success { report, .. } => match &report.maintenance_failed {
+                None => info!(
+                    table = %spec.table,
+                    run_id = %run_id,
+                    rewritten = report.result.rewritten_data_files_count,
+                    added = report.result.added_data_files_count,
+                    rewritten_bytes = report.result.rewritten_bytes_count,
+                    duration_ms = duration_millis,
+                    "compaction succeeded"
+                ),
+                Some(failed) => warn!(
+                    table = %spec.table,
+                    run_id = %run_id,
+                    rewritten = report.result.rewritten_data_files_count,
+                    added = report.result.added_data_files_count,
+                    rewritten_bytes = report.result.rewritten_bytes_count,
+                    duration_ms = duration_millis,
+                    step = %failed.step,
+                    class = failed.class.as_str(),
+                    error = %failed.excerpt,
+                    "compaction succeeded; a step after its commit failed"
+                ),
+            },
             RunOutcome::Failure {
                 class,
                 excerpt,
