@@ -118,9 +118,17 @@ impl CompactionSettings {
             table: spec.table.clone(),
             catalog: spec.catalog.clone(),
             statements: sql.statement_list(),
+            // A claim of an earlier release has none: a run started now frames with a new one.
+            nonce: if ticket.nonce.is_empty() {
+                crate::spark::result::new_nonce()
+            } else {
+                ticket.nonce.clone()
+            },
             conf: spark_conf(&self.config.spark, &spec.catalog, catalog),
             options: spark_sql_options(&self.config.spark),
             recovery: sql.recovery_statement_list(),
+            claimed: Default::default(),
+            attempt: 1,
             env: passed_through_env(&self.config.spark),
             timeout: self.timeout,
         })
@@ -257,9 +265,17 @@ mod tests {
             strategy: crate::strategy::RunStrategy::Binpack,
             maintenance: None,
             apply_deletes: false,
+            nonce: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".to_string(),
+            upto_seq: 4,
         };
         let job = settings.prepare(&spec, &ticket).unwrap();
-        let statements = job.statements.join(";\n");
+        let sql = |job: &SparkJob| -> Vec<String> {
+            job.statements
+                .iter()
+                .map(|statement| statement.sql.clone())
+                .collect()
+        };
+        let statements = sql(&job).join(";\n");
         assert!(statements.contains("CALL lakehouse.system.rewrite_data_files(table => 'a.orders'"));
         assert!(statements.contains("'min-input-files', '4'"));
         // Only small files are rewritten (64 MiB by default), unless a partition went quiet.
@@ -276,7 +292,7 @@ mod tests {
                 },
             )
             .unwrap();
-        assert!(!quiet.statements.join(";").contains("min-file-size-bytes"));
+        assert!(!sql(&quiet).join(";").contains("min-file-size-bytes"));
         // Of two partitions, one quiet: its mid-sized files join in a rewrite of its own, the
         // other's are not read again.
         let day = |day: &str| format!("d={day}");
@@ -292,10 +308,7 @@ mod tests {
             joining_partitions: vec![day("2024-05-01")],
             ..ticket.clone()
         };
-        let rewrites: Vec<String> = settings
-            .prepare(&spec, &partitioned)
-            .unwrap()
-            .statements
+        let rewrites: Vec<String> = sql(&settings.prepare(&spec, &partitioned).unwrap())
             .into_iter()
             .filter(|statement| statement.contains("rewrite_data_files"))
             .collect();
@@ -322,22 +335,21 @@ mod tests {
                 ..partitioned.clone()
             },
         ] {
-            let statements = settings
-                .prepare(&spec, &ticket)
-                .unwrap()
-                .statements
-                .join(";");
+            let statements = sql(&settings.prepare(&spec, &ticket).unwrap()).join(";");
             assert_eq!(statements.matches("rewrite_data_files").count(), 1);
             assert!(!statements.contains("min-file-size-bytes"), "{statements}");
         }
-        let committed = job
-            .statements
-            .iter()
+        let committed = sql(&job)
+            .into_iter()
             .find(|statement| statement.contains("icepack_committed_file"))
             .unwrap();
         assert!(
             committed.ends_with("committed_at >= TIMESTAMP '2024-05-01 11:40:00.000')"),
             "committed files reported from the grace before the claim, less the clock margin: {committed}"
+        );
+        assert_eq!(
+            job.nonce, ticket.nonce,
+            "the claim's nonce: a recovered run is read as it was framed"
         );
         assert!(job.env.is_empty(), "unset variables are not passed");
         assert_eq!(job.timeout, Duration::from_secs(3600));
@@ -374,6 +386,8 @@ mod tests {
             strategy: crate::strategy::RunStrategy::Binpack,
             maintenance: None,
             apply_deletes: false,
+            nonce: String::new(),
+            upto_seq: 0,
         }
     }
 
@@ -406,7 +420,8 @@ mod tests {
         let rewrites: Vec<&String> = job
             .statements
             .iter()
-            .filter(|statement| statement.contains("rewrite_data_files"))
+            .map(|statement| &statement.sql)
+            .filter(|sql| sql.contains("rewrite_data_files"))
             .collect();
         assert_eq!(rewrites.len(), calls.len());
         let named = |texts: &[&String]| {
@@ -478,10 +493,11 @@ mod tests {
             }]
         );
         let statements = settings.prepare(&spec, &open).unwrap().statements;
-        let rewrite = statements
+        let rewrite = &statements
             .iter()
-            .find(|statement| statement.contains("rewrite_data_files"))
-            .unwrap();
+            .find(|statement| statement.sql.contains("rewrite_data_files"))
+            .unwrap()
+            .sql;
         assert!(!rewrite.contains("where =>"), "{rewrite}");
     }
 
@@ -511,7 +527,7 @@ mod tests {
         std::fs::write(
             &fake,
             format!(
-                r#"#!/bin/sh
+                r#"#!/usr/bin/env bash
 longest=0
 file=""
 previous=""
@@ -526,12 +542,18 @@ echo "$longest" > {dir}/longest-argument
 stat -c %a "$file" > {dir}/mode
 grep -c '^CALL' "$file" > {dir}/calls
 grep '^CALL' "$file" | awk '{{ print length($0) }}' | sort -n | tail -1 > {dir}/longest-call
-grep '^CALL' "$file" | while IFS= read -r call; do
-  named=$(printf '%s\n' "$call" | grep -o "customer-[0-9]*" | wc -l)
-  printf 'rewritten_data_files_count\tadded_data_files_count\n%d\t%d\n' $((2 * named)) "$named"
-done
+. "{fixtures}/spark-sql-frame.sh"
+statement_output() {{
+  case "$1" in
+    CALL*rewrite_data_files*)
+      named=$(printf '%s\n' "$1" | grep -o "customer-[0-9]*" | wc -l)
+      printf 'rewritten_data_files_count\tadded_data_files_count\n%d\t%d\n' $((2 * named)) "$named" ;;
+  esac
+}}
+run_statements "$@"
 "#,
-                dir = out.path().display()
+                dir = out.path().display(),
+                fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures"),
             ),
         )
         .unwrap();
@@ -669,7 +691,8 @@ done
                         let rewrites: Vec<&String> = job
                             .statements
                             .iter()
-                            .filter(|statement| statement.contains("rewrite_data_files"))
+                            .map(|statement| &statement.sql)
+                            .filter(|sql| sql.contains("rewrite_data_files"))
                             .collect();
                         prop_assert_eq!(rewrites.is_empty(), !rewrite);
                         prop_assert!(rewrites.len() <= MAX_REWRITE_CALLS);
@@ -678,7 +701,7 @@ done
                             prop_assert!(length <= MAX_REWRITE_FILTER_BYTES);
                         }
                         for statement in &job.statements {
-                            prop_assert!(!statement.contains('\n'), "{statement}");
+                            prop_assert!(!statement.sql.contains('\n'), "{}", statement.sql);
                         }
                     }
                     Err(error) => {

@@ -12,6 +12,17 @@ pub fn new_run_id(now: crate::clock::UnixMillis) -> String {
     format!("{time}-{:06x}", fastrand::u32(..0x100_0000))
 }
 
+/// `bytes` random bytes from the operating system's generator, as hex: a per-run nonce that no
+/// table writer can guess from what icepack shows (run ids use a fast, predictable generator).
+pub fn random_hex(bytes: usize) -> String {
+    let mut buffer = vec![0u8; bytes];
+    if getrandom::fill(&mut buffer).is_err() {
+        // No operating system generator: a process-seeded one is better than none.
+        buffer.iter_mut().for_each(|byte| *byte = fastrand::u8(..));
+    }
+    buffer.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
 /// The end of a compaction run.
 // One a run, moved a few times: the size of a success's report costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
@@ -56,6 +67,21 @@ pub struct ReportSummary {
     pub deletes: Option<DeleteRead>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_rewrite: Option<(u64, u64)>,
+    /// A step after the rewrite's commit that failed (snapshot expiry, a read of the metadata,
+    /// the deadline): the run succeeded, this is reported beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_failed: Option<MaintenanceFailure>,
+}
+
+/// What failed after a run's rewrite committed: the rewrite stands (its files are compacted, its
+/// outputs known); the step's failure is reported on its own, never as a failed rewrite.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MaintenanceFailure {
+    /// The step: `expire_snapshots`, `rewrite_position_delete_files`, `truth_read` ...
+    pub step: String,
+    pub class: FailureClass,
+    /// Short, secret-free.
+    pub excerpt: String,
 }
 
 impl ReportSummary {
@@ -68,6 +94,7 @@ impl ReportSummary {
             orphan_files: self.orphan_files,
             deletes: self.deletes,
             delete_rewrite: self.delete_rewrite,
+            maintenance_failed: self.maintenance_failed.clone(),
             ..ReportSummary::default()
         }
     }
@@ -78,6 +105,14 @@ impl RunOutcome {
         match self {
             RunOutcome::Success { .. } => None,
             RunOutcome::Failure { class, .. } => Some(*class),
+        }
+    }
+
+    /// What failed after a successful run's rewrite committed, if anything.
+    pub fn maintenance_failed(&self) -> Option<&MaintenanceFailure> {
+        match self {
+            RunOutcome::Success { report, .. } => report.maintenance_failed.as_ref(),
+            RunOutcome::Failure { .. } => None,
         }
     }
 }

@@ -346,6 +346,7 @@ mod tests {
             strategy: Default::default(),
             maintenance: None,
             apply_deletes: false,
+            nonce: String::new(),
         });
         assert_eq!(Level::of(&waiting), Level(12, 120));
     }

@@ -73,6 +73,7 @@ pub fn start_pipeline(
     let pool = CompactionPool::new(
         compaction.settings,
         compaction.runner,
+        store.clone(),
         clock.clone(),
         compaction.enabled,
         metrics.clone(),

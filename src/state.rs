@@ -353,6 +353,12 @@ pub struct Claim {
     /// The data rewrite applies the table's deletes (it is due by them).
     #[serde(default)]
     pub apply_deletes: bool,
+    /// The run's nonce (random, from the operating system): frames the engine's output so that
+    /// nothing a table holds can pass for a result, and names the run's Spark Connect session.
+    /// Kept here so that a run recovered after a restart is read with the nonce it started with.
+    /// Empty in a claim made by an earlier release.
+    #[serde(default)]
+    pub nonce: String,
 }
 
 /// The trigger of a read of an `auto` table's sort order before its first run (a reconcile:
@@ -407,6 +413,9 @@ pub struct RunRecord {
     /// The partitions the run rewrote (empty: the whole table).
     #[serde(default)]
     pub partitions: Vec<String>,
+    /// What failed after the run's rewrite committed (the run succeeded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_failed: Option<crate::run::MaintenanceFailure>,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.

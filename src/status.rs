@@ -276,6 +276,8 @@ pub struct LastRun {
     /// A `remove_orphan_files` run's orphan files, and whether it was a dry run.
     pub orphan_files: Option<u64>,
     pub dry_run: Option<bool>,
+    /// A successful run's step after its commit that failed: `{step, class, excerpt}`.
+    pub maintenance_failed: Option<crate::run::MaintenanceFailure>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -321,6 +323,7 @@ pub fn run_status(run: &crate::state::RunRecord) -> LastRun {
         added_data_files: run.result.map(|result| result.added_data_files_count),
         rewritten_bytes: run.result.map(|result| result.rewritten_bytes_count),
         output_files: run.output_files,
+        maintenance_failed: run.maintenance_failed.clone(),
     }
 }
 
@@ -635,6 +638,7 @@ mod tests {
             manifests: None,
             orphan_files: None,
             delete_rewrite: None,
+            maintenance_failed: None,
             partitions: Vec::new(),
         };
         let shown = run_status(&run).error.unwrap();

@@ -118,7 +118,7 @@ pub mod stand_in_runner {
 
     /// What a run of `rewrite_data_files` that rewrote `files` files into one prints.
     pub fn rewrite_output(files: u64) -> EngineOutput {
-        EngineOutput::from_stdout(&format!(
+        EngineOutput::rewrite_printed(&format!(
             "rewritten_data_files_count\tadded_data_files_count\trewritten_bytes_count\n{files}\t1\t{}\n",
             files * 1024
         ))

@@ -523,15 +523,24 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
     }
     use icepack::spark::docker::{DockerRunner, DockerSettings};
     use icepack::spark::runner::{EngineError, SparkJob, SparkRunner};
+    use icepack::spark::sql::{Statement, StatementKind};
     let state = tempfile::tempdir().unwrap();
+    // Each job is one statement; its shell prints that statement's output in the run's frame.
+    const NONCE: &str = "0123456789abcdef0123456789abcdef";
+    let framed = |output: &str| {
+        format!("printf 'icepack_frame\\n{NONCE}:0\\n'; {output}; printf 'icepack_frame\\n{NONCE}:end\\n'")
+    };
     let job = |run_id: &str, args: &[&str], timeout: Duration| SparkJob {
         run_id: run_id.to_string(),
         table: TABLE.to_string(),
         catalog: "lakehouse".to_string(),
-        statements: Vec::new(),
+        statements: vec![Statement::new(StatementKind::Other, "SELECT 1")],
+        nonce: NONCE.to_string(),
         conf: Default::default(),
         options: args.iter().map(|arg| arg.to_string()).collect(),
         recovery: Vec::new(),
+        claimed: Default::default(),
+        attempt: 1,
         env: Vec::new(),
         timeout,
     };
@@ -562,12 +571,13 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
         binds: Vec::new(),
         state_dir: state.path().to_path_buf(),
     }));
+    let hanging_script = format!(
+        "{}; exec sleep 600",
+        framed("echo icepack_output_file; cat /tmp/icepack-secrets.properties; echo \"env=$AWS_SECRET_ACCESS_KEY\"")
+    );
     let mut hanging_job = job(
         &unique("run"),
-        &[
-            "-c",
-            "echo icepack_output_file; cat /tmp/icepack-secrets.properties; echo \"env=$AWS_SECRET_ACCESS_KEY\"; exec sleep 600",
-        ],
+        &["-c", &hanging_script],
         Duration::from_secs(8),
     );
     hanging_job.conf.insert(
@@ -613,7 +623,7 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
     assert!(output.timed_out, "{output:?}");
     assert!(started.elapsed() < Duration::from_secs(60));
     assert_eq!(
-        output.results[0].rows,
+        output.results[0].1.rows,
         vec![
             vec![
                 "spark.sql.catalog.lakehouse.s3.secret-access-key=planted-secret-4711".to_string()
@@ -644,7 +654,7 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
                 cmd: Some(vec![
                     "/bin/sh".to_string(),
                     "-c".to_string(),
-                    "echo icepack_output_file; echo stale".to_string(),
+                    framed("echo icepack_output_file; echo stale"),
                 ]),
                 labels: Some(std::collections::HashMap::from([
                     (LABEL_MANAGED.to_string(), "true".to_string()),
@@ -656,20 +666,78 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
         )
         .await
         .unwrap();
-    let fresh = job(
-        &stale_run,
-        &["-c", "echo icepack_output_file; echo fresh"],
-        Duration::from_secs(30),
-    );
+    let fresh_script = framed("echo icepack_output_file; echo fresh");
+    let fresh = job(&stale_run, &["-c", &fresh_script], Duration::from_secs(30));
     let recovered = hanging
         .recover(&fresh)
         .await
         .expect("the engine answers")
         .expect("the run is found");
     assert_eq!(recovered.exit_code, 0, "{recovered:?}");
-    assert_eq!(recovered.results[0].rows, vec![vec!["fresh".to_string()]]);
+    assert_eq!(recovered.results[0].1.rows, vec![vec!["fresh".to_string()]]);
     assert!(
         icepack_containers(state.path()).await.is_empty(),
         "the stale container and the run's own are removed"
+    );
+
+    // Issue 31: the run's container ended successfully while icepack was down, past the run's
+    // deadline: no time is left to wait (the pool gives a second at least; reading a Spark
+    // run's megabytes of log can take longer). It is read as it ended, not judged a timeout.
+    let ended_run = unique("run");
+    let ended = format!("icepack-ended-{ended_run}");
+    let script = format!(
+        "{}; i=0; while [ $i -lt 300000 ]; do echo \"INFO spark log line $i of a long run, padded to look like one ...............\" >&2; i=$((i+1)); done",
+        framed("echo icepack_output_file; echo done")
+    );
+    docker
+        .create_container(
+            Some(bollard::container::CreateContainerOptions {
+                name: ended.clone(),
+                platform: None,
+            }),
+            bollard::container::Config {
+                image: std::env::var("ICEPACK_TEST_SPARK_IMAGE").ok(),
+                cmd: Some(vec!["/bin/sh".to_string(), "-c".to_string(), script]),
+                labels: Some(std::collections::HashMap::from([
+                    (LABEL_MANAGED.to_string(), "true".to_string()),
+                    (LABEL_RUN_ID.to_string(), ended_run.clone()),
+                    (
+                        LABEL_INSTANCE.to_string(),
+                        icepack::compaction::instance_id(state.path()),
+                    ),
+                ])),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    docker
+        .start_container(
+            &ended,
+            None::<bollard::container::StartContainerOptions<String>>,
+        )
+        .await
+        .unwrap();
+    wait_until("the container to end", Duration::from_secs(120), || {
+        let docker = docker.clone();
+        let ended = ended.clone();
+        async move {
+            let state = docker.inspect_container(&ended, None).await.ok()?.state?;
+            (state.running == Some(false) && state.exit_code.is_some()).then_some(())
+        }
+    })
+    .await;
+    let past_deadline = job(&ended_run, &[], Duration::ZERO);
+    let recovered = hanging
+        .recover(&past_deadline)
+        .await
+        .expect("the engine answers")
+        .expect("the run is found");
+    assert!(!recovered.timed_out, "{:?}", recovered.unfinished);
+    assert_eq!(recovered.exit_code, 0);
+    assert_eq!(recovered.results[0].1.rows, vec![vec!["done".to_string()]]);
+    assert!(
+        icepack_containers(state.path()).await.is_empty(),
+        "the ended container is removed"
     );
 }

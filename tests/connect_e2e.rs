@@ -10,7 +10,7 @@ use std::time::Duration;
 use icepack::run::FailureClass;
 use icepack::spark::connect::ConnectRunner;
 use icepack::spark::runner::{judge, SparkRunner};
-use support::connect::{job, runner, sql, value, Cluster, ConnectServer, Gate};
+use support::connect::{job, job_of, runner, sql, value, Cluster, ConnectServer, Gate};
 use support::spark::{stack_available, Lakehouse};
 use support::{get_text, wait_until, Icepack, Landing, Moto};
 
@@ -471,20 +471,18 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     let output = writer.run(&slow).await.unwrap();
     assert!(output.timed_out, "{output:?}");
     assert!(started.elapsed() < Duration::from_secs(20));
-    let (class, excerpt) = judge(&output, &[]).unwrap_err();
+    let (class, excerpt) = judge(&output, &slow).unwrap_err();
     assert_eq!(class, FailureClass::Timeout);
     assert!(excerpt.contains("1 operation(s) interrupted"), "{excerpt}");
     // A statement that fails is classified from the server's error class.
-    let missing = writer
-        .run(&job(
-            table.catalog,
-            &table.lakehouse,
-            &["SELECT * FROM lakehouse.analytics.no_such_table".to_string()],
-            Duration::from_secs(60),
-        ))
-        .await
-        .unwrap();
-    let (class, excerpt) = judge(&missing, &[]).unwrap_err();
+    let missing_job = job(
+        table.catalog,
+        &table.lakehouse,
+        &["SELECT * FROM lakehouse.analytics.no_such_table".to_string()],
+        Duration::from_secs(60),
+    );
+    let missing = writer.run(&missing_job).await.unwrap();
+    let (class, excerpt) = judge(&missing, &missing_job).unwrap_err();
     assert_eq!(class, FailureClass::Other);
     assert!(excerpt.contains("TABLE_OR_VIEW_NOT_FOUND"), "{excerpt}");
 
@@ -626,20 +624,77 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         orphan_older_than_hours: 72,
         expire_snapshots_retain_last: None,
         apply_deletes: None,
-    }
-    .statement_list();
-    let output = compactor
-        .run(&job(
-            table.catalog,
-            &table.lakehouse,
-            &statements,
-            Duration::from_secs(120),
-        ))
-        .await
-        .unwrap();
-    let report = judge(&output, &[]).expect("the compaction succeeds");
+    };
+    let compaction = job_of(
+        table.catalog,
+        &table.lakehouse,
+        statements.statement_list(),
+        Duration::from_secs(120),
+    );
+    let output = compactor.run(&compaction).await.unwrap();
+    let report = judge(&output, &compaction).expect("the compaction succeeds");
     assert_eq!(report.result.rewritten_data_files_count, 4, "{report:?}");
     assert_eq!(report.truth.map(|truth| truth.len()), Some(1));
+
+    // icepack restarted while a run was in flight: the run's session sent the rewrite and the
+    // process died. Recovering it reads the table's metadata: its `replace` snapshot is the one
+    // that removed the run's claimed files, whatever the clocks.
+    table
+        .sql(writer, &inserts(&table.qualified(), 300, 3))
+        .await;
+    let files = table
+        .sql(
+            writer,
+            &[format!(
+                "SELECT file_path AS path FROM {}.files",
+                table.qualified()
+            )],
+        )
+        .await;
+    let claimed: Vec<(String, String)> = files[0]
+        .rows
+        .iter()
+        .filter_map(|row| icepack::run::split_object_path(&row[0]))
+        .map(|(bucket, key)| (bucket.to_string(), key.to_string()))
+        .collect();
+    assert_eq!(claimed.len(), 4, "{files:?}");
+    let started = chrono::Utc::now().timestamp_millis();
+    let run_sql = icepack::spark::sql::CompactionSql {
+        run_started_millis: started,
+        committed_since_millis: started,
+        ..statements
+    };
+    let mut interrupted = job_of(
+        table.catalog,
+        &table.lakehouse,
+        run_sql.statement_list(),
+        Duration::from_secs(120),
+    );
+    interrupted.recovery = run_sql.recovery_statement_list();
+    interrupted.claimed = icepack::spark::runner::ClaimedFiles::listed(claimed.clone());
+    let mut sent = interrupted.clone();
+    sent.statements.truncate(2); // REFRESH, the rewrite: then icepack died.
+    assert_eq!(
+        sent.statements[1].kind,
+        icepack::spark::sql::StatementKind::Rewrite
+    );
+    compactor.run(&sent).await.unwrap();
+    let recovered = compactor
+        .recover(&interrupted)
+        .await
+        .expect("the server answers")
+        .expect("the run's commit is found");
+    let report = judge(&recovered, &interrupted).expect("a committed run");
+    assert_eq!(report.result.rewritten_data_files_count, 4, "{report:?}");
+    assert_eq!(report.output_files.len(), 1, "{report:?}");
+    assert_eq!(report.truth.map(|truth| truth.len()), Some(1));
+    // A run whose files no rewrite removed left no commit, however recent the rewrites.
+    let mut other = interrupted.clone();
+    other.claimed = icepack::spark::runner::ClaimedFiles::listed(vec![(
+        claimed[0].0.clone(),
+        "warehouse/never-written.parquet".to_string(),
+    )]);
+    assert!(compactor.recover(&other).await.unwrap().is_none());
 }
 
 /// Figures for BENCHMARKS.md §5, not a pass/fail check: threshold crossed → run settled for each
@@ -913,13 +968,17 @@ async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
             log.contains("the rewrite committed (read from the table's metadata)"),
             "{log}"
         );
+        assert_eq!(
+            last["maintenance_failed"]["class"], "engine_unavailable",
+            "the broken connection is noted beside the committed rewrite: {decided}"
+        );
     } else {
         assert_eq!(last["failure_class"], "engine_unavailable", "{decided}");
         assert!(
             last["error"]
                 .as_str()
                 .unwrap()
-                .contains("shows no rewrite committed"),
+                .contains("shows no rewrite of the run's"),
             "{decided}"
         );
         assert_eq!(

@@ -152,6 +152,10 @@ pub struct ClaimTicket {
     pub maintenance: Option<Maintenance>,
     /// The data rewrite applies the table's deletes.
     pub apply_deletes: bool,
+    /// The claim's nonce ([`Claim::nonce`]).
+    pub nonce: String,
+    /// The claimed files are the table's logged files below this sequence number.
+    pub upto_seq: u64,
 }
 
 impl ClaimTicket {
@@ -171,6 +175,8 @@ impl ClaimTicket {
             strategy: claim.strategy.clone(),
             maintenance: claim.maintenance,
             apply_deletes: claim.apply_deletes,
+            nonce: claim.nonce.clone(),
+            upto_seq: claim.upto_seq,
         }
     }
 }
@@ -596,6 +602,7 @@ impl Accumulator {
             strategy: plan.strategy,
             maintenance: plan.maintenance,
             apply_deletes: plan.apply_deletes,
+            nonce: crate::run::random_hex(16),
         };
         let ticket = ClaimTicket::from_claim(&claim, current.partition_spec.clone());
         let state = TableState {

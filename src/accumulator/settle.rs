@@ -231,6 +231,7 @@ pub fn prepare_settlement(
         delete_rewrite: None,
         partitions: claim.rewrite_partitions.clone(),
         attempts: 0,
+        maintenance_failed: None,
     };
     match outcome {
         RunOutcome::Success {
@@ -360,6 +361,7 @@ pub fn prepare_settlement(
                     output_files: report.output_files.len() as u64,
                     duration_millis: *duration_millis,
                     attempts: *attempts,
+                    maintenance_failed: report.maintenance_failed.clone(),
                     ..record(true)
                 });
             }
@@ -422,6 +424,7 @@ pub fn prepare_settlement(
                 output_files: outputs.len() as u64,
                 duration_millis: *duration_millis,
                 attempts: *attempts,
+                maintenance_failed: report.maintenance_failed.clone(),
                 ..record(true)
             });
         }

@@ -23,12 +23,17 @@ use super::notifier::{Notifier, Notify};
 use crate::accumulator::ClaimTicket;
 use crate::clock::{Clock, UnixMillis};
 use crate::compaction::CompactionSettings;
-use crate::metrics::{FailedRunLabels, Metrics, OutcomeLabels, RunLabels, REWRITE_KIND};
+use crate::metrics::{
+    FailedRunLabels, MaintenanceFailureLabels, Metrics, OutcomeLabels, RunLabels, REWRITE_KIND,
+};
 use crate::notify::RunEvent;
 use crate::pool::{Effect, PoolCore};
 use crate::routing::TableIndex;
 use crate::run::{FailureClass, RunOutcome};
-use crate::spark::runner::{execute, judge, SparkJob, SparkRunner};
+use crate::spark::runner::{
+    execute, judge, ClaimedFileReader, ClaimedFiles, SparkJob, SparkRunner,
+};
+use crate::store::StateStore;
 
 /// Notifications carry counts, not the list of output files.
 fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
@@ -62,9 +67,40 @@ async fn outcome_or_invalid(run: impl std::future::Future<Output = RunOutcome>) 
 /// its in-flight run by then.
 const LEFTOVER_SWEEP_DELAY: Duration = Duration::from_secs(10);
 
+/// A claim's files, read from the table's file log on the blocking pool when an engine asks
+/// (to tell the run's own commit after a lost connection or a restart: rare).
+struct StoredClaimedFiles {
+    store: Arc<dyn StateStore>,
+    table: String,
+    upto_seq: u64,
+}
+
+#[async_trait::async_trait]
+impl ClaimedFileReader for StoredClaimedFiles {
+    async fn claimed_files(&self) -> Result<Vec<(String, String)>, String> {
+        let store = self.store.clone();
+        let table = self.table.clone();
+        let upto_seq = self.upto_seq;
+        tokio::task::spawn_blocking(move || {
+            store.files(&table).map(|files| {
+                files
+                    .into_iter()
+                    .filter(|(seq, _)| *seq < upto_seq)
+                    .map(|(_, file)| (file.bucket, file.key))
+                    .collect()
+            })
+        })
+        .await
+        .map_err(|error| error.to_string())?
+        .map_err(|error| error.to_string())
+    }
+}
+
 pub struct CompactionPool {
     settings: CompactionSettings,
     runner: Arc<dyn SparkRunner>,
+    /// Read for a run's claimed files only ([`StoredClaimedFiles`]).
+    store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     core: PoolCore<Addr<super::accumulator::TableAccumulatorActor>>,
     /// Whoever waits for a manual run of a table ([`Effect::Answer`] answers them all).
@@ -80,6 +116,7 @@ impl CompactionPool {
     pub fn new(
         settings: CompactionSettings,
         runner: Arc<dyn SparkRunner>,
+        store: Arc<dyn StateStore>,
         clock: Arc<dyn Clock>,
         enabled: bool,
         metrics: Arc<Metrics>,
@@ -89,6 +126,7 @@ impl CompactionPool {
             core: PoolCore::new(settings.max_concurrent, clock.clone(), enabled),
             settings,
             runner,
+            store,
             clock,
             manual: HashMap::new(),
             idle_waiters: Vec::new(),
@@ -179,6 +217,16 @@ impl CompactionPool {
             let duration_seconds = duration_millis as f64 / 1000.0;
             let outcome_label = match outcome.failure_class() {
                 None => {
+                    if let Some(failed) = outcome.maintenance_failed() {
+                        self.metrics
+                            .maintenance_failures
+                            .get_or_create(&MaintenanceFailureLabels {
+                                table: spec.table.clone(),
+                                tenant: spec.tenant.clone(),
+                                class: failed.class.as_str(),
+                            })
+                            .inc();
+                    }
                     self.metrics
                         .runs_succeeded
                         .get_or_create(&RunLabels {
@@ -231,15 +279,29 @@ impl CompactionPool {
             }));
         }
         match outcome {
-            RunOutcome::Success { report, .. } => info!(
-                table = %spec.table,
-                run_id = %run_id,
-                rewritten = report.result.rewritten_data_files_count,
-                added = report.result.added_data_files_count,
-                rewritten_bytes = report.result.rewritten_bytes_count,
-                duration_ms = duration_millis,
-                "compaction succeeded"
-            ),
+            RunOutcome::Success { report, .. } => match &report.maintenance_failed {
+                None => info!(
+                    table = %spec.table,
+                    run_id = %run_id,
+                    rewritten = report.result.rewritten_data_files_count,
+                    added = report.result.added_data_files_count,
+                    rewritten_bytes = report.result.rewritten_bytes_count,
+                    duration_ms = duration_millis,
+                    "compaction succeeded"
+                ),
+                Some(failed) => warn!(
+                    table = %spec.table,
+                    run_id = %run_id,
+                    rewritten = report.result.rewritten_data_files_count,
+                    added = report.result.added_data_files_count,
+                    rewritten_bytes = report.result.rewritten_bytes_count,
+                    duration_ms = duration_millis,
+                    step = %failed.step,
+                    class = failed.class.as_str(),
+                    error = %failed.excerpt,
+                    "compaction succeeded; a step after its commit failed"
+                ),
+            },
             RunOutcome::Failure {
                 class,
                 excerpt,
@@ -267,7 +329,14 @@ impl CompactionPool {
     ) -> Option<SparkJob> {
         let spec = self.core.map().spec(table).clone();
         match self.settings.prepare(&spec, ticket) {
-            Ok(job) => Some(job),
+            Ok(mut job) => {
+                job.claimed = ClaimedFiles::new(Arc::new(StoredClaimedFiles {
+                    store: self.store.clone(),
+                    table: spec.table.clone(),
+                    upto_seq: ticket.upto_seq,
+                }));
+                Some(job)
+            }
             Err(error) => {
                 warn!(table = %spec.table, run_id = %ticket.run_id, %error, "the run cannot be prepared; it fails as invalid_input");
                 let outcome = RunOutcome::Failure {
@@ -294,7 +363,6 @@ impl CompactionPool {
             return;
         };
         let runner = self.runner.clone();
-        let secrets = job.secrets();
         let elapsed =
             Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
         job.timeout = self
@@ -302,6 +370,8 @@ impl CompactionPool {
             .timeout
             .saturating_sub(elapsed)
             .max(Duration::from_secs(1));
+        // However many attempts the run made before the restart.
+        job.attempt = self.settings.attempts;
         let recovery = async move {
             let started = std::time::Instant::now();
             let failure = |class: FailureClass, excerpt: String| RunOutcome::Failure {
@@ -311,7 +381,7 @@ impl CompactionPool {
                 attempts: 1,
             };
             match runner.recover(&job).await {
-                Ok(Some(output)) => match judge(&output, &secrets) {
+                Ok(Some(output)) => match judge(&output, &job) {
                     Ok(report) => RunOutcome::Success {
                         report: report.into(),
                         duration_millis: started.elapsed().as_millis() as u64,
@@ -321,7 +391,7 @@ impl CompactionPool {
                 },
                 Ok(None) => failure(
                     FailureClass::Other,
-                    "the run was interrupted by a restart and left no trace; its files are pending again".to_string(),
+                    "the run was interrupted by a restart and left no outcome to read; its files are pending again".to_string(),
                 ),
                 Err(error) => failure(FailureClass::EngineUnavailable, format!("cannot recover the run: {error}")),
             }
@@ -705,7 +775,9 @@ mod tests {
         );
 
         let done = || {
-            EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n1\t1\n")
+            EngineOutput::rewrite_printed(
+                "rewritten_data_files_count\tadded_data_files_count\n1\t1\n",
+            )
         };
         let _ = runner.release.lock().unwrap().remove(0).send(done());
         wait_for("t3's run", || runner.tables.lock().unwrap().len() == 2).await;
@@ -756,7 +828,9 @@ mod tests {
             .unwrap()
             .unwrap();
         let done = || {
-            EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n1\t1\n")
+            EngineOutput::rewrite_printed(
+                "rewritten_data_files_count\tadded_data_files_count\n1\t1\n",
+            )
         };
         for started in 1..=tables.len() {
             wait_for("the next run", || {
@@ -850,7 +924,9 @@ mod tests {
         let seen = statements.clone();
         let runner = Arc::new(StandInRunner {
             on_start: Box::new(move |job: &SparkJob| {
-                seen.lock().unwrap().extend(job.statements.iter().cloned())
+                seen.lock()
+                    .unwrap()
+                    .extend(job.statements.iter().map(|statement| statement.sql.clone()))
             }),
             ..StandInRunner::succeeding(4)
         });
@@ -933,7 +1009,9 @@ mod tests {
         let seen = statements.clone();
         let runner = Arc::new(StandInRunner {
             on_start: Box::new(move |job: &SparkJob| {
-                seen.lock().unwrap().extend(job.statements.iter().cloned())
+                seen.lock()
+                    .unwrap()
+                    .extend(job.statements.iter().map(|statement| statement.sql.clone()))
             }),
             ..StandInRunner::succeeding(10_000)
         });
@@ -1025,6 +1103,7 @@ mod tests {
             strategy: crate::strategy::RunStrategy::Binpack,
             maintenance: None,
             apply_deletes: false,
+            nonce: String::new(),
         };
         store
             .commit(vec![
@@ -1184,8 +1263,9 @@ mod tests {
             "exactly one run for the table"
         );
 
-        let done =
-            EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n3\t1\n");
+        let done = EngineOutput::rewrite_printed(
+            "rewritten_data_files_count\tadded_data_files_count\n3\t1\n",
+        );
         runner
             .release
             .lock()
@@ -1235,6 +1315,69 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Issue 31: the rewrite committed and printed its result, its outputs and the truth (one
+    /// small file: its own output); `expire_snapshots` then failed and spark-sql exited 1. That
+    /// was a failed run that kept the 4 compacted files pending (5 once the output's own event
+    /// came), run after run. It is a success with the failed expiry noted beside it.
+    #[actix::test]
+    async fn a_rewrite_that_committed_settles_when_a_later_statement_fails() {
+        let config = Config::from_toml_str(
+            "[defaults]\npacing = false\nmax_wait_minutes = 0\nmin_files = 4\n[spark]\nretry_attempts = 1\n[[tables]]\ntable = \"n.t\"\nbucket = \"lake\"\nprefix = \"t/\"\nexpire_snapshots_older_than_hours = 24\n",
+        )
+        .unwrap();
+        let stand_in = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/expiry-fails-spark-sql.sh"
+        );
+        let pipeline = pipeline_of(
+            Arc::new(config),
+            Arc::new(crate::spark::process::ProcessRunner::new(stand_in)),
+        );
+        ingest(&pipeline, 0..4).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            let status = pipeline.accumulator(0).send(GetStatus).await.unwrap();
+            if status.last_run.is_some() && status.in_flight_run.is_none() {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the run never settled: {status:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let run = status.last_run.as_ref().unwrap();
+        assert_eq!(run.outcome, "success", "{run:?}");
+        assert_eq!(run.rewritten_data_files, Some(4));
+        let failed = run
+            .maintenance_failed
+            .as_ref()
+            .expect("the expiry's failure is noted");
+        assert_eq!(failed.step, "expire_snapshots");
+        assert_eq!(failed.class, FailureClass::Other);
+        assert!(failed.excerpt.contains("RuntimeIOException"), "{failed:?}");
+        assert_eq!(status.consecutive_failures, 0);
+        assert_eq!(
+            status.pending_files, 1,
+            "the truth's one small file (the run's output), not the 4 compacted ones"
+        );
+        // The output's own event, arriving now, is that same file.
+        let output_event = r#"{"Records":[{"eventVersion":"2.1","eventTime":"2024-05-01T12:00:00Z","eventName":"ObjectCreated:Put","s3":{"bucket":{"name":"lake"},"object":{"key":"t/data/compacted-00000.parquet","size":40}}}]}"#;
+        pipeline
+            .router
+            .send(Ingest {
+                messages: vec![InboundMessage {
+                    id: "output".to_string(),
+                    body: output_event.to_string(),
+                }],
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let status = pipeline.accumulator(0).send(GetStatus).await.unwrap();
+        assert_eq!(status.pending_files, 1);
     }
 
     #[actix::test]

@@ -121,8 +121,11 @@ pub struct SinkSpec {
 
 impl SinkSpec {
     /// Whether the sink wants to hear about this run: its kind, and its tenant when it has one.
+    /// A sink of failures hears of a success whose step after the commit failed too.
     pub fn wants(&self, event: &RunEvent) -> bool {
-        self.notify_on.contains(&event.kind())
+        let step_failed = event.outcome.maintenance_failed().is_some()
+            && self.notify_on.contains(&EventKind::Failure);
+        (self.notify_on.contains(&event.kind()) || step_failed)
             && self
                 .tenant
                 .as_deref()
@@ -430,6 +433,32 @@ mod tests {
             assert!(Instant::now() < deadline, "{what} within {within:?}");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// A sink of failures (a pager) hears of a successful run whose step after the commit
+    /// failed: the expiry that keeps failing needs someone.
+    #[test]
+    fn a_failure_sink_hears_of_a_failed_step_after_a_commit() {
+        let failures_only = SinkSpec {
+            notify_on: [EventKind::Failure].into(),
+            ..webhook_spec("pager", "http://pager".to_string(), None)
+        };
+        let successes_only = SinkSpec {
+            notify_on: [EventKind::Success].into(),
+            ..webhook_spec("chat", "http://chat".to_string(), None)
+        };
+        let mut noted = run("a", "a-1");
+        if let RunOutcome::Success { report, .. } = &mut noted.outcome {
+            report.maintenance_failed = Some(crate::run::MaintenanceFailure {
+                step: "expire_snapshots".to_string(),
+                class: FailureClass::Other,
+                excerpt: "failed".to_string(),
+            });
+        }
+        assert!(failures_only.wants(&noted));
+        assert!(successes_only.wants(&noted));
+        assert!(!failures_only.wants(&run("a", "a-2")));
+        assert!(!successes_only.wants(&failed_run("a", "a-3")));
     }
 
     #[actix::test]

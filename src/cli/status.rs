@@ -64,10 +64,16 @@ pub(crate) fn run_history(path: &Path, table: &str, json: bool) -> Result<()> {
                 .map_or("-".to_string(), |n| n.to_string()),
             run.added_data_files
                 .map_or("-".to_string(), |n| n.to_string()),
-            run.failure_class.map_or(String::new(), |class| format!(
-                "{class}: {}",
-                run.error.as_deref().unwrap_or("")
-            )),
+            match (&run.failure_class, &run.maintenance_failed) {
+                (Some(class), _) => format!("{class}: {}", run.error.as_deref().unwrap_or("")),
+                (None, Some(failed)) => format!(
+                    "{} failed after the commit ({}): {}",
+                    failed.step,
+                    failed.class.as_str(),
+                    failed.excerpt
+                ),
+                (None, None) => String::new(),
+            },
         );
     }
     Ok(())

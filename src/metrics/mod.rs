@@ -55,6 +55,14 @@ pub struct FailedRunLabels {
     pub class: &'static str,
 }
 
+/// A step that failed after a run's rewrite committed: its table and why it failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MaintenanceFailureLabels {
+    pub table: String,
+    pub tenant: String,
+    pub class: &'static str,
+}
+
 /// A run duration's series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -143,6 +151,9 @@ pub struct Metrics {
     pub runs_started: Family<RunLabels, Counter>,
     pub runs_succeeded: Family<RunLabels, Counter>,
     pub runs_failed: Family<FailedRunLabels, Counter>,
+    /// Steps after a committed rewrite that failed (snapshot expiry, a read, the deadline): the
+    /// run counts as succeeded.
+    pub maintenance_failures: Family<MaintenanceFailureLabels, Counter>,
     pub run_duration: Family<OutcomeLabels, Histogram, fn() -> Histogram>,
     pub notifications_sent: Family<SinkLabels, Counter>,
     pub notification_failures: Family<SinkLabels, Counter>,
@@ -174,6 +185,7 @@ impl Default for Metrics {
             runs_started: Family::default(),
             runs_succeeded: Family::default(),
             runs_failed: Family::default(),
+            maintenance_failures: Family::default(),
             run_duration: Family::new_with_constructor(run_duration_histogram),
             notifications_sent: Family::default(),
             notification_failures: Family::default(),
@@ -262,6 +274,11 @@ impl Metrics {
             "Compaction runs that failed, by table and failure class.",
             Described(self.runs_failed.clone()),
         );
+        registry.register(
+            "icepack_maintenance_failures",
+            "Steps after a committed rewrite that failed (snapshot expiry, a metadata read, the deadline), by table and failure class; the run itself succeeded.",
+            Described(self.maintenance_failures.clone()),
+        );
         registry.register_with_unit(
             "icepack_run_duration",
             "Duration of compaction runs, by outcome.",
@@ -294,6 +311,13 @@ impl Metrics {
             table: table.clone(),
             tenant: tenant.clone(),
         });
+        for class in FailureClass::ALL {
+            self.maintenance_failures.remove(&MaintenanceFailureLabels {
+                table: table.clone(),
+                tenant: tenant.clone(),
+                class: class.as_str(),
+            });
+        }
         for kind in run_kinds() {
             let run = RunLabels {
                 table: table.clone(),

@@ -10,6 +10,8 @@ use crate::run::RunOutcome;
 
 const GREEN: &str = "#36a64f";
 const RED: &str = "#E01E5A";
+/// A run that succeeded and a step after its commit that failed.
+const AMBER: &str = "#ECB22E";
 
 fn mib(bytes: u64) -> String {
     format!("{:.2} MB", bytes as f64 / (1024.0 * 1024.0))
@@ -130,6 +132,25 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
             }],
         }),
     };
+    if let Some(failed) = event.outcome.maintenance_failed() {
+        message["text"] = json!(format!(
+            ":warning: Iceberg Table Compaction Completed, `{}` failed after its commit: `{}`",
+            failed.step, event.table
+        ));
+        message["attachments"][0]["color"] = json!(AMBER);
+        if let Some(fields) = message["attachments"][0]["fields"].as_array_mut() {
+            fields.push(field(
+                "Maintenance Failed",
+                format!(
+                    "{} ({}): ```{}```",
+                    failed.step,
+                    failed.class.as_str(),
+                    failed.excerpt.replace("```", "'''")
+                ),
+                false,
+            ));
+        }
+    }
     if event.tenant != DEFAULT_TENANT {
         if let Some(fields) = message["attachments"][0]["fields"].as_array_mut() {
             fields.insert(1, field("Tenant", event.tenant.clone(), true));
@@ -224,6 +245,11 @@ pub fn webhook(event: &RunEvent) -> Value {
         "claimed": {"files": event.claimed_files, "bytes": event.claimed_bytes},
         "result": result,
         "failure": failure,
+        "maintenance_failed": event.outcome.maintenance_failed().map(|failed| json!({
+            "step": failed.step,
+            "class": failed.class.as_str(),
+            "excerpt": failed.excerpt,
+        })),
     })
 }
 
@@ -401,6 +427,46 @@ pub(crate) mod tests {
                 "nothing else changes"
             );
         }
+    }
+
+    /// Issue 31: a run whose rewrite committed and whose snapshot expiry then failed is a
+    /// success, the failed step beside it (amber in Slack, `maintenance_failed` in the webhook).
+    #[test]
+    fn a_failed_step_after_the_commit_is_told_beside_the_success() {
+        let mut outcome = success();
+        if let RunOutcome::Success { report, .. } = &mut outcome {
+            report.maintenance_failed = Some(crate::run::MaintenanceFailure {
+                step: "expire_snapshots".to_string(),
+                class: FailureClass::Other,
+                excerpt: "RuntimeIOException: Failed to delete file".to_string(),
+            });
+        }
+        let message = slack(&event(outcome.clone()), "");
+        assert!(
+            message["text"]
+                .as_str()
+                .unwrap()
+                .contains("`expire_snapshots` failed after its commit"),
+            "{message}"
+        );
+        assert_eq!(message["attachments"][0]["color"], AMBER);
+        let fields = message["attachments"][0]["fields"].to_string();
+        assert!(fields.contains("12 rewritten → 1 added"), "{fields}");
+        assert!(
+            fields.contains("expire_snapshots (other): ```RuntimeIOException"),
+            "{fields}"
+        );
+        let document = webhook(&event(outcome));
+        assert_eq!(document["event"], "compaction_succeeded");
+        assert_eq!(document["result"]["rewritten_data_files"], 12);
+        assert!(document["failure"].is_null());
+        assert_eq!(document["maintenance_failed"]["step"], "expire_snapshots");
+        assert_eq!(document["maintenance_failed"]["class"], "other");
+        assert!(webhook(&event(success()))["maintenance_failed"].is_null());
+        assert_eq!(
+            slack(&event(success()), "")["attachments"][0]["color"],
+            GREEN
+        );
     }
 
     #[test]

@@ -46,6 +46,8 @@ fn ticket(run_id: &str, trigger: &str) -> ClaimTicket {
         strategy: RunStrategy::Binpack,
         maintenance: None,
         apply_deletes: false,
+        nonce: String::new(),
+        upto_seq: 0,
     }
 }
 

@@ -25,9 +25,11 @@ use spark_connect_proto as proto;
 use tokio::sync::OnceCell;
 use tracing::{debug, info, warn};
 
-use super::result::{first_value, ResultSet, ServerError};
+use super::result::{
+    keep_own_snapshots, own_replace_snapshots, replace_snapshots, ResultSet, ServerError,
+};
 use super::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
-use super::sql::REPLACE_SNAPSHOTS_COLUMN;
+use super::sql::{Statement, StatementKind};
 
 /// Settings a session cannot take (static, or not Spark SQL settings): the server has its own.
 const SERVER_ONLY_SETTINGS: [&str; 3] = [
@@ -48,6 +50,61 @@ const RECOVERY_SETTLE: Duration = Duration::from_secs(2);
 
 /// Longest a run's interrupt may take after its deadline before the run gives up on it.
 const INTERRUPT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The least time a run recovered after a restart has to read its outcome from the table's
+/// metadata, however little was left of its deadline (a fresh session's first statement takes
+/// 7-12 s on a fresh server).
+const RESTART_RECOVERY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What a reading of the table's metadata found of a run whose end was not seen.
+enum Recovered {
+    /// The run's own `replace` snapshot: the results of the recovery's reads, only the run's
+    /// own snapshots and outputs kept.
+    Committed(Vec<(StatementKind, ResultSet)>),
+    /// No `replace` snapshot removed any of the run's claimed files: why, for the record.
+    NotCommitted(String),
+}
+
+/// The Spark Connect session of a run's `attempt`, a version 4 UUID made of the run's nonce:
+/// after a restart the same run's sessions are known again, so what may still run of it can be
+/// interrupted. Each attempt has a session of its own (a released session's id cannot be used
+/// again). A run without a nonce (claimed by an earlier release) gets a random one.
+pub fn run_session_id(nonce: &str, attempt: u32) -> String {
+    let hex: String = nonce
+        .chars()
+        .filter(char::is_ascii_hexdigit)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let hex = if hex.len() >= 32 {
+        let last = u16::from_str_radix(&hex[28..32], 16).unwrap_or(0);
+        let attempt = u16::try_from(attempt.saturating_sub(1)).unwrap_or(u16::MAX);
+        format!("{}{:04x}", &hex[..28], last.wrapping_add(attempt))
+    } else {
+        crate::run::random_hex(16)
+    };
+    let mut digits: Vec<char> = hex.chars().collect();
+    digits[12] = '4';
+    digits[16] = match digits[16].to_digit(16).unwrap_or(0) & 0x3 {
+        0 => '8',
+        1 => '9',
+        2 => 'a',
+        _ => 'b',
+    };
+    let text: String = digits.into_iter().collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &text[..8],
+        &text[8..12],
+        &text[12..16],
+        &text[16..20],
+        &text[20..32]
+    )
+}
+
+/// The tag every operation of a run carries: a deadline or a recovery interrupts them by it.
+fn run_tag(job: &SparkJob) -> String {
+    format!("icepack-{}", job.run_id.replace(',', "-"))
+}
 
 pub use crate::connect_endpoint::ConnectEndpoint;
 
@@ -183,6 +240,27 @@ impl ConnectRunner {
         Ok(base.with_new_session_id())
     }
 
+    /// The session of the run's `attempt` ([`run_session_id`]), on a channel of its own.
+    async fn run_session(
+        &self,
+        job: &SparkJob,
+        attempt: u32,
+    ) -> Result<SparkConnectClient, EngineError> {
+        let mut builder = self.settings.endpoint.channel().clone();
+        builder.set("session_id", &run_session_id(&job.nonce, attempt));
+        let mut client = SparkConnectClient::connect(&builder)
+            .await
+            .map_err(|error| {
+                EngineError::Unavailable(format!(
+                    "cannot set up a Spark Connect channel to {}: {}",
+                    self.settings.endpoint.shown(),
+                    error.message()
+                ))
+            })?;
+        client.set_retry_policy(RetryPolicy::no_retries());
+        Ok(client)
+    }
+
     /// Ends a run's session on the server (its catalog, connections, cached state), in the
     /// background and bounded: the outcome is known already.
     fn release(&self, client: SparkConnectClient) {
@@ -217,77 +295,88 @@ impl ConnectRunner {
         Ok(())
     }
 
-    /// After the connection broke with the rewrite sent: once the server answers again (within
-    /// the run's deadline), stop what may still run of the run's operations (their tag), then
-    /// read from the table's metadata whether a `replace` snapshot committed since the run began.
-    /// Committed: the run succeeded, its counts from the snapshots' summaries. Not committed:
-    /// the run failed as `engine_unavailable`. Never assumed either way.
+    /// After the connection broke with the rewrite sent, or after a restart during the run:
+    /// once the server answers (within `deadline`), stop what may still run of the run's
+    /// operations (its session and tag), then read from the table's metadata whether a `replace`
+    /// snapshot that removed the run's claimed files committed. Never assumed either way, and
+    /// never decided by commit times.
     async fn recover_outcome(
         &self,
-        lost_session: &SparkConnectClient,
+        lost_sessions: &[SparkConnectClient],
         job: &SparkJob,
-        tag: &str,
         deadline: Instant,
         lost: &str,
-    ) -> Result<EngineOutput, EngineError> {
+    ) -> Result<Recovered, EngineError> {
         let endpoint = self.settings.endpoint.shown();
+        let tag = run_tag(job);
         let mut last = lost.to_string();
-        while Instant::now() < deadline {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            // The server may still be running the CALL (only the connection broke): interrupt
-            // it, so that the metadata read next is final. A restarted server has nothing left.
-            match tokio::time::timeout(
-                remaining.min(self.settings.connect_timeout),
-                lost_session.interrupt_tag(tag),
-            )
-            .await
-            {
-                Ok(Ok(interrupted)) if !interrupted.is_empty() => {
-                    info!(run_id = %job.run_id, operations = interrupted.len(), "interrupted what was left of the run");
-                    tokio::time::sleep(RECOVERY_SETTLE).await;
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(error)) => {
-                    let error = server_error(&error);
-                    if error.transport {
-                        last = error.describe(300);
-                        tokio::time::sleep(RECOVERY_POLL).await;
-                        continue;
+        'reach: while Instant::now() < deadline {
+            // The server may still be running the CALL (only the connection broke, or only
+            // icepack restarted): interrupt it, so that the metadata read next is final. A
+            // restarted server has nothing left.
+            let mut interrupted_any = false;
+            for session in lost_sessions {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(
+                    remaining.min(self.settings.connect_timeout),
+                    session.interrupt_tag(&tag),
+                )
+                .await
+                {
+                    Ok(Ok(interrupted)) if !interrupted.is_empty() => {
+                        info!(run_id = %job.run_id, operations = interrupted.len(), "interrupted what was left of the run");
+                        interrupted_any = true;
                     }
-                    // The session is gone (a restarted server): nothing of the run is left.
+                    Ok(Ok(_)) => {}
+                    Ok(Err(error)) => {
+                        let error = server_error(&error);
+                        if error.transport {
+                            last = error.describe(300);
+                            tokio::time::sleep(RECOVERY_POLL).await;
+                            continue 'reach;
+                        }
+                        // The session is gone (released, or a restarted server): nothing of
+                        // the run is left in it.
+                    }
+                    Err(_) => continue 'reach,
                 }
-                Err(_) => continue,
+            }
+            if interrupted_any {
+                tokio::time::sleep(RECOVERY_SETTLE).await;
             }
             let client = self.session().await?;
             let remaining = deadline.saturating_duration_since(Instant::now());
+            let mut results = Vec::new();
             let read = tokio::time::timeout(
                 remaining,
-                self.run_statements(&client, job, &job.recovery, tag),
+                self.run_statements(&client, job, &job.recovery, &tag, &mut results),
             )
             .await;
             self.release(client);
             match read {
-                Ok(Ok(results)) => {
-                    let committed: u64 = first_value(&results, REPLACE_SNAPSHOTS_COLUMN)
-                        .and_then(|count| count.trim().parse().ok())
-                        .unwrap_or(0);
-                    if committed == 0 {
-                        return Err(EngineError::Unavailable(format!(
-                            "Spark Connect server {endpoint}: the connection broke during the rewrite ({lost}); the table's metadata shows no rewrite committed"
+                Ok(Ok(())) => {
+                    let claimed = job.claimed.read().await.map_err(|error| {
+                        EngineError::Unavailable(format!(
+                            "cannot read the run's claimed files to tell its commit: {error}"
+                        ))
+                    })?;
+                    let (snapshots, removed) = replace_snapshots(&results);
+                    let own = own_replace_snapshots(&snapshots, &removed, &claimed);
+                    if own.is_empty() {
+                        return Ok(Recovered::NotCommitted(format!(
+                            "Spark Connect server {endpoint}: {lost}; the table's metadata shows no rewrite of the run's {} claimed files committed ({} replace snapshots looked at)",
+                            claimed.len(),
+                            snapshots.len()
                         )));
                     }
-                    info!(table = %job.table, run_id = %job.run_id, "the rewrite committed (read from the table's metadata)");
-                    return Ok(EngineOutput {
-                        results,
-                        ..EngineOutput::default()
-                    });
+                    info!(table = %job.table, run_id = %job.run_id, snapshots = ?own, "the rewrite committed (read from the table's metadata)");
+                    return Ok(Recovered::Committed(keep_own_snapshots(results, &own)));
                 }
                 Ok(Err(Failure::Statement(error))) => {
-                    return Ok(EngineOutput {
-                        exit_code: 1,
-                        error: Some(error),
-                        ..EngineOutput::default()
-                    })
+                    return Err(EngineError::Unavailable(format!(
+                        "Spark Connect server {endpoint}: {lost}; reading the table's metadata failed: {}",
+                        error.describe(300)
+                    )))
                 }
                 Ok(Err(Failure::Transport(message) | Failure::LostAfterWrite(message))) => {
                     last = message;
@@ -297,17 +386,20 @@ impl ConnectRunner {
             }
         }
         Err(EngineError::Unavailable(format!(
-            "Spark Connect server {endpoint}: the connection broke during the rewrite ({lost}) and the server did not answer again before the run's deadline ({last}); the next run reads what was committed"
+            "Spark Connect server {endpoint}: {lost}, and the server did not answer again before the run's deadline ({last}); the next run reads what was committed"
         )))
     }
 
+    /// Runs `statements` in order, each one's result added to `results` as it ends (so that a
+    /// failure, or the deadline dropping this future, leaves what ran before it).
     async fn run_statements(
         &self,
         client: &SparkConnectClient,
         job: &SparkJob,
-        statements: &[String],
+        statements: &[Statement],
         tag: &str,
-    ) -> Result<Vec<ResultSet>, Failure> {
+        results: &mut Vec<(StatementKind, ResultSet)>,
+    ) -> Result<(), Failure> {
         let settings = session_settings(job);
         match tokio::time::timeout(
             self.settings.connect_timeout,
@@ -323,16 +415,19 @@ impl ConnectRunner {
                 )))
             }
         }
-        let mut results = Vec::with_capacity(statements.len());
         let mut wrote = false;
-        for group in read_only_groups(statements) {
+        let sql: Vec<&str> = statements
+            .iter()
+            .map(|statement| statement.sql.as_str())
+            .collect();
+        for group in read_only_groups(&sql) {
             // Reads between two writes are independent: they run at the same time.
             let started = std::time::Instant::now();
-            wrote |= group.clone().any(|index| is_write(&statements[index]));
+            wrote |= group.clone().any(|index| is_write(sql[index]));
             let answers = futures::future::try_join_all(
                 group
                     .clone()
-                    .map(|index| execute_sql(client, &statements[index], tag)),
+                    .map(|index| execute_sql(client, sql[index], tag)),
             )
             .await
             .map_err(|failure| match failure {
@@ -342,13 +437,13 @@ impl ConnectRunner {
             debug!(
                 run_id = %job.run_id,
                 statements = ?group,
-                verbs = ?group.clone().map(|index| statements[index].split_whitespace().next().unwrap_or("")).collect::<Vec<_>>(),
+                kinds = ?group.clone().map(|index| statements[index].kind.as_str()).collect::<Vec<_>>(),
                 millis = started.elapsed().as_millis() as u64,
                 "statement answered"
             );
-            results.extend(answers);
+            results.extend(group.map(|index| statements[index].kind).zip(answers));
         }
-        Ok(results)
+        Ok(())
     }
 }
 
@@ -365,20 +460,24 @@ fn verb(statement: &str) -> String {
 fn is_write(statement: &str) -> bool {
     !matches!(
         verb(statement).as_str(),
-        "SELECT" | "WITH" | "DESCRIBE" | "REFRESH"
+        "SELECT" | "WITH" | "DESCRIBE" | "SHOW" | "REFRESH"
     )
 }
 
 /// The statements in order, in groups to run at once: consecutive queries (`SELECT`, `WITH`,
-/// `DESCRIBE`) share a group; anything else (`CALL`, `REFRESH`, DDL) is a group of its own, so
-/// a read never overlaps a write and the writes keep their order.
-pub fn read_only_groups(statements: &[String]) -> Vec<std::ops::Range<usize>> {
-    let is_read =
-        |statement: &str| matches!(verb(statement).as_str(), "SELECT" | "WITH" | "DESCRIBE");
+/// `DESCRIBE`, `SHOW`) share a group; anything else (`CALL`, `REFRESH`, DDL) is a group of its
+/// own, so a read never overlaps a write and the writes keep their order.
+pub fn read_only_groups(statements: &[&str]) -> Vec<std::ops::Range<usize>> {
+    let is_read = |statement: &str| {
+        matches!(
+            verb(statement).as_str(),
+            "SELECT" | "WITH" | "DESCRIBE" | "SHOW"
+        )
+    };
     let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
     for (index, statement) in statements.iter().enumerate() {
         match groups.last_mut() {
-            Some(group) if is_read(statement) && is_read(&statements[group.start]) => {
+            Some(group) if is_read(statement) && is_read(statements[group.start]) => {
                 group.end = index + 1
             }
             _ => groups.push(index..index + 1),
@@ -613,38 +712,83 @@ async fn read_stream(
     }
 }
 
+/// The kind of the statement after the `done` first ones: where a run that stopped stopped.
+fn kind_after(statements: &[Statement], done: usize) -> Option<StatementKind> {
+    statements.get(done).map(|statement| statement.kind)
+}
+
+/// A broken connection as the failure of the statement it broke in.
+fn transport_error(message: String) -> ServerError {
+    ServerError {
+        message,
+        transport: true,
+        ..ServerError::default()
+    }
+}
+
 #[async_trait]
 impl SparkRunner for ConnectRunner {
     async fn run(&self, job: &SparkJob) -> Result<EngineOutput, EngineError> {
-        let client = self.session().await?;
-        let tag = format!("icepack-{}", job.run_id.replace(',', "-"));
+        let client = self.run_session(job, job.attempt).await?;
+        let tag = run_tag(job);
         let endpoint = self.settings.endpoint.shown();
         let deadline = Instant::now() + job.timeout;
-        match tokio::time::timeout(
+        let mut results = Vec::with_capacity(job.statements.len());
+        let ran = tokio::time::timeout(
             job.timeout,
-            self.run_statements(&client, job, &job.statements, &tag),
+            self.run_statements(&client, job, &job.statements, &tag, &mut results),
         )
-        .await
-        {
-            Ok(Ok(results)) => {
+        .await;
+        let unfinished = kind_after(&job.statements, results.len());
+        match ran {
+            Ok(Ok(())) => {
                 self.release(client);
-                Ok(EngineOutput {
-                    results,
-                    ..EngineOutput::default()
-                })
+                Ok(EngineOutput::completed(results))
             }
             Ok(Err(Failure::Statement(error))) => {
                 self.release(client);
                 Ok(EngineOutput {
                     exit_code: 1,
                     error: Some(error),
+                    results,
+                    unfinished,
                     ..EngineOutput::default()
                 })
             }
             Ok(Err(Failure::LostAfterWrite(message))) if !job.recovery.is_empty() => {
                 warn!(table = %job.table, run_id = %job.run_id, %message, "connection lost after the rewrite was sent: reading its outcome from the table's metadata");
-                self.recover_outcome(&client, job, &tag, deadline, &message)
-                    .await
+                let lost = format!(
+                    "the connection broke in {} ({message})",
+                    unfinished.map_or("the run", StatementKind::as_str)
+                );
+                let lost_sessions = [client];
+                let recovered = self
+                    .recover_outcome(&lost_sessions, job, deadline, &lost)
+                    .await;
+                let [client] = lost_sessions;
+                self.release(client);
+                match recovered {
+                    // The rewrite committed: the broken connection is reported beside it.
+                    Ok(Recovered::Committed(recovered)) => Ok(EngineOutput {
+                        exit_code: 1,
+                        error: Some(transport_error(format!(
+                            "{lost}; the rewrite's commit was read from the table's metadata"
+                        ))),
+                        results: recovered,
+                        unfinished,
+                        ..EngineOutput::default()
+                    }),
+                    Ok(Recovered::NotCommitted(why)) => Err(EngineError::Unavailable(why)),
+                    // The metadata could not be read: what the run returned before decides (every
+                    // rewrite's result: committed; otherwise the engine was unavailable).
+                    Err(error) => Ok(EngineOutput {
+                        exit_code: 1,
+                        error: Some(transport_error(error.to_string())),
+                        results,
+                        unfinished,
+                        ..EngineOutput::default()
+                    }),
+                }
             }
             Ok(Err(Failure::Transport(message) | Failure::LostAfterWrite(message))) => {
                 // The session may be gone with the server: the next run opens a new one.
@@ -684,8 +828,54 @@ impl SparkRunner for ConnectRunner {
                         message: format!("{interrupted} on {endpoint}"),
                         ..ServerError::default()
                     }),
+                    results,
+                    unfinished,
                     ..EngineOutput::default()
                 })
+            }
+        }
+    }
+
+    /// A run a previous icepack process started: its session (made of the run's nonce) may
+    /// still be running it — interrupted first — and whether it committed is read from the
+    /// table's metadata: the `replace` snapshot that removed the run's claimed files. `None`
+    /// when nothing of it committed (and for maintenance and reconciles, which are run again).
+    async fn recover(&self, job: &SparkJob) -> Result<Option<EngineOutput>, EngineError> {
+        // Each attempt the run may have made had a session of its own.
+        let mut lost = Vec::new();
+        for attempt in 1..=job.attempt.max(1) {
+            lost.push(self.run_session(job, attempt).await?);
+        }
+        if job.recovery.is_empty() {
+            let tag = run_tag(job);
+            for session in lost {
+                match tokio::time::timeout(
+                    self.settings.connect_timeout,
+                    session.interrupt_tag(&tag),
+                )
+                .await
+                {
+                    Ok(Ok(interrupted)) if !interrupted.is_empty() => {
+                        info!(run_id = %job.run_id, operations = interrupted.len(), "interrupted what was left of the run")
+                    }
+                    _ => {}
+                }
+                self.release(session);
+            }
+            return Ok(None);
+        }
+        let deadline = Instant::now() + job.timeout.max(RESTART_RECOVERY_TIMEOUT);
+        let recovered = self
+            .recover_outcome(&lost, job, deadline, "icepack restarted during the run")
+            .await;
+        for session in lost {
+            self.release(session);
+        }
+        match recovered? {
+            Recovered::Committed(results) => Ok(Some(EngineOutput::completed(results))),
+            Recovered::NotCommitted(why) => {
+                info!(table = %job.table, run_id = %job.run_id, %why, "the run left no commit");
+                Ok(None)
             }
         }
     }
@@ -761,16 +951,51 @@ mod tests {
             run_id: "20240501T120000Z-abc".to_string(),
             table: "a.b".to_string(),
             catalog: "lakehouse".to_string(),
-            statements: vec!["SELECT 1".to_string()],
+            statements: vec![Statement::new(StatementKind::Other, "SELECT 1")],
+            nonce: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".to_string(),
             conf: conf
                 .iter()
                 .map(|(key, value)| (key.to_string(), value.to_string()))
                 .collect(),
             options: Vec::new(),
             recovery: Vec::new(),
+            claimed: Default::default(),
+            attempt: 1,
             env: Vec::new(),
             timeout: Duration::from_secs(60),
         }
+    }
+
+    #[test]
+    fn a_runs_session_is_made_of_its_nonce() {
+        let nonce = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+        let id = run_session_id(nonce, 1);
+        assert_eq!(id, "0f1e2d3c-4b5a-4978-8796-a5b4c3d2e1f0");
+        assert_eq!(id, run_session_id(nonce, 1), "the same after a restart");
+        assert_eq!(
+            run_session_id(nonce, 2),
+            "0f1e2d3c-4b5a-4978-8796-a5b4c3d2e1f1",
+            "each attempt its own session"
+        );
+        // A version 4 UUID, as the client and the server require, whatever the nonce.
+        for nonce in ["ffffffffffffffffffffffffffffffff", "", "not hex"] {
+            let id = run_session_id(nonce, 3);
+            let chars: Vec<char> = id.chars().collect();
+            assert_eq!(chars.len(), 36, "{id}");
+            for (index, c) in chars.iter().enumerate() {
+                match index {
+                    8 | 13 | 18 | 23 => assert_eq!(*c, '-', "{id}"),
+                    14 => assert_eq!(*c, '4', "version 4: {id}"),
+                    19 => assert!("89ab".contains(*c), "RFC 4122 variant: {id}"),
+                    _ => assert!(c.is_ascii_hexdigit() && !c.is_ascii_uppercase(), "{id}"),
+                }
+            }
+        }
+        assert_ne!(
+            run_session_id("", 1),
+            run_session_id("", 1),
+            "no nonce: a random session"
+        );
     }
 
     #[test]
@@ -814,21 +1039,20 @@ mod tests {
 
     #[test]
     fn reads_between_writes_run_together_and_writes_alone() {
-        let statements: Vec<String> = [
+        let statements = [
             "REFRESH TABLE c.a.b",
             "DESCRIBE TABLE c.a.b",
+            "SHOW TBLPROPERTIES c.a.b ('sort-order')",
             "CALL c.system.rewrite_data_files(table => 'a.b')",
             "SELECT 1",
             "select 2",
             "SELECT 3",
             "CALL c.system.expire_snapshots(table => 'a.b')",
             "SELECT 4",
-        ]
-        .map(str::to_string)
-        .to_vec();
+        ];
         assert_eq!(
             read_only_groups(&statements),
-            vec![0..1, 1..2, 2..3, 3..6, 6..7, 7..8]
+            vec![0..1, 1..3, 3..4, 4..7, 7..8, 8..9]
         );
         assert!(read_only_groups(&[]).is_empty());
     }

@@ -22,7 +22,7 @@ use futures::StreamExt;
 use tracing::{debug, info, warn};
 
 use super::command::secret_properties;
-use super::result::StdoutResults;
+use super::result::FramedStdout;
 use super::runner::{
     instance_id, keep_tail, EngineError, EngineOutput, SparkJob, SparkRunner, LABEL_INSTANCE,
     LABEL_MANAGED, LABEL_RUN_ID, LABEL_TABLE,
@@ -151,13 +151,13 @@ fn is_not_found(error: &DockerError) -> bool {
     )
 }
 
-/// Reads a container's logs (to their end when `follow`): stdout into result sets (whatever its
-/// length), the end of stderr.
+/// Reads a container's logs (to their end when `follow`): stdout into the statements' results
+/// (whatever its length), the end of stderr.
 async fn collect_logs(
     docker: &Docker,
     name: &str,
     follow: bool,
-    stdout: &mut StdoutResults,
+    stdout: &mut FramedStdout,
     stderr: &mut Vec<u8>,
 ) {
     let mut logs = docker.logs(
@@ -260,13 +260,56 @@ async fn remove(docker: &Docker, name: &str) {
     }
 }
 
-/// Follows a started container to its end or the deadline, then reads its state.
+/// The exit code and OOM flag of a container that is no longer running; `None` while it runs
+/// (or cannot be inspected).
+async fn exited_state(docker: &Docker, name: &str) -> Option<(i64, bool)> {
+    use bollard::models::ContainerStateStatusEnum as Status;
+    let inspected = docker
+        .inspect_container(name, None::<InspectContainerOptions>)
+        .await
+        .ok()?;
+    let state = inspected.state.unwrap_or_default();
+    matches!(state.status, Some(Status::EXITED | Status::DEAD)).then(|| {
+        (
+            state.exit_code.unwrap_or(-1),
+            state.oom_killed.unwrap_or(false),
+        )
+    })
+}
+
+/// What an exited container left: its whole logs and its exit, read whatever the deadline — it
+/// ended on its own, before anyone killed it.
+async fn collect_exited(
+    docker: &Docker,
+    name: &str,
+    job: &SparkJob,
+    (exit_code, oom_killed): (i64, bool),
+) -> EngineOutput {
+    let mut stdout = FramedStdout::new(&job.nonce, &job.statements);
+    let mut stderr = Vec::new();
+    collect_logs(docker, name, false, &mut stdout, &mut stderr).await;
+    let read = stdout.finish();
+    EngineOutput {
+        exit_code,
+        results: read.results,
+        unfinished: read.unfinished,
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        error: None,
+        oom_killed,
+        timed_out: false,
+    }
+}
+
+/// Follows a started container to its end or the deadline, then reads its state. A container
+/// found exited at the deadline ended on its own: it is read, not judged a timeout.
 async fn follow_to_end(
     docker: &Docker,
     name: &str,
+    job: &SparkJob,
     timeout: Duration,
 ) -> Result<EngineOutput, EngineError> {
-    let mut stdout = StdoutResults::default();
+    let fresh = || FramedStdout::new(&job.nonce, &job.statements);
+    let mut stdout = fresh();
     let mut stderr = Vec::new();
     let finished = tokio::time::timeout(timeout, async {
         let complete = {
@@ -283,7 +326,7 @@ async fn follow_to_end(
             }
         };
         if !complete {
-            stdout = StdoutResults::default();
+            stdout = fresh();
             stderr.clear();
             collect_logs(docker, name, false, &mut stdout, &mut stderr).await;
         }
@@ -295,6 +338,13 @@ async fn follow_to_end(
             (exit_code, oom_killed, false)
         }
         Err(_) => {
+            if let Some(exited) = exited_state(docker, name).await {
+                info!(
+                    container = name,
+                    "the container ended by itself as its deadline passed"
+                );
+                return Ok(collect_exited(docker, name, job, exited).await);
+            }
             warn!(
                 container = name,
                 timeout_secs = timeout.as_secs(),
@@ -311,9 +361,11 @@ async fn follow_to_end(
             (137, false, true)
         }
     };
+    let read = stdout.finish();
     Ok(EngineOutput {
         exit_code,
-        results: stdout.finish(),
+        results: read.results,
+        unfinished: read.unfinished,
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
         error: None,
         oom_killed,
@@ -411,7 +463,7 @@ impl SparkRunner for DockerRunner {
             remove(&docker, &name).await;
             return Err(unavailable("cannot start the container", error));
         }
-        let output = follow_to_end(&docker, &name, job.timeout).await;
+        let output = follow_to_end(&docker, &name, job, job.timeout).await;
         remove(&docker, &name).await;
         output
     }
@@ -434,7 +486,14 @@ impl SparkRunner for DockerRunner {
             remove(&docker, &name).await;
             return self.run(job).await.map(Some);
         }
-        let output = follow_to_end(&docker, &name, job.timeout).await;
+        // Ended while icepack was down, maybe long past its deadline: what it left is its outcome.
+        if let Some(exited) = exited_state(&docker, &name).await {
+            info!(container = %name, "the run's container ended while icepack was down; reading what it left");
+            let output = collect_exited(&docker, &name, job, exited).await;
+            remove(&docker, &name).await;
+            return Ok(Some(output));
+        }
+        let output = follow_to_end(&docker, &name, job, job.timeout).await;
         remove(&docker, &name).await;
         output.map(Some)
     }
@@ -561,10 +620,16 @@ mod tests {
             run_id: "r".to_string(),
             table: "a.b".to_string(),
             catalog: "lakehouse".to_string(),
-            statements: vec!["SELECT 1".to_string()],
+            statements: vec![crate::spark::sql::Statement::new(
+                crate::spark::sql::StatementKind::Other,
+                "SELECT 1",
+            )],
+            nonce: crate::spark::result::new_nonce(),
             conf: Default::default(),
             options: Vec::new(),
             recovery: Vec::new(),
+            claimed: Default::default(),
+            attempt: 1,
             env: Vec::new(),
             timeout: Duration::from_secs(5),
         };

@@ -8,7 +8,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
 use super::command::secret_properties;
-use super::result::{ResultSet, StdoutResults};
+use super::result::{FramedStdout, StatementResults};
 use super::runner::{
     keep_tail, EngineError, EngineOutput, SparkJob, SparkRunner, MAX_STREAM_BYTES,
 };
@@ -46,11 +46,13 @@ async fn read_tail(stream: impl AsyncRead + Unpin) -> String {
     String::from_utf8_lossy(&kept).into_owned()
 }
 
-/// Reads spark-sql's stdout to its end into result sets, whatever its length.
-async fn read_results(stream: impl AsyncRead + Unpin) -> Vec<ResultSet> {
-    let mut results = StdoutResults::default();
-    drain(stream, |bytes| results.push(bytes)).await;
-    results.finish()
+/// Reads spark-sql's stdout to its end into the statements' results, whatever its length.
+async fn read_results(
+    stream: impl AsyncRead + Unpin,
+    mut reader: FramedStdout,
+) -> StatementResults {
+    drain(stream, |bytes| reader.push(bytes)).await;
+    reader.finish()
 }
 
 /// The `spark-defaults.conf` spark-submit would read when no properties file is given.
@@ -144,7 +146,10 @@ impl SparkRunner for ProcessRunner {
         let mut child = command.spawn().map_err(|error| {
             EngineError::Unavailable(format!("cannot start {}: {error}", self.spark_sql))
         })?;
-        let stdout = tokio::spawn(read_results(child.stdout.take().expect("piped stdout")));
+        let stdout = tokio::spawn(read_results(
+            child.stdout.take().expect("piped stdout"),
+            FramedStdout::new(&job.nonce, &job.statements),
+        ));
         let stderr = tokio::spawn(read_tail(child.stderr.take().expect("piped stderr")));
         let (exit_code, timed_out) = match tokio::time::timeout(job.timeout, child.wait()).await {
             Ok(Ok(status)) => (
@@ -169,9 +174,11 @@ impl SparkRunner for ProcessRunner {
                 (137, true)
             }
         };
+        let read = stdout.await.unwrap_or_default();
         Ok(EngineOutput {
             exit_code,
-            results: stdout.await.unwrap_or_default(),
+            results: read.results,
+            unfinished: read.unfinished,
             stderr: stderr.await.unwrap_or_default(),
             error: None,
             oom_killed: false,
@@ -206,22 +213,41 @@ impl SparkRunner for ProcessRunner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spark::sql::{Statement, StatementKind};
     use std::collections::BTreeMap;
     use std::time::Duration;
 
-    /// A job whose "spark-sql" is `/bin/sh` running `script` (`-c script` as the options).
-    fn job(script: &str, timeout: Duration) -> SparkJob {
+    const NONCE: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90";
+
+    /// A job whose "spark-sql" is `/bin/sh` running `script` (`-c script` as the options), its
+    /// statements being of `kinds`.
+    fn job_of(script: &str, timeout: Duration, kinds: &[StatementKind]) -> SparkJob {
         SparkJob {
             run_id: "r".to_string(),
             table: "a.b".to_string(),
             catalog: "lakehouse".to_string(),
-            statements: vec!["SELECT 1".to_string()],
+            statements: kinds
+                .iter()
+                .map(|kind| Statement::new(*kind, "SELECT 1"))
+                .collect(),
+            nonce: NONCE.to_string(),
             conf: BTreeMap::new(),
             options: vec!["-c".to_string(), script.to_string()],
             recovery: Vec::new(),
+            claimed: Default::default(),
+            attempt: 1,
             env: vec![("ICEPACK_TEST_VALUE".to_string(), "42".to_string())],
             timeout,
         }
+    }
+
+    fn job(script: &str, timeout: Duration) -> SparkJob {
+        job_of(script, timeout, &[StatementKind::Outputs])
+    }
+
+    /// Shell that prints statement `index`'s marker (`end` after the last).
+    fn marker(index: &str) -> String {
+        format!("printf 'icepack_frame\\n{NONCE}:{index}\\n'; ")
     }
 
     #[tokio::test]
@@ -229,16 +255,27 @@ mod tests {
         let runner = ProcessRunner::new("/bin/sh");
         let output = runner
             .run(&job(
-                "echo icepack_output_file; echo s3://b/k-$ICEPACK_TEST_VALUE; echo err >&2; exit 3",
+                &format!(
+                    "{}echo icepack_output_file; echo '{{\"path\":\"s3://b/k-'$ICEPACK_TEST_VALUE'\"}}'; {}echo err >&2; exit 3",
+                    marker("0"),
+                    marker("end")
+                ),
                 Duration::from_secs(10),
             ))
             .await
             .unwrap();
         assert_eq!(output.exit_code, 3);
         assert_eq!(output.results.len(), 1);
+        assert_eq!(output.unfinished, None);
         assert_eq!(
-            output.results[0].rows,
-            vec![vec!["s3://b/k-42".to_string()]]
+            output.results[0],
+            (
+                StatementKind::Outputs,
+                crate::spark::result::ResultSet {
+                    columns: vec!["icepack_output_file".to_string()],
+                    rows: vec![vec![r#"{"path":"s3://b/k-42"}"#.to_string()]],
+                }
+            )
         );
         assert_eq!(output.stderr, "err\n");
         assert!(!output.timed_out);
@@ -247,14 +284,27 @@ mod tests {
     #[tokio::test]
     async fn a_truth_of_100_000_files_is_read_whole() {
         let runner = ProcessRunner::new("/bin/sh");
-        let script = "printf 'rewritten_data_files_count\\tadded_data_files_count\\n100000\\t40\\nicepack_truth_file\\tfile_size_in_bytes\\n'; \
-                      seq 1 100000 | sed 's|.*|s3://lake/warehouse/t/data/part-&.parquet\\t2048|'; \
-                      printf 'icepack_committed_file\\ns3://lake/warehouse/t/data/last.parquet\\n'";
-        let output = runner
-            .run(&job(script, Duration::from_secs(60)))
-            .await
-            .unwrap();
-        let report = crate::spark::runner::judge(&output, &[]).unwrap();
+        let script = format!(
+            "{}printf 'rewritten_data_files_count\\tadded_data_files_count\\n100000\\t40\\n'; \
+             {}echo icepack_truth_file; \
+             seq 1 100000 | sed 's|.*|{{\"path\":\"s3://lake/warehouse/t/data/part-&.parquet\",\"size\":2048}}|'; \
+             {}printf 'icepack_committed_file\\n{{\"path\":\"s3://lake/warehouse/t/data/last.parquet\"}}\\n'; {}",
+            marker("0"),
+            marker("1"),
+            marker("2"),
+            marker("end"),
+        );
+        let job = job_of(
+            &script,
+            Duration::from_secs(60),
+            &[
+                StatementKind::Rewrite,
+                StatementKind::Truth,
+                StatementKind::Committed,
+            ],
+        );
+        let output = runner.run(&job).await.unwrap();
+        let report = crate::spark::runner::judge(&output, &job).unwrap();
         assert_eq!(report.result.rewritten_data_files_count, 100_000);
         let truth = report.truth.unwrap();
         assert_eq!(truth.len(), 100_000);
@@ -363,7 +413,10 @@ mod tests {
         let mut job = job("", Duration::from_secs(10));
         job.options.clear();
         let long = format!("SELECT '{}'", "x".repeat(300_000));
-        job.statements = vec![long, "SELECT 1".to_string()];
+        job.statements = vec![
+            Statement::new(StatementKind::Other, long),
+            Statement::new(StatementKind::Other, "SELECT 1"),
+        ];
         let output = ProcessRunner::new(fake.display().to_string())
             .run(&job)
             .await

@@ -15,9 +15,10 @@ pub use crate::run::{ReportSummary, RunOutcome};
 
 use super::command::{command_line, describe_args, statements_file};
 use super::result::{
-    classify_failure, classify_server_error, failure_excerpt, redact, report_from_results,
-    stdout_results, FailureClass, ResultSet, RunReport, ServerError,
+    classify_failure, classify_server_error, failure_excerpt, framed_statements, redact,
+    report_from_results, FailureClass, MaintenanceFailure, ResultSet, RunReport, ServerError,
 };
+use super::sql::{Statement, StatementKind};
 use crate::redact::{is_secret_setting, secret_values};
 
 /// Labels every container icepack starts carries (the Docker runner), to find them after a restart.
@@ -82,6 +83,53 @@ pub(crate) fn keep_tail(buffer: &mut Vec<u8>, bytes: &[u8]) {
 /// Longest stderr excerpt sent on in a failure.
 pub const EXCERPT_CHARS: usize = 1_200;
 
+/// Reads the object keys (bucket, key) of the files a run claimed, for an engine that must tell
+/// the run's own commit among the table's snapshots (after a lost connection or a restart).
+#[async_trait]
+pub trait ClaimedFileReader: Send + Sync {
+    async fn claimed_files(&self) -> Result<Vec<(String, String)>, String>;
+}
+
+/// The claimed files of a job, read only when needed; none known by default.
+#[derive(Clone, Default)]
+pub struct ClaimedFiles(Option<std::sync::Arc<dyn ClaimedFileReader>>);
+
+impl ClaimedFiles {
+    pub fn new(reader: std::sync::Arc<dyn ClaimedFileReader>) -> ClaimedFiles {
+        ClaimedFiles(Some(reader))
+    }
+
+    /// Claimed files known up front.
+    pub fn listed(files: Vec<(String, String)>) -> ClaimedFiles {
+        struct Listed(Vec<(String, String)>);
+        #[async_trait]
+        impl ClaimedFileReader for Listed {
+            async fn claimed_files(&self) -> Result<Vec<(String, String)>, String> {
+                Ok(self.0.clone())
+            }
+        }
+        ClaimedFiles::new(std::sync::Arc::new(Listed(files)))
+    }
+
+    /// The claimed files' (bucket, key)s; empty when none are known.
+    pub async fn read(&self) -> Result<std::collections::HashSet<(String, String)>, String> {
+        match &self.0 {
+            None => Ok(Default::default()),
+            Some(reader) => Ok(reader.claimed_files().await?.into_iter().collect()),
+        }
+    }
+}
+
+impl std::fmt::Debug for ClaimedFiles {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(if self.0.is_some() {
+            "ClaimedFiles(read when needed)"
+        } else {
+            "ClaimedFiles(none)"
+        })
+    }
+}
+
 /// One compaction (or reconcile) for an engine to run: the statements, each run exactly once
 /// and in order, and the Spark settings they need.
 #[derive(Debug, Clone)]
@@ -90,16 +138,25 @@ pub struct SparkJob {
     pub table: String,
     /// The Spark catalog the statements use (its settings are the `spark.sql.catalog.<name>*` ones).
     pub catalog: String,
-    pub statements: Vec<String>,
+    pub statements: Vec<Statement>,
+    /// The run's nonce, kept in its claim: it frames spark-sql's output (see
+    /// [`framed_statements`]) and names the run's Spark Connect session, so a run recovered after
+    /// a restart is read, and interrupted, as the run it is.
+    pub nonce: String,
     /// Every setting: icepack's, the catalog's, `[spark] conf`. Secret values never reach a
     /// command line ([`is_secret_setting`]).
     pub conf: BTreeMap<String, String>,
     /// spark-sql options before the settings (`--master`, `--packages`, `--jars`).
     pub options: Vec<String>,
-    /// For an engine that can lose its connection after a rewrite was sent (Spark Connect): the
-    /// statements that read the run's outcome from the table's metadata instead — whether its
-    /// `replace` snapshot committed (`icepack_replace_snapshots`), its counts, and the reads.
-    pub recovery: Vec<String>,
+    /// For an engine that can lose its connection after a rewrite was sent, or a run after a
+    /// restart (Spark Connect): the statements that read the run's outcome from the table's
+    /// metadata instead — the `replace` snapshots, the files they removed, and the reads.
+    pub recovery: Vec<Statement>,
+    /// The files the run claimed: its own `replace` snapshot is the one that removed them.
+    pub claimed: ClaimedFiles,
+    /// Which attempt of the run this is (1 for the first; [`execute`] counts them). A job to
+    /// recover: the most attempts the run may have made.
+    pub attempt: u32,
     /// Passed to the engine, never logged.
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
@@ -123,7 +180,8 @@ impl SparkJob {
     }
 
     /// The spark-sql command line of the run, its secrets in `properties_file` (if any), its
-    /// statements in `statements_path` (written from [`SparkJob::statements_file`]).
+    /// statements, framed by its nonce, in `statements_path` (written from
+    /// [`SparkJob::statements_file`]).
     pub fn command_line(
         &self,
         properties_file: Option<&str>,
@@ -132,7 +190,7 @@ impl SparkJob {
         command_line(
             &self.options,
             &self.conf,
-            &self.statements,
+            &self.framed_statements(),
             properties_file,
             Some(statements_path),
         )
@@ -140,7 +198,24 @@ impl SparkJob {
 
     /// The contents of the file the run's spark-sql reads its statements from.
     pub fn statements_file(&self) -> String {
-        statements_file(&self.statements)
+        statements_file(&self.framed_statements())
+    }
+
+    /// The statements as spark-sql runs them: each behind a marker of the run's nonce.
+    fn framed_statements(&self) -> Vec<String> {
+        if self.statements.is_empty() {
+            Vec::new()
+        } else {
+            framed_statements(&self.nonce, &self.statements)
+        }
+    }
+
+    /// How many `rewrite_data_files` calls the run makes.
+    fn rewrites(&self) -> usize {
+        self.statements
+            .iter()
+            .filter(|statement| statement.kind == StatementKind::Rewrite)
+            .count()
     }
 
     /// What a log line may say about the run's spark-sql command line.
@@ -158,9 +233,11 @@ impl SparkJob {
 #[derive(Debug, Clone, Default)]
 pub struct EngineOutput {
     pub exit_code: i64,
-    /// The result sets of the statements, in order: spark-sql's stdout read to its end, or
-    /// Spark Connect's Arrow results.
-    pub results: Vec<ResultSet>,
+    /// What each statement that ran to its end returned, in order, with what the statement is:
+    /// spark-sql's framed stdout read to its end, or Spark Connect's Arrow results.
+    pub results: Vec<(StatementKind, ResultSet)>,
+    /// The statement that had begun and did not end: it failed, or the run was cut off in it.
+    pub unfinished: Option<StatementKind>,
     /// The end of the engine's log stream, for failure excerpts.
     pub stderr: String,
     /// The failure as the server reported it (Spark Connect): error class, SQLSTATE, classes.
@@ -170,12 +247,17 @@ pub struct EngineOutput {
 }
 
 impl EngineOutput {
-    /// A successful run that printed `stdout` (spark-sql's format).
-    pub fn from_stdout(stdout: &str) -> EngineOutput {
+    /// A run whose every statement ran to its end, these ones returning `results`.
+    pub fn completed(results: Vec<(StatementKind, ResultSet)>) -> EngineOutput {
         EngineOutput {
-            results: stdout_results(stdout),
+            results,
             ..EngineOutput::default()
         }
+    }
+
+    /// A completed run whose rewrite printed `text` (spark-sql's header line, then rows).
+    pub fn rewrite_printed(text: &str) -> EngineOutput {
+        EngineOutput::completed(vec![(StatementKind::Rewrite, ResultSet::from_text(text))])
     }
 }
 
@@ -238,15 +320,57 @@ impl From<RunReport> for ReportSummary {
             orphan_files: report.orphan_files,
             deletes: report.deletes,
             delete_rewrite: report.delete_rewrite,
+            maintenance_failed: report.maintenance_failed,
         }
     }
 }
 
-/// Reads an engine's output into an outcome of one attempt.
-pub fn judge(
-    output: &EngineOutput,
-    secrets: &[String],
-) -> Result<RunReport, (FailureClass, String)> {
+/// Reads an engine's output into an outcome of one attempt. A run whose every rewrite returned
+/// its result committed: whatever failed after it (snapshot expiry, a read, the deadline) is a
+/// note on a successful run, never a failed rewrite — its files are compacted, its outputs known.
+pub fn judge(output: &EngineOutput, job: &SparkJob) -> Result<RunReport, (FailureClass, String)> {
+    let secrets = job.secrets();
+    match failure(output, &secrets) {
+        None => report_from_results(&output.results).map_err(|error| {
+            let detail = format!(
+                "{error}; stderr: {}",
+                failure_excerpt(&output.stderr, &secrets, EXCERPT_CHARS / 2)
+            );
+            (FailureClass::Other, redact(&detail, &secrets))
+        }),
+        Some((class, excerpt)) => {
+            let returned = |of: StatementKind| {
+                output
+                    .results
+                    .iter()
+                    .filter(|(kind, set)| *kind == of && !set.rows.is_empty())
+                    .count()
+            };
+            // Every rewrite returned its result, or the table's metadata shows the run's own
+            // `replace` snapshot (a recovery keeps only those).
+            let committed = (job.rewrites() > 0
+                && returned(StatementKind::Rewrite) == job.rewrites())
+                || returned(StatementKind::ReplaceSnapshots) > 0;
+            match report_from_results(&output.results) {
+                Ok(mut report) if committed => {
+                    report.maintenance_failed = Some(MaintenanceFailure {
+                        step: output
+                            .unfinished
+                            .map_or("after_rewrite", StatementKind::as_str)
+                            .to_string(),
+                        class,
+                        excerpt,
+                    });
+                    Ok(report)
+                }
+                _ => Err((class, excerpt)),
+            }
+        }
+    }
+}
+
+/// Why a run did not end well, if it did not: its class and a short, secret-free excerpt.
+fn failure(output: &EngineOutput, secrets: &[String]) -> Option<(FailureClass, String)> {
     if let Some(error) = &output.error {
         let class = if output.timed_out {
             FailureClass::Timeout
@@ -257,15 +381,19 @@ pub fn judge(
         if output.timed_out {
             excerpt = format!("deadline passed; the operation was interrupted. {excerpt}");
         }
-        return Err((class, excerpt));
+        return Some((class, excerpt));
     }
     if output.exit_code == 0 && !output.timed_out {
-        return report_from_results(&output.results).map_err(|error| {
-            let detail = format!(
-                "{error}; stderr: {}",
-                failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS / 2)
-            );
-            (FailureClass::Other, redact(&detail, secrets))
+        // Exit 0 without the last statement's end: spark-sql went on past a failure, or stopped.
+        return output.unfinished.map(|kind| {
+            let excerpt = failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS / 2);
+            (
+                FailureClass::Other,
+                format!(
+                    "the run ended in {} without finishing it; stderr: {excerpt}",
+                    kind.as_str()
+                ),
+            )
         });
     }
     let class = classify_failure(
@@ -280,7 +408,7 @@ pub fn judge(
     } else if excerpt.is_empty() {
         excerpt = format!("spark-sql exited with code {}", output.exit_code);
     }
-    Err((class, excerpt))
+    Some((class, excerpt))
 }
 
 /// Runs a job with up to `attempts` tries, `retry_interval` apart, retrying only what is worth it.
@@ -294,11 +422,13 @@ pub async fn execute(
     let secrets = job.secrets();
     let mut retries = Backoff::constant(retry_interval);
     let mut attempt = 0;
+    let mut job = job.clone();
     loop {
         attempt += 1;
-        info!(table = %job.table, run_id = %job.run_id, attempt, command = %runner.describe(job), "starting spark");
-        let judged = match runner.run(job).await {
-            Ok(output) => judge(&output, &secrets),
+        job.attempt = attempt;
+        info!(table = %job.table, run_id = %job.run_id, attempt, command = %runner.describe(&job), "starting spark");
+        let judged = match runner.run(&job).await {
+            Ok(output) => judge(&output, &job),
             Err(error) => Err((
                 FailureClass::EngineUnavailable,
                 redact(&error.to_string(), &secrets),
@@ -352,10 +482,24 @@ mod tests {
             run_id: "r1".to_string(),
             table: "a.b".to_string(),
             catalog: "lakehouse".to_string(),
-            statements: vec!["x".to_string()],
+            statements: vec![
+                Statement::new(StatementKind::Refresh, "REFRESH TABLE lakehouse.a.b"),
+                Statement::new(
+                    StatementKind::Rewrite,
+                    "CALL lakehouse.system.rewrite_data_files(table => 'a.b')",
+                ),
+                Statement::new(StatementKind::Truth, "SELECT ..."),
+                Statement::new(
+                    StatementKind::ExpireSnapshots,
+                    "CALL lakehouse.system.expire_snapshots(table => 'a.b')",
+                ),
+            ],
+            nonce: "00112233445566778899aabbccddeeff".to_string(),
             conf: BTreeMap::new(),
             options: Vec::new(),
             recovery: Vec::new(),
+            claimed: ClaimedFiles::default(),
+            attempt: 1,
             env: vec![(
                 "AWS_SECRET_ACCESS_KEY".to_string(),
                 "s3cr3tvalue".to_string(),
@@ -365,7 +509,7 @@ mod tests {
     }
 
     fn ok_output() -> EngineOutput {
-        EngineOutput::from_stdout("rewritten_data_files_count\tadded_data_files_count\n12\t1\n")
+        EngineOutput::rewrite_printed("rewritten_data_files_count\tadded_data_files_count\n12\t1\n")
     }
 
     fn failed(stderr: &str) -> EngineOutput {
@@ -526,14 +670,151 @@ mod tests {
             ..EngineOutput::default()
         };
         assert_eq!(
-            judge(&output, &[]).unwrap_err().0,
+            judge(&output, &job()).unwrap_err().0,
             FailureClass::OutOfMemory
         );
     }
 
     #[test]
     fn success_without_a_result_is_a_failure() {
-        let output = EngineOutput::from_stdout("nothing");
-        assert_eq!(judge(&output, &[]).unwrap_err().0, FailureClass::Other);
+        let output = EngineOutput::completed(Vec::new());
+        assert_eq!(judge(&output, &job()).unwrap_err().0, FailureClass::Other);
+        let output = EngineOutput::rewrite_printed("nothing");
+        assert_eq!(judge(&output, &job()).unwrap_err().0, FailureClass::Other);
+        // Exit 0, but the run's frame never ended: a statement did not finish (here the rewrite).
+        let output = EngineOutput {
+            unfinished: Some(StatementKind::Rewrite),
+            ..EngineOutput::completed(Vec::new())
+        };
+        assert_eq!(judge(&output, &job()).unwrap_err().0, FailureClass::Other);
+        // ... after the rewrite returned: the rewrite stands, the read that did not end is noted.
+        let output = EngineOutput {
+            unfinished: Some(StatementKind::Truth),
+            ..ok_output()
+        };
+        let failed = judge(&output, &job()).unwrap().maintenance_failed.unwrap();
+        assert_eq!(failed.step, "truth_read");
+    }
+
+    /// The run of issue 31: the CALL committed and printed its result, the outputs and the
+    /// truth; `expire_snapshots` then failed and spark-sql exited 1.
+    fn committed_then(stderr: &str, unfinished: StatementKind) -> EngineOutput {
+        let truth = ResultSet {
+            columns: vec!["icepack_truth_file".to_string()],
+            rows: vec![vec![
+                serde_json::json!({"path": "s3://lake/t/data/small.parquet", "size": 10})
+                    .to_string(),
+            ]],
+        };
+        EngineOutput {
+            exit_code: 1,
+            stderr: stderr.to_string(),
+            unfinished: Some(unfinished),
+            results: vec![
+                (StatementKind::Refresh, ResultSet::default()),
+                (
+                    StatementKind::Rewrite,
+                    ResultSet::from_text(
+                        "rewritten_data_files_count\tadded_data_files_count\n4\t1\n",
+                    ),
+                ),
+                (StatementKind::Truth, truth),
+            ],
+            ..EngineOutput::default()
+        }
+    }
+
+    #[test]
+    fn a_failure_after_the_rewrite_returned_is_a_note_on_a_success() {
+        let output = committed_then(
+            "ERROR SparkSQLDriver: Failed in [CALL lakehouse.system.expire_snapshots(...)]\norg.apache.iceberg.exceptions.RuntimeIOException: cannot delete s3://lake/t/metadata/snap-1.avro (key s3cr3tvalue)",
+            StatementKind::ExpireSnapshots,
+        );
+        let report = judge(&output, &job()).expect("the rewrite committed");
+        assert_eq!(report.result.rewritten_data_files_count, 4);
+        assert_eq!(
+            report.truth,
+            Some(vec![("s3://lake/t/data/small.parquet".to_string(), 10)]),
+            "the truth the run read settles its pending files"
+        );
+        let failed = report.maintenance_failed.expect("the failed step is noted");
+        assert_eq!(failed.step, "expire_snapshots");
+        assert_eq!(failed.class, FailureClass::Other);
+        assert!(
+            failed.excerpt.contains("RuntimeIOException"),
+            "{}",
+            failed.excerpt
+        );
+        assert!(
+            !failed.excerpt.contains("s3cr3tvalue"),
+            "{}",
+            failed.excerpt
+        );
+
+        // The deadline passed in the expiry: a timeout of that step, the rewrite stands.
+        let output = EngineOutput {
+            timed_out: true,
+            exit_code: 137,
+            ..committed_then("", StatementKind::ExpireSnapshots)
+        };
+        let failed = judge(&output, &job()).unwrap().maintenance_failed.unwrap();
+        assert_eq!(failed.class, FailureClass::Timeout);
+
+        // Spark Connect: the server's error on the expiry.
+        let output = EngineOutput {
+            error: Some(ServerError {
+                error_class: "org.apache.iceberg.exceptions.CommitFailedException".to_string(),
+                message: "expire failed".to_string(),
+                ..ServerError::default()
+            }),
+            ..committed_then("", StatementKind::ExpireSnapshots)
+        };
+        let failed = judge(&output, &job()).unwrap().maintenance_failed.unwrap();
+        assert_eq!(failed.class, FailureClass::CommitConflict);
+    }
+
+    #[test]
+    fn a_failure_before_every_rewrite_returned_is_a_failed_run() {
+        // The rewrite itself failed: nothing of it returned.
+        let mut output = committed_then(
+            "org.apache.iceberg.exceptions.ValidationException: found new delete for replaced data file",
+            StatementKind::Rewrite,
+        );
+        output.results.truncate(1);
+        assert_eq!(
+            judge(&output, &job()).unwrap_err().0,
+            FailureClass::CommitConflict
+        );
+        // Two rewrites (quiet partitions apart), the second failed: not committed as a whole.
+        let mut two = job();
+        two.statements.insert(
+            2,
+            Statement::new(
+                StatementKind::Rewrite,
+                "CALL lakehouse.system.rewrite_data_files(table => 'a.b')",
+            ),
+        );
+        let output = committed_then("java.lang.IllegalStateException: x", StatementKind::Rewrite);
+        assert_eq!(judge(&output, &two).unwrap_err().0, FailureClass::Other);
+    }
+
+    #[tokio::test]
+    async fn a_committed_run_is_not_retried_for_a_failed_step_after_it() {
+        let runner = Scripted(Mutex::new(vec![Ok(committed_then(
+            "org.apache.iceberg.exceptions.CommitFailedException: expire",
+            StatementKind::ExpireSnapshots,
+        ))]));
+        match execute(&runner, &job(), 3, Duration::from_millis(1)).await {
+            RunOutcome::Success {
+                report, attempts, ..
+            } => {
+                assert_eq!(attempts, 1, "the rewrite is not run again");
+                assert_eq!(
+                    report.maintenance_failed.unwrap().class,
+                    FailureClass::CommitConflict
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

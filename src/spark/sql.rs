@@ -8,18 +8,98 @@ use crate::clock::{format_rfc3339, UnixMillis};
 use crate::state::Maintenance;
 use crate::strategy::RunStrategy;
 
-/// Column the output-files query names its result, to find it in spark-sql's stdout.
+/// What one statement of a run is. A statement's rows are read by what it is — the statement
+/// icepack sent — never by the names of the columns or values in them, which a table's own
+/// columns, properties and paths could imitate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StatementKind {
+    /// `REFRESH TABLE` (nothing read).
+    Refresh,
+    /// `rewrite_data_files`: its one result row, by column name (columns were added over releases).
+    Rewrite,
+    /// `rewrite_position_delete_files`, after a rewrite that applies deletes or as maintenance.
+    PositionDeleteRewrite,
+    ManifestRewrite,
+    OrphanRemoval,
+    ExpireSnapshots,
+    /// `DESCRIBE TABLE`: the partition spec.
+    PartitionSpec,
+    /// `SHOW TBLPROPERTIES t ('sort-order')`: the table's sort order.
+    SortOrder,
+    /// The data files the run's `replace` snapshots added (JSON rows: snapshot id, path).
+    Outputs,
+    /// The table's small data files (JSON rows: path, size).
+    Truth,
+    /// Manifests of the current snapshot (a count).
+    Manifests,
+    /// Delete files and rows (four counts).
+    Deletes,
+    /// Data files committed since a window began (JSON rows: path).
+    Committed,
+    /// `replace` snapshots that may be the run's (JSON rows: snapshot id and summary counts).
+    ReplaceSnapshots,
+    /// The data files those snapshots removed (JSON rows: snapshot id, path).
+    RemovedFiles,
+    /// SQL of tools and tests, not of a run.
+    Other,
+}
+
+impl StatementKind {
+    /// The name a failure of the statement is reported under (`expire_snapshots`, `truth_read`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatementKind::Refresh => "refresh_table",
+            StatementKind::Rewrite => "rewrite_data_files",
+            StatementKind::PositionDeleteRewrite => "rewrite_position_delete_files",
+            StatementKind::ManifestRewrite => "rewrite_manifests",
+            StatementKind::OrphanRemoval => "remove_orphan_files",
+            StatementKind::ExpireSnapshots => "expire_snapshots",
+            StatementKind::PartitionSpec => "partition_spec_read",
+            StatementKind::SortOrder => "sort_order_read",
+            StatementKind::Outputs => "output_files_read",
+            StatementKind::Truth => "truth_read",
+            StatementKind::Manifests => "manifests_read",
+            StatementKind::Deletes => "deletes_read",
+            StatementKind::Committed => "committed_files_read",
+            StatementKind::ReplaceSnapshots => "replace_snapshots_read",
+            StatementKind::RemovedFiles => "removed_files_read",
+            StatementKind::Other => "other",
+        }
+    }
+}
+
+/// One statement of a run and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Statement {
+    pub kind: StatementKind,
+    pub sql: String,
+}
+
+impl Statement {
+    pub fn new(kind: StatementKind, sql: impl Into<String>) -> Statement {
+        Statement {
+            kind,
+            sql: sql.into(),
+        }
+    }
+}
+
+/// The alias of the output-files read (its rows are JSON objects).
 pub const OUTPUT_FILE_COLUMN: &str = "icepack_output_file";
 /// The table's small data files as the committed metadata has them.
 pub const TRUTH_FILE_COLUMN: &str = "icepack_truth_file";
 /// Data files added by any snapshot committed since the run (or reconcile window) began.
 pub const COMMITTED_FILE_COLUMN: &str = "icepack_committed_file";
-/// How many `replace` snapshots committed since the run began (a recovered run's outcome).
-pub const REPLACE_SNAPSHOTS_COLUMN: &str = "icepack_replace_snapshots";
+/// `replace` snapshots committed since the recovery window began (a recovered run's outcome).
+pub const REPLACE_SNAPSHOTS_COLUMN: &str = "icepack_replace_snapshot";
+/// The data files those `replace` snapshots removed.
+pub const REMOVED_FILE_COLUMN: &str = "icepack_removed_file";
 /// Position delete files of the table (the first column of the deletes read).
 pub const DELETES_COLUMN: &str = "icepack_position_deletes";
 /// Manifests of the table's current snapshot.
 pub const MANIFESTS_COLUMN: &str = "icepack_manifests";
+/// The table property Iceberg's Spark tables describe their sort order in (absent: unsorted).
+pub const SORT_ORDER_PROPERTY: &str = "sort-order";
 
 /// Everything that decides one compaction's SQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,14 +173,25 @@ pub const MAX_REWRITE_CALLS: usize = 8;
 /// replace snapshots; an older replace snapshot found by it is harmless (its files are known).
 const SNAPSHOT_MARGIN_MILLIS: i64 = 5 * 60 * 1000;
 
+/// How far before a run's start a recovery looks for `replace` snapshots. Which of them are the
+/// run's is decided by the files they removed (the run's claimed files), not by their time: the
+/// window only bounds the read, wide enough for any clock difference between icepack, the Spark
+/// driver and the catalog.
+const RECOVERY_WINDOW_MILLIS: i64 = 60 * 60 * 1000;
+
 impl CompactionSql {
-    /// The statements, `;`-separated, for `spark-sql -e`.
+    /// The statements, `;`-separated, as `spark-sql -e` would take them (without icepack's frame).
     pub fn statements(&self) -> String {
-        self.statement_list().join(";\n") + ";"
+        self.statement_list()
+            .iter()
+            .map(|statement| statement.sql.as_str())
+            .collect::<Vec<_>>()
+            .join(";\n")
+            + ";"
     }
 
-    /// The statements in order, each without its `;`.
-    pub fn statement_list(&self) -> Vec<String> {
+    /// The statements in order, each without its `;`, with what each one is.
+    pub fn statement_list(&self) -> Vec<Statement> {
         let table_ref = format!("{}.{}", self.catalog, self.table);
         let mut options: BTreeMap<&str, String> = self
             .extra_options
@@ -147,7 +238,10 @@ impl CompactionSql {
         };
         // A long-lived engine (Spark Connect) caches table metadata: compact what is committed
         // now. On a fresh spark-sql it costs nothing.
-        let mut statements = vec![format!("REFRESH TABLE {table_ref}")];
+        let mut statements = vec![Statement::new(
+            StatementKind::Refresh,
+            format!("REFRESH TABLE {table_ref}"),
+        )];
         if self.rewrite {
             let (strategy, sort_order) = self.strategy.procedure_arguments();
             let sort_order = sort_order
@@ -163,51 +257,50 @@ impl CompactionSql {
                 &self.rewrites[..]
             };
             for call in rewrites {
-                statements.push(format!(
+                statements.push(Statement::new(StatementKind::Rewrite, format!(
                     "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => {strategy}{sort_order}, options => map({options}){where_argument})",
                     catalog = self.catalog,
                     table = quote_string(&self.table),
                     strategy = quote_string(strategy),
                     options = options_with(call.min_file_size_bytes),
                     where_argument = where_argument(call.partition_filter.as_ref()),
-                ));
+                )));
             }
         }
         if self.rewrite && self.apply_deletes.is_some() {
             // Deletes committed at or after the rewrite's starting sequence number stay beside
             // its output, referencing files it removed: rewriting the position delete files
             // drops what references nothing.
-            statements.push(format!(
+            statements.push(Statement::new(StatementKind::PositionDeleteRewrite, format!(
                 "CALL {catalog}.system.rewrite_position_delete_files(table => {table}, options => map('rewrite-all', 'true'))",
                 catalog = self.catalog,
                 table = quote_string(&self.table),
-            ));
+            )));
         }
         match self.maintenance {
-            Some(Maintenance::RewriteManifests) => statements.push(format!(
+            Some(Maintenance::RewriteManifests) => statements.push(Statement::new(StatementKind::ManifestRewrite, format!(
                 "CALL {catalog}.system.rewrite_manifests(table => {table})",
                 catalog = self.catalog,
                 table = quote_string(&self.table),
-            )),
-            Some(Maintenance::RemoveOrphans { dry_run }) => statements.push(format!(
+            ))),
+            Some(Maintenance::RemoveOrphans { dry_run }) => statements.push(Statement::new(StatementKind::OrphanRemoval, format!(
                 "CALL {catalog}.system.remove_orphan_files(table => {table}, older_than => TIMESTAMP {older_than}, dry_run => {dry_run})",
                 catalog = self.catalog,
                 table = quote_string(&self.table),
                 older_than = quote_string(&sql_timestamp(
                     self.run_started_millis - self.orphan_older_than_hours as i64 * 3_600_000
                 )),
-            )),
-            Some(Maintenance::RewritePositionDeletes) => statements.push(format!(
+            ))),
+            Some(Maintenance::RewritePositionDeletes) => statements.push(Statement::new(StatementKind::PositionDeleteRewrite, format!(
                 "CALL {catalog}.system.rewrite_position_delete_files(table => {table})",
                 catalog = self.catalog,
                 table = quote_string(&self.table),
-            )),
+            ))),
             None => {}
         }
         // The reads (spec, order, output, truth) follow the rewrite: an engine may run them at
         // once.
-        statements.push(format!("DESCRIBE TABLE {table_ref}"));
-        statements.push(format!("SHOW TBLPROPERTIES {table_ref}"));
+        statements.extend(table_description_statements(&table_ref));
         if !self.rewrite {
             statements.extend(self.truth_statements(&table_ref));
             return statements;
@@ -220,88 +313,146 @@ impl CompactionSql {
                 .expire_snapshots_retain_last
                 .map(|retain| format!(", retain_last => {retain}"))
                 .unwrap_or_default();
-            statements.push(format!(
+            statements.push(Statement::new(StatementKind::ExpireSnapshots, format!(
                 "CALL {catalog}.system.expire_snapshots(table => {table}, older_than => TIMESTAMP {older_than}{retain_last})",
                 catalog = self.catalog,
                 table = quote_string(&self.table),
                 older_than = quote_string(&older_than),
-            ));
+            )));
         }
         statements
     }
 
-    /// What a run reads when its engine lost the connection after the rewrite was sent: the
-    /// outcome from the metadata — the `replace` snapshots committed since the run began (their
-    /// count, and the rewrite's result columns from their summaries) — then the usual reads.
-    /// Empty for a reconcile, which writes nothing.
-    pub fn recovery_statement_list(&self) -> Vec<String> {
+    /// What a run reads when its engine lost the connection after the rewrite was sent, or when
+    /// icepack restarted during it: the `replace` snapshots committed since well before the run
+    /// began, with their summaries' counts and the data files each removed — the run's own are
+    /// those that removed the run's claimed files — then the usual reads. Empty for a reconcile
+    /// or maintenance, which rewrite no data files.
+    pub fn recovery_statement_list(&self) -> Vec<Statement> {
         if !self.rewrite {
             return Vec::new();
         }
         let table_ref = format!("{}.{}", self.catalog, self.table);
-        let since = format_rfc3339(self.run_started_millis)
-            .replace('T', " ")
-            .replace('Z', "");
-        let summed = |key: &str, column: &str| {
+        let replace_filter = format!(
+            "operation = 'replace' AND committed_at >= TIMESTAMP {}",
+            quote_string(&sql_timestamp(
+                self.run_started_millis - RECOVERY_WINDOW_MILLIS
+            )),
+        );
+        let replace_since =
+            format!("SELECT snapshot_id FROM {table_ref}.snapshots WHERE {replace_filter}");
+        let counted = |key: &str, field: &str| {
             format!(
-                "coalesce(sum(CAST(summary[{}] AS BIGINT)), 0) AS {column}",
+                "{}, CAST(summary[{}] AS BIGINT)",
+                quote_string(field),
                 quote_string(key)
             )
         };
         let mut statements = vec![
-            format!("REFRESH TABLE {table_ref}"),
-            format!(
-                "SELECT count(*) AS {REPLACE_SNAPSHOTS_COLUMN}, {}, {}, {} FROM {table_ref}.snapshots \
-                 WHERE operation = 'replace' AND committed_at >= TIMESTAMP {since}",
-                summed("deleted-data-files", "rewritten_data_files_count"),
-                summed("added-data-files", "added_data_files_count"),
-                summed("removed-files-size", "rewritten_bytes_count"),
-                since = quote_string(&since),
+            Statement::new(
+                StatementKind::Refresh,
+                format!("REFRESH TABLE {table_ref}"),
             ),
-            format!("DESCRIBE TABLE {table_ref}"),
-            format!("SHOW TBLPROPERTIES {table_ref}"),
-            self.own_output_statement(&table_ref),
+            Statement::new(
+                StatementKind::ReplaceSnapshots,
+                format!(
+                    "SELECT to_json(named_struct('snapshot_id', snapshot_id, {}, {}, {})) AS {REPLACE_SNAPSHOTS_COLUMN} \
+                     FROM {table_ref}.snapshots WHERE {replace_filter}",
+                    counted("deleted-data-files", "rewritten_data_files"),
+                    counted("added-data-files", "added_data_files"),
+                    counted("removed-files-size", "rewritten_bytes"),
+                ),
+            ),
+            Statement::new(
+                StatementKind::RemovedFiles,
+                format!(
+                    "SELECT DISTINCT to_json(named_struct('snapshot_id', snapshot_id, 'path', data_file.file_path)) AS {REMOVED_FILE_COLUMN} \
+                     FROM {table_ref}.all_entries WHERE status = 2 AND snapshot_id IN ({replace_since})"
+                ),
+            ),
         ];
+        statements.extend(table_description_statements(&table_ref));
+        statements.push(output_statement(&table_ref, &replace_since));
         statements.extend(self.truth_statements(&table_ref));
         statements
     }
 
     /// The data files the run's `replace` snapshots added (its output).
-    fn own_output_statement(&self, table_ref: &str) -> String {
-        let since = format_rfc3339(self.run_started_millis - SNAPSHOT_MARGIN_MILLIS);
-        format!(
-            "SELECT data_file.file_path AS {OUTPUT_FILE_COLUMN} FROM {table_ref}.entries \
-             WHERE status = 1 AND snapshot_id IN (SELECT snapshot_id FROM {table_ref}.snapshots \
-             WHERE operation = 'replace' AND committed_at >= TIMESTAMP {since})",
-            since = quote_string(&since.replace('T', " ").replace('Z', "")),
-        )
+    fn own_output_statement(&self, table_ref: &str) -> Statement {
+        let replace_since = format!(
+            "SELECT snapshot_id FROM {table_ref}.snapshots WHERE operation = 'replace' \
+             AND committed_at >= TIMESTAMP {since}",
+            since = quote_string(&sql_timestamp(
+                self.run_started_millis - SNAPSHOT_MARGIN_MILLIS
+            )),
+        );
+        output_statement(table_ref, &replace_since)
     }
 
-    /// The table's small data files now, and what was committed since the window began.
-    fn truth_statements(&self, table_ref: &str) -> Vec<String> {
-        let since = format_rfc3339(self.committed_since_millis - SNAPSHOT_MARGIN_MILLIS)
-            .replace('T', " ")
-            .replace('Z', "");
+    /// The table's small data files now, and what was committed since the window began. Paths
+    /// come as JSON objects, one a row, whatever characters they hold.
+    fn truth_statements(&self, table_ref: &str) -> Vec<Statement> {
+        let since = sql_timestamp(self.committed_since_millis - SNAPSHOT_MARGIN_MILLIS);
         vec![
-            format!(
-                "SELECT file_path AS {TRUTH_FILE_COLUMN}, file_size_in_bytes FROM {table_ref}.files \
-                 WHERE content = 0 AND file_size_in_bytes < {small}",
-                small = self.small_file_bytes
+            Statement::new(
+                StatementKind::Truth,
+                format!(
+                    "SELECT to_json(named_struct('path', file_path, 'size', file_size_in_bytes)) AS {TRUTH_FILE_COLUMN} \
+                     FROM {table_ref}.files WHERE content = 0 AND file_size_in_bytes < {small}",
+                    small = self.small_file_bytes
+                ),
             ),
-            format!("SELECT count(*) AS {MANIFESTS_COLUMN} FROM {table_ref}.manifests"),
-            format!(
-                "SELECT count_if(content = 1) AS {DELETES_COLUMN}, count_if(content = 2) AS icepack_equality_deletes, \
-                 coalesce(sum(IF(content > 0, record_count, 0)), 0) AS icepack_deleted_rows, \
-                 coalesce(sum(IF(content = 0, record_count, 0)), 0) AS icepack_data_rows FROM {table_ref}.files"
+            Statement::new(
+                StatementKind::Manifests,
+                format!("SELECT count(*) AS {MANIFESTS_COLUMN} FROM {table_ref}.manifests"),
             ),
-            format!(
-                "SELECT DISTINCT data_file.file_path AS {COMMITTED_FILE_COLUMN} FROM {table_ref}.all_entries \
-                 WHERE status = 1 AND snapshot_id IN (SELECT snapshot_id FROM {table_ref}.snapshots \
-                 WHERE committed_at >= TIMESTAMP {since})",
-                since = quote_string(&since)
+            Statement::new(
+                StatementKind::Deletes,
+                format!(
+                    "SELECT count_if(content = 1) AS {DELETES_COLUMN}, count_if(content = 2) AS icepack_equality_deletes, \
+                     coalesce(sum(IF(content > 0, record_count, 0)), 0) AS icepack_deleted_rows, \
+                     coalesce(sum(IF(content = 0, record_count, 0)), 0) AS icepack_data_rows FROM {table_ref}.files"
+                ),
+            ),
+            Statement::new(
+                StatementKind::Committed,
+                format!(
+                    "SELECT DISTINCT to_json(named_struct('path', data_file.file_path)) AS {COMMITTED_FILE_COLUMN} \
+                     FROM {table_ref}.all_entries WHERE status = 1 AND snapshot_id IN (SELECT snapshot_id FROM {table_ref}.snapshots \
+                     WHERE committed_at >= TIMESTAMP {since})",
+                    since = quote_string(&since)
+                ),
             ),
         ]
     }
+}
+
+/// The partition spec (`DESCRIBE TABLE`) and the sort order (the one table property).
+fn table_description_statements(table_ref: &str) -> [Statement; 2] {
+    [
+        Statement::new(
+            StatementKind::PartitionSpec,
+            format!("DESCRIBE TABLE {table_ref}"),
+        ),
+        Statement::new(
+            StatementKind::SortOrder,
+            format!(
+                "SHOW TBLPROPERTIES {table_ref} ({})",
+                quote_string(SORT_ORDER_PROPERTY)
+            ),
+        ),
+    ]
+}
+
+/// The data files added by the `replace` snapshots `snapshots` selects, with the snapshot of each.
+fn output_statement(table_ref: &str, snapshots: &str) -> Statement {
+    Statement::new(
+        StatementKind::Outputs,
+        format!(
+            "SELECT to_json(named_struct('snapshot_id', snapshot_id, 'path', data_file.file_path)) AS {OUTPUT_FILE_COLUMN} \
+             FROM {table_ref}.entries WHERE status = 1 AND snapshot_id IN ({snapshots})"
+        ),
+    )
 }
 
 /// A UTC time as a Spark SQL timestamp literal's text: `2024-05-01 12:00:00.000`.
@@ -355,13 +506,19 @@ mod tests {
             maintenance: Some(Maintenance::RewritePositionDeletes),
             ..sql()
         }
-        .statement_list();
+        .statement_list()
+        .into_iter()
+        .map(|statement| statement.sql)
+        .collect::<Vec<_>>();
         assert_eq!(
             merging[1],
             "CALL lakehouse.system.rewrite_position_delete_files(table => 'analytics.customer_orders')"
         );
         assert!(sql()
             .statement_list()
+            .into_iter()
+            .map(|statement| statement.sql)
+            .collect::<Vec<_>>()
             .iter()
             .any(|s| s.starts_with("SELECT count_if(content = 1) AS icepack_position_deletes")));
     }
@@ -375,6 +532,9 @@ mod tests {
                 ..sql()
             }
             .statement_list()
+            .into_iter()
+            .map(|statement| statement.sql)
+            .collect::<Vec<_>>()
         };
         assert_eq!(
             orphans(true)[1],
@@ -401,7 +561,10 @@ mod tests {
             maintenance: Some(Maintenance::RewriteManifests),
             ..sql()
         }
-        .statement_list();
+        .statement_list()
+        .into_iter()
+        .map(|statement| statement.sql)
+        .collect::<Vec<_>>();
         assert_eq!(
             statements[1],
             "CALL lakehouse.system.rewrite_manifests(table => 'analytics.customer_orders')"
@@ -413,6 +576,9 @@ mod tests {
         ));
         assert!(sql()
             .statement_list()
+            .into_iter()
+            .map(|statement| statement.sql)
+            .collect::<Vec<_>>()
             .iter()
             .any(|s| s.contains("AS icepack_manifests")));
     }
@@ -453,17 +619,28 @@ mod tests {
 
     #[test]
     fn every_read_of_the_table_reads_its_properties_for_the_sort_order() {
-        let run = sql().statement_list();
+        let run = sql()
+            .statement_list()
+            .into_iter()
+            .map(|statement| statement.sql)
+            .collect::<Vec<_>>();
         let reconcile = CompactionSql {
             rewrite: false,
             ..sql()
         }
-        .statement_list();
-        let recovery = sql().recovery_statement_list();
+        .statement_list()
+        .into_iter()
+        .map(|statement| statement.sql)
+        .collect::<Vec<_>>();
+        let recovery = sql()
+            .recovery_statement_list()
+            .into_iter()
+            .map(|statement| statement.sql)
+            .collect::<Vec<_>>();
         for statements in [run, reconcile, recovery] {
             assert!(
                 statements.iter().any(|statement| statement
-                    == "SHOW TBLPROPERTIES lakehouse.analytics.customer_orders"),
+                    == "SHOW TBLPROPERTIES lakehouse.analytics.customer_orders ('sort-order')"),
                 "{statements:?}"
             );
         }
@@ -475,7 +652,7 @@ mod tests {
         assert!(statements.starts_with("REFRESH TABLE lakehouse.analytics.customer_orders;\nCALL lakehouse.system.rewrite_data_files("), "{statements}");
         assert!(
             statements.contains(
-                "'536870912'));\nDESCRIBE TABLE lakehouse.analytics.customer_orders;\nSHOW TBLPROPERTIES lakehouse.analytics.customer_orders;\nSELECT"
+                "'536870912'));\nDESCRIBE TABLE lakehouse.analytics.customer_orders;\nSHOW TBLPROPERTIES lakehouse.analytics.customer_orders ('sort-order');\nSELECT"
             ),
             "{statements}"
         );
@@ -488,7 +665,7 @@ mod tests {
             "{statements}"
         );
         assert!(!statements.contains("expire_snapshots"));
-        assert!(statements.contains("AS icepack_truth_file, file_size_in_bytes FROM lakehouse.analytics.customer_orders.files WHERE content = 0 AND file_size_in_bytes < 67108864"), "{statements}");
+        assert!(statements.contains("SELECT to_json(named_struct('path', file_path, 'size', file_size_in_bytes)) AS icepack_truth_file FROM lakehouse.analytics.customer_orders.files WHERE content = 0 AND file_size_in_bytes < 67108864"), "{statements}");
         assert!(
             statements.contains(
                 "AS icepack_committed_file FROM lakehouse.analytics.customer_orders.all_entries"
@@ -500,26 +677,96 @@ mod tests {
     #[test]
     fn a_lost_connection_reads_the_outcome_from_the_metadata() {
         let recovery = sql().recovery_statement_list();
-        assert!(recovery[0].starts_with("REFRESH TABLE"));
+        let kinds: Vec<StatementKind> = recovery.iter().map(|statement| statement.kind).collect();
         assert_eq!(
-            recovery[1],
-            "SELECT count(*) AS icepack_replace_snapshots, coalesce(sum(CAST(summary['deleted-data-files'] AS BIGINT)), 0) AS rewritten_data_files_count, coalesce(sum(CAST(summary['added-data-files'] AS BIGINT)), 0) AS added_data_files_count, coalesce(sum(CAST(summary['removed-files-size'] AS BIGINT)), 0) AS rewritten_bytes_count FROM lakehouse.analytics.customer_orders.snapshots WHERE operation = 'replace' AND committed_at >= TIMESTAMP '2024-05-01 12:00:00.000'"
+            kinds[..3],
+            [
+                StatementKind::Refresh,
+                StatementKind::ReplaceSnapshots,
+                StatementKind::RemovedFiles
+            ]
+        );
+        // The replace snapshots of an hour before the run began, whatever the clocks say: which
+        // are the run's is for the files they removed to tell.
+        assert_eq!(
+            recovery[1].sql,
+            "SELECT to_json(named_struct('snapshot_id', snapshot_id, 'rewritten_data_files', CAST(summary['deleted-data-files'] AS BIGINT), 'added_data_files', CAST(summary['added-data-files'] AS BIGINT), 'rewritten_bytes', CAST(summary['removed-files-size'] AS BIGINT))) AS icepack_replace_snapshot FROM lakehouse.analytics.customer_orders.snapshots WHERE operation = 'replace' AND committed_at >= TIMESTAMP '2024-05-01 11:00:00.000'"
+        );
+        assert_eq!(
+            recovery[2].sql,
+            "SELECT DISTINCT to_json(named_struct('snapshot_id', snapshot_id, 'path', data_file.file_path)) AS icepack_removed_file FROM lakehouse.analytics.customer_orders.all_entries WHERE status = 2 AND snapshot_id IN (SELECT snapshot_id FROM lakehouse.analytics.customer_orders.snapshots WHERE operation = 'replace' AND committed_at >= TIMESTAMP '2024-05-01 11:00:00.000')"
         );
         assert!(
             !recovery
                 .iter()
-                .any(|statement| statement.starts_with("CALL")),
+                .any(|statement| statement.sql.starts_with("CALL")),
             "reads only"
         );
-        assert!(recovery
-            .iter()
-            .any(|statement| statement.contains("icepack_truth_file")));
+        for kind in [
+            StatementKind::Outputs,
+            StatementKind::Truth,
+            StatementKind::Committed,
+        ] {
+            assert!(kinds.contains(&kind), "{kind:?}");
+        }
         assert!(CompactionSql {
             rewrite: false,
             ..sql()
         }
         .recovery_statement_list()
         .is_empty());
+    }
+
+    #[test]
+    fn every_statement_says_what_it_is() {
+        let statements = CompactionSql {
+            expire_snapshots_older_than_hours: Some(24),
+            rewrites: vec![
+                RewriteCall {
+                    min_file_size_bytes: Some(64 * 1024 * 1024),
+                    partition_filter: Some("`d` = '2024-05-01'".to_string()),
+                },
+                RewriteCall {
+                    min_file_size_bytes: None,
+                    partition_filter: Some("`d` = '2024-05-02'".to_string()),
+                },
+            ],
+            ..sql()
+        }
+        .statement_list();
+        let kinds: Vec<StatementKind> = statements.iter().map(|statement| statement.kind).collect();
+        use StatementKind::*;
+        assert_eq!(
+            kinds,
+            [
+                Refresh,
+                Rewrite,
+                Rewrite,
+                PartitionSpec,
+                SortOrder,
+                Outputs,
+                Truth,
+                Manifests,
+                Deletes,
+                Committed,
+                ExpireSnapshots
+            ]
+        );
+        // The reads of paths select one JSON object a row: a path is read whole, whatever it holds.
+        for statement in statements
+            .iter()
+            .filter(|statement| matches!(statement.kind, Outputs | Truth | Committed))
+        {
+            assert!(
+                statement.sql.contains("to_json(named_struct("),
+                "{}",
+                statement.sql
+            );
+        }
+        assert_eq!(
+            statements[4].sql,
+            "SHOW TBLPROPERTIES lakehouse.analytics.customer_orders ('sort-order')"
+        );
     }
 
     #[test]

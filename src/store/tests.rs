@@ -538,6 +538,7 @@ fn pending_and_claimed_keys_outlive_the_retention(store: &dyn StateStore) {
             strategy: Default::default(),
             maintenance: None,
             apply_deletes: false,
+            nonce: String::new(),
         }),
         ..TableState::default()
     };
@@ -723,6 +724,7 @@ fn run_history(store: &dyn StateStore) {
         orphan_files: None,
         delete_rewrite: None,
         partitions: vec!["d=1".to_string()],
+        maintenance_failed: None,
     };
     let put = |table: &str, seq: u64| Op::PutRun {
         table: table.to_string(),

@@ -177,9 +177,17 @@ function runCell(table, now) {
   return pill(`${run.trigger} · ${span(elapsed)}`, "run", `${run.run_id}: ${count(run.claimed_files)} files`);
 }
 
+// A successful run's step after its commit that failed: an amber pill with its class and excerpt.
+function maintenanceFailed(run) {
+  const failed = run.maintenance_failed;
+  if (!failed) return null;
+  return h("span", {}, " ", pill(`${failed.step} failed`, "warn", `${failed.class}: ${failed.excerpt}`),
+    h("div", { class: "error-text" }, failed.excerpt.slice(0, 80)));
+}
+
 function lastCell(run) {
   if (!run) return h("span", { class: "muted" }, "never");
-  if (run.outcome === "success") return pill(run.task === "rewrite_data_files" ? "success" : run.task, "ok", run.finished_at);
+  if (run.outcome === "success") return h("span", {}, pill(run.task === "rewrite_data_files" ? "success" : run.task, "ok", run.finished_at), maintenanceFailed(run));
   return h("span", {}, pill(run.failure_class || "failure", "bad", run.error || ""), " ",
     h("span", { class: "error-text" }, run.error ? run.error.slice(0, 80) : ""));
 }
@@ -380,7 +388,7 @@ function runsTable(runs) {
       h("td", { title: run.run_id }, run.finished_at.replace("T", " ").slice(0, 19)),
       h("td", {}, run.task, run.strategy && run.task === "rewrite_data_files" ? h("span", { class: "muted" }, " · " + run.strategy) : null),
       h("td", {}, run.trigger),
-      h("td", {}, run.outcome === "success" ? pill("success", "ok") : h("span", {}, pill(run.failure_class || "failure", "bad"), h("div", { class: "error-text" }, run.error || ""))),
+      h("td", {}, run.outcome === "success" ? h("span", {}, pill("success", "ok"), maintenanceFailed(run)) : h("span", {}, pill(run.failure_class || "failure", "bad"), h("div", { class: "error-text" }, run.error || ""))),
       h("td", { class: "num" }, span(run.duration_ms / 1000)),
       h("td", { class: "num" }, run.rewritten_data_files !== null && run.rewritten_data_files !== undefined
         ? `${count(run.rewritten_data_files)} → ${count(run.added_data_files)}`

@@ -15,6 +15,7 @@ use icepack::spark::command::spark_conf;
 use icepack::spark::connect::{self, ConnectRunner};
 use icepack::spark::result::ResultSet;
 use icepack::spark::runner::{judge, SparkJob, SparkRunner};
+use icepack::spark::sql::{Statement, StatementKind};
 
 use super::spark::Lakehouse;
 use super::{free_port, AWS_ENV};
@@ -193,22 +194,39 @@ pub fn runner(url: &str) -> ConnectRunner {
     ConnectRunner::new(connect::settings(url, false, None, Duration::from_secs(10)).unwrap())
 }
 
-/// A job of `statements` on the lakehouse's catalog (named `catalog`), the settings icepack
-/// would give.
+/// A job of `statements` (SQL of a test, not a run's) on the lakehouse's catalog (named
+/// `catalog`), the settings icepack would give.
 pub fn job(
     catalog: &str,
     lakehouse: &Lakehouse,
     statements: &[String],
     timeout: Duration,
 ) -> SparkJob {
+    let statements: Vec<Statement> = statements
+        .iter()
+        .map(|sql| Statement::new(StatementKind::Other, sql.clone()))
+        .collect();
+    job_of(catalog, lakehouse, statements, timeout)
+}
+
+/// A job of a run's `statements` on the lakehouse's catalog (named `catalog`).
+pub fn job_of(
+    catalog: &str,
+    lakehouse: &Lakehouse,
+    statements: Vec<Statement>,
+    timeout: Duration,
+) -> SparkJob {
     SparkJob {
         run_id: super::unique("sql"),
         table: "setup".to_string(),
         catalog: catalog.to_string(),
-        statements: statements.to_vec(),
+        statements,
+        nonce: icepack::spark::result::new_nonce(),
         conf: spark_conf(&Default::default(), catalog, &lakehouse.catalog),
         options: Vec::new(),
         recovery: Vec::new(),
+        claimed: Default::default(),
+        attempt: 1,
         env: Vec::new(),
         timeout,
     }
@@ -222,27 +240,24 @@ pub async fn sql(
     lakehouse: &Lakehouse,
     statements: &[String],
 ) -> Vec<ResultSet> {
+    let job = job(catalog, lakehouse, statements, Duration::from_secs(600));
     let output = runner
-        .run(&job(
-            catalog,
-            lakehouse,
-            statements,
-            Duration::from_secs(600),
-        ))
+        .run(&job)
         .await
         .expect("the Spark Connect server answers");
-    if let Err((class, excerpt)) = judge_statements(&output) {
+    if let Err((class, excerpt)) = judge_statements(&output, &job) {
         panic!("statements failed ({class:?}): {excerpt}\n{statements:?}");
     }
-    output.results
+    output.results.into_iter().map(|(_, set)| set).collect()
 }
 
 fn judge_statements(
     output: &icepack::spark::runner::EngineOutput,
+    job: &SparkJob,
 ) -> Result<(), (icepack::run::FailureClass, String)> {
     match &output.error {
         None => Ok(()),
-        Some(_) => judge(output, &[]).map(|_| ()),
+        Some(_) => judge(output, job).map(|_| ()),
     }
 }
 
