@@ -14,6 +14,7 @@ lint: deps
 	cargo deny --log-level error check licenses bans sources
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features failpoints -- -D warnings
+	cargo clippy --lib --no-default-features -- -D warnings
 
 # Deployment assets: Helm chart (helm lint/template), compose file (compose-go + checks), Grafana
 # dashboard, container image config; helm and compose-go are built once from the Go module proxy.

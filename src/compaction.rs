@@ -5,14 +5,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::accumulator::{ClaimTicket, FailureBackoff};
-use crate::config::{Config, SparkConfig, SparkRunnerKind, TableSpec};
+#[cfg(feature = "service")]
+use crate::config::SparkRunnerKind;
+use crate::config::{Config, SparkConfig, TableSpec};
 use crate::partitions::partition_filters;
 use crate::spark::command::{spark_conf, spark_sql_options};
+#[cfg(feature = "service")]
 use crate::spark::connect::{self, ConnectRunner};
+#[cfg(feature = "service")]
 use crate::spark::docker::{DockerRunner, DockerSettings};
+#[cfg(feature = "service")]
 use crate::spark::process::ProcessRunner;
 pub use crate::spark::runner::instance_id;
-use crate::spark::runner::{SparkJob, SparkRunner};
+use crate::spark::runner::SparkJob;
+#[cfg(feature = "service")]
+use crate::spark::runner::SparkRunner;
 use crate::spark::sql::{CompactionSql, RewriteCall, MAX_REWRITE_CALLS, MAX_REWRITE_FILTER_BYTES};
 
 /// Why a claimed run's job cannot be prepared: the run fails as `invalid_input`.
@@ -211,6 +218,7 @@ fn passed_through_env(spark: &SparkConfig) -> Vec<(String, String)> {
 }
 
 /// The runner the configuration asks for.
+#[cfg(feature = "service")]
 pub fn runner_from_config(config: &Config) -> Arc<dyn SparkRunner> {
     let spark = &config.spark;
     match spark.runner {

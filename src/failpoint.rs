@@ -79,9 +79,12 @@ macro_rules! crash_point {
 
 /// This build has no fault points: a crash point is nothing.
 #[cfg(not(feature = "failpoints"))]
+#[cfg_attr(not(feature = "service"), allow(unused_macros))]
 macro_rules! crash_point {
     ($name:literal) => {};
 }
+// The actors are the only users of crash points: the pure core has none.
+#[cfg_attr(not(feature = "service"), allow(unused_imports))]
 pub(crate) use crash_point;
 
 /// Kills the process with SIGKILL: no destructor runs, nothing is flushed.

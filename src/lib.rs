@@ -2,20 +2,25 @@
 //! announce, per table and durably, and compacts a table when its thresholds are crossed.
 
 pub mod accumulator;
+#[cfg(feature = "service")]
 pub mod actors;
 pub mod backoff;
+#[cfg(feature = "service")]
 pub mod bridge;
 pub mod clock;
 pub mod compaction;
 pub mod config;
 pub mod connect_endpoint;
+#[cfg(feature = "service")]
 pub mod control;
 pub mod engine;
 pub mod event;
 pub mod failpoint;
+#[cfg(feature = "service")]
 pub mod http;
 pub mod intake;
 pub mod listing;
+#[cfg(feature = "service")]
 pub mod metrics;
 pub mod notify;
 pub mod partitions;
@@ -28,6 +33,7 @@ pub mod routing;
 pub mod run;
 pub mod scheduler;
 pub mod series;
+#[cfg(feature = "service")]
 pub mod service;
 pub mod simulate;
 pub mod spark;
@@ -37,7 +43,8 @@ pub mod status;
 pub mod store;
 pub mod strategy;
 pub mod table_map;
-#[cfg(any(test, feature = "testing"))]
+#[cfg(all(feature = "service", any(test, feature = "testing")))]
 #[doc(hidden)]
 pub mod testing;
+#[cfg(feature = "service")]
 pub mod web;

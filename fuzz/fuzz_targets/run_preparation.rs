@@ -60,6 +60,8 @@ fuzz_target!(|data: &[u8]| {
         strategy: RunStrategy::Binpack,
         maintenance: None,
         apply_deletes: false,
+        nonce: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".to_string(),
+        upto_seq: 0,
     };
     let job = match settings.prepare(spec, &ticket) {
         Ok(job) => job,
@@ -68,11 +70,12 @@ fuzz_target!(|data: &[u8]| {
     let rewrites: Vec<&String> = job
         .statements
         .iter()
-        .filter(|statement| statement.contains("rewrite_data_files"))
+        .map(|statement| &statement.sql)
+        .filter(|sql| sql.contains("rewrite_data_files"))
         .collect();
     assert!(!rewrites.is_empty() && rewrites.len() <= MAX_REWRITE_CALLS);
     for statement in &job.statements {
-        assert!(!statement.contains('\n'), "{statement:?}");
+        assert!(!statement.sql.contains('\n'), "{statement:?}");
     }
     for rewrite in rewrites {
         // Quoting a filter at most doubles it; the rest of the call is short.

@@ -363,7 +363,7 @@ impl SparkConfig {
             check_env_name("spark.connect_token_env", &self.connect_token_env, "")?;
         }
         if self.runner == SparkRunnerKind::Connect || !self.connect_url.is_empty() {
-            crate::connect_endpoint::ConnectEndpoint::parse(&self.connect_url, self.connect_tls)
+            crate::connect_endpoint::check_url(&self.connect_url, self.connect_tls)
                 .map_err(|error| ConfigError::Invalid(format!("spark.connect_url: {error}")))?;
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! Telling people what icepack did: run outcomes rendered for Slack incoming webhooks and for a
 //! generic JSON webhook, delivered with rate limits and retries, never holding anything else up.
 
+#[cfg(feature = "service")]
 pub mod delivery;
 pub mod payload;
 

@@ -2,10 +2,12 @@
 
 mod health;
 mod memory;
+#[cfg(feature = "service")]
 mod sqs;
 
 pub use health::{queue_labels, LastError, QueueHealth, QueueRegistry, QueueSnapshot};
 pub use memory::MemoryQueue;
+#[cfg(feature = "service")]
 pub use sqs::SqsQueue;
 
 use async_trait::async_trait;

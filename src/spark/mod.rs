@@ -3,8 +3,11 @@
 //! Spark Connect).
 
 pub mod command;
+#[cfg(feature = "service")]
 pub mod connect;
+#[cfg(feature = "service")]
 pub mod docker;
+#[cfg(feature = "service")]
 pub mod process;
 pub mod result;
 pub mod runner;

@@ -70,9 +70,11 @@ fn legacy_instance_id(state_dir: &std::path::Path) -> String {
 }
 
 /// The most of each engine output stream kept (its end): Spark's stderr can run to megabytes.
+#[cfg(feature = "service")]
 pub(crate) const MAX_STREAM_BYTES: usize = 4 * 1024 * 1024;
 
 /// Appends to a buffer that keeps only (about) its last `MAX_STREAM_BYTES`.
+#[cfg(feature = "service")]
 pub(crate) fn keep_tail(buffer: &mut Vec<u8>, bytes: &[u8]) {
     buffer.extend_from_slice(bytes);
     if buffer.len() > 2 * MAX_STREAM_BYTES {

@@ -5,13 +5,16 @@
 
 mod gate;
 mod memory;
+#[cfg(feature = "service")]
 mod rocks;
 
 pub use gate::{StoreGate, StoreHealth};
 pub use memory::MemoryStore;
+#[cfg(feature = "service")]
 pub use rocks::RocksStore;
 
 /// The RocksDB store's column families.
+#[cfg(feature = "service")]
 pub const FAMILIES: [&str; 7] = rocks::cf::ALL;
 
 use crate::clock::UnixMillis;
