@@ -502,6 +502,199 @@ impl TableCatalog for RestTableCatalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+
+    use axum::extract::State;
+    use axum::http::{
+        HeaderMap as AxumHeaders, Method as AxumMethod, StatusCode as AxumStatus, Uri,
+    };
+    use axum::response::IntoResponse;
+
+    const SECRET: &str = "client-secret-7731";
+
+    /// A REST catalog standing in for the real one: a `prefix` override, an OAuth2 token
+    /// endpoint that hands out numbered tokens, the table, and commit answers from a script.
+    #[derive(Default)]
+    struct Scripted {
+        commits: Mutex<Vec<u16>>,
+        tokens: Mutex<u32>,
+        seen: Mutex<Vec<(String, String, Option<String>)>>,
+    }
+
+    async fn serve(
+        State(scripted): State<Arc<Scripted>>,
+        method: AxumMethod,
+        uri: Uri,
+        headers: AxumHeaders,
+        body: String,
+    ) -> axum::response::Response {
+        let authorization = headers
+            .get("authorization")
+            .map(|value| value.to_str().unwrap().to_string());
+        scripted.seen.lock().unwrap().push((
+            method.to_string(),
+            uri.to_string(),
+            authorization.clone(),
+        ));
+        let table = "/v1/ws/one/namespaces/analytics%1Fdaily/tables/events";
+        match (method.as_str(), uri.path()) {
+            ("GET", "/v1/config") => (
+                AxumStatus::OK,
+                r#"{"defaults":{},"overrides":{"prefix":"ws/one"}}"#,
+            )
+                .into_response(),
+            ("POST", "/v1/oauth/tokens") => {
+                assert!(body.contains(&format!("client_secret={SECRET}")), "{body}");
+                assert!(body.contains("client_id=icepack"), "{body}");
+                let mut tokens = scripted.tokens.lock().unwrap();
+                *tokens += 1;
+                (
+                    AxumStatus::OK,
+                    format!(
+                        r#"{{"access_token":"token-{}","token_type":"bearer"}}"#,
+                        *tokens
+                    ),
+                )
+                    .into_response()
+            }
+            (_, path) if path != table => {
+                (AxumStatus::NOT_FOUND, format!("no route {path}")).into_response()
+            }
+            ("GET", _) => {
+                let metadata: serde_json::Value =
+                    serde_json::from_str(super::super::testdata::METADATA_V2).unwrap();
+                let answer = serde_json::json!({
+                    "metadata-location": "s3://lake/warehouse/analytics/events/metadata/00003-8f3c8b4e-3a9c-4f57-9c1e-3c3a7a2f1b10.metadata.json",
+                    "metadata": metadata,
+                    "config": {"s3.access-key-id": "vended"}
+                });
+                (AxumStatus::OK, answer.to_string()).into_response()
+            }
+            ("POST", _) => {
+                let status = scripted.commits.lock().unwrap().remove(0);
+                if status == 401 && authorization.as_deref() == Some("Bearer token-1") {
+                    return (AxumStatus::UNAUTHORIZED, "expired").into_response();
+                }
+                let body = r#"{"error":{"message":"Requirement failed: branch main has changed","type":"CommitFailedException","code":409}}"#;
+                (AxumStatus::from_u16(status).unwrap(), body).into_response()
+            }
+            _ => (AxumStatus::METHOD_NOT_ALLOWED, "").into_response(),
+        }
+    }
+
+    fn replace_on(metadata: &TableMetadata) -> Snapshot {
+        Snapshot::builder()
+            .with_snapshot_id(42)
+            .with_parent_snapshot_id(metadata.current_snapshot_id())
+            .with_sequence_number(metadata.last_sequence_number() + 1)
+            .with_timestamp_ms(metadata.last_updated_ms() + 1)
+            .with_manifest_list("s3://lake/t/metadata/snap-42.avro")
+            .with_summary(iceberg::spec::Summary {
+                operation: iceberg::spec::Operation::Replace,
+                additional_properties: HashMap::new(),
+            })
+            .build()
+    }
+
+    #[tokio::test]
+    async fn commits_answer_conflict_unknown_or_failure_as_the_catalog_says() {
+        let scripted = Arc::new(Scripted::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = axum::Router::new()
+            .fallback(serve)
+            .with_state(scripted.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let catalog = CatalogConfig {
+            catalog_impl: super::super::catalog::REST_CATALOG_IMPL.to_string(),
+            uri: format!("http://{address}/"),
+            warehouse: "s3://lake/warehouse".to_string(),
+            io_impl: "org.apache.iceberg.aws.s3.S3FileIO".to_string(),
+            s3_endpoint: String::new(),
+            properties: [("credential".to_string(), format!("icepack:{SECRET}"))].into(),
+        };
+        let aws = SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let client = RestTableCatalog::connect(
+            http_client().unwrap(),
+            aws,
+            &catalog,
+            "analytics.daily.events",
+        )
+        .await
+        .unwrap();
+        let table = client.load().await.unwrap();
+        assert_eq!(table.metadata.last_sequence_number(), 3);
+
+        scripted
+            .commits
+            .lock()
+            .unwrap()
+            .extend([409, 503, 400, 401, 200]);
+        let conflict = client
+            .commit(&table, replace_on(&table.metadata))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(conflict, CommitError::Conflict(ref message) if message.contains("branch main has changed")),
+            "{conflict:?}"
+        );
+        let unknown = client
+            .commit(&table, replace_on(&table.metadata))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(unknown, CommitError::StateUnknown(_)),
+            "{unknown:?}"
+        );
+        let refused = client
+            .commit(&table, replace_on(&table.metadata))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, CommitError::Failed(NativeError::InvalidInput(_))),
+            "{refused:?}"
+        );
+        // An expired token: exchanged again, the commit sent again (a 401 never committed).
+        let answer = client.commit(&table, replace_on(&table.metadata)).await;
+        assert!(
+            matches!(answer, Err(CommitError::StateUnknown(ref message)) if message.contains("not valid")),
+            "a 200 whose body is no commit answer: {answer:?}"
+        );
+
+        let seen = scripted.seen.lock().unwrap().clone();
+        let table_requests: Vec<&(String, String, Option<String>)> = seen
+            .iter()
+            .filter(|(_, uri, _)| uri.contains("/tables/"))
+            .collect();
+        assert!(
+            table_requests.iter().all(|(_, uri, _)| uri
+                .starts_with("/v1/ws/one/namespaces/analytics%1Fdaily/tables/events")),
+            "{seen:?}"
+        );
+        assert_eq!(
+            table_requests.last().unwrap().2.as_deref(),
+            Some("Bearer token-2"),
+            "{seen:?}"
+        );
+        assert!(seen
+            .iter()
+            .all(|(_, uri, authorization)| !uri.contains(SECRET)
+                && authorization
+                    .as_deref()
+                    .is_none_or(|value| !value.contains(SECRET))));
+        for error in [
+            format!("{conflict:?}"),
+            format!("{unknown:?}"),
+            format!("{refused:?}"),
+        ] {
+            assert!(
+                !error.contains(SECRET) && !error.contains("token-"),
+                "{error}"
+            );
+        }
+    }
 
     #[test]
     fn a_commit_asserts_the_table_and_its_main_branch() {
