@@ -669,6 +669,7 @@ async fn commit_with_retries(
     task: &NativeTask,
     keep: &KeptOutputs,
 ) -> Result<(TableState, i64), (NativeError, Option<TableState>)> {
+    commit_gate(&task.run_id).await;
     let input_paths: HashSet<String> = inputs.iter().map(|file| file.path.clone()).collect();
     let output_paths: Vec<String> = outputs
         .iter()
@@ -760,6 +761,29 @@ async fn commit_with_retries(
         )),
         None,
     ))
+}
+
+/// `native.commit_gate=return(RUN_ID@PATH)`: the run RUN_ID, its outputs written, creates
+/// `PATH.waiting` and waits while PATH exists before it commits (a test lands a concurrent commit
+/// meanwhile). Nothing without the `failpoints` feature.
+async fn commit_gate(run_id: &str) {
+    #[cfg(feature = "failpoints")]
+    {
+        let armed = (|| {
+            fail::fail_point!("native.commit_gate", |armed: Option<String>| armed);
+            None
+        })();
+        if let Some((gated, path)) = armed.as_deref().and_then(|armed| armed.split_once('@')) {
+            if gated == run_id {
+                let path = std::path::Path::new(path);
+                let _ = std::fs::write(path.with_extension("waiting"), b"");
+                while path.exists() {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    let _ = run_id;
 }
 
 /// `native.before_commit=return` kills the process once a run's outputs and manifests are
