@@ -187,7 +187,10 @@ impl RestTableCatalog {
                 .query_pairs_mut()
                 .append_pair("warehouse", &catalog.warehouse);
         }
-        let answer = client.send(Method::GET, config_url.clone(), None).await?;
+        let answer = client
+            .send(Method::GET, config_url.clone(), None)
+            .await
+            .map_err(NoAnswer::for_read)?;
         let server: ServerConfig = match answer.status() {
             StatusCode::OK => answer.json().await.map_err(|error| {
                 NativeError::InvalidInput(format!(
@@ -280,18 +283,18 @@ impl RestTableCatalog {
         method: Method,
         url: Url,
         body: Option<Vec<u8>>,
-    ) -> Result<reqwest::Response, NativeError> {
+    ) -> Result<reqwest::Response, NoAnswer> {
         let mut refresh = false;
         loop {
             let mut request = self
                 .http
                 .request(method.clone(), url.clone())
                 .headers(self.headers.clone());
-            if let Some(token) = self.bearer(refresh).await? {
+            if let Some(token) = self.bearer(refresh).await.map_err(NoAnswer::NotSent)? {
                 let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                    NativeError::InvalidInput(
+                    NoAnswer::NotSent(NativeError::InvalidInput(
                         "the catalog's token is not a valid header value".to_string(),
-                    )
+                    ))
                 })?;
                 request = request.header(AUTHORIZATION, value);
             }
@@ -302,10 +305,9 @@ impl RestTableCatalog {
             }
             let answer = request.send().await.map_err(|error| {
                 if error.is_connect() {
-                    unavailable("the REST catalog", error)
+                    NoAnswer::NotSent(unavailable("the REST catalog", error))
                 } else {
-                    // Sent, maybe processed: the caller decides what that means.
-                    NativeError::CommitStateUnknown(format!(
+                    NoAnswer::Lost(format!(
                         "the REST catalog did not answer: {}",
                         crate::redact::hide_url_password(&error.without_url().to_string())
                     ))
@@ -329,6 +331,24 @@ impl RestTableCatalog {
         properties.extend(overrides.clone());
         properties.extend(vended.clone());
         super::storage::file_io(&self.aws, &properties)
+    }
+}
+
+/// Why a request got no answer.
+enum NoAnswer {
+    /// It never left (no connection, no token): nothing happened.
+    NotSent(NativeError),
+    /// It left and no answer came back: the catalog may have acted on it.
+    Lost(String),
+}
+
+impl NoAnswer {
+    /// For a read, a lost answer is only an unavailable catalog.
+    fn for_read(self) -> NativeError {
+        match self {
+            NoAnswer::NotSent(error) => error,
+            NoAnswer::Lost(message) => NativeError::CatalogUnavailable(message),
+        }
     }
 }
 
@@ -416,12 +436,7 @@ impl TableCatalog for RestTableCatalog {
         let answer = self
             .send(Method::GET, self.table_url.clone(), None)
             .await
-            .map_err(|error| match error {
-                NativeError::CommitStateUnknown(message) => {
-                    NativeError::CatalogUnavailable(message)
-                }
-                other => other,
-            })?;
+            .map_err(NoAnswer::for_read)?;
         let status = answer.status();
         if status != StatusCode::OK {
             return Err(answer_error("loading the table", status, answer).await);
@@ -462,10 +477,8 @@ impl TableCatalog for RestTableCatalog {
             .await
         {
             Ok(answer) => answer,
-            Err(NativeError::CommitStateUnknown(message)) => {
-                return Err(CommitError::StateUnknown(message))
-            }
-            Err(error) => return Err(CommitError::Failed(error)),
+            Err(NoAnswer::Lost(message)) => return Err(CommitError::StateUnknown(message)),
+            Err(NoAnswer::NotSent(error)) => return Err(CommitError::Failed(error)),
         };
         match answer.status() {
             StatusCode::OK => {
@@ -594,6 +607,92 @@ mod tests {
                 additional_properties: HashMap::new(),
             })
             .build()
+    }
+
+    #[tokio::test]
+    async fn an_answer_lost_after_sending_is_unknown_for_a_commit_and_unavailable_for_a_read() {
+        // A server that takes each request and hangs up without answering.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buffer = vec![0u8; 65536];
+                let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut buffer).await;
+                drop(socket);
+            }
+        });
+        let metadata: TableMetadata =
+            serde_json::from_str(super::super::testdata::METADATA_V2).unwrap();
+        let aws = SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let mut client = RestTableCatalog {
+            http: http_client().unwrap(),
+            aws,
+            catalog: CatalogConfig {
+                catalog_impl: super::super::catalog::REST_CATALOG_IMPL.to_string(),
+                uri: format!("http://{address}"),
+                warehouse: "s3://lake/warehouse".to_string(),
+                io_impl: String::new(),
+                s3_endpoint: String::new(),
+                properties: Default::default(),
+            },
+            auth: Auth::None,
+            headers: HeaderMap::new(),
+            table_url: Url::parse(&format!("http://{address}/v1/namespaces/a/tables/t")).unwrap(),
+            identifier: TableIdent::from_strs(["a", "t"]).unwrap(),
+            server_properties: Default::default(),
+        };
+        let base = LoadedTable {
+            metadata: std::sync::Arc::new(metadata.clone()),
+            metadata_location:
+                "s3://lake/t/metadata/00003-8f3c8b4e-3a9c-4f57-9c1e-3c3a7a2f1b10.metadata.json"
+                    .to_string(),
+            file_io: iceberg::io::FileIO::new_with_memory(),
+        };
+        let connect = RestTableCatalog::connect(
+            http_client().unwrap(),
+            client.aws.clone(),
+            &client.catalog,
+            "a.t",
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(
+            matches!(connect, NativeError::CatalogUnavailable(_)),
+            "a lost answer to GET /v1/config: {connect:?}"
+        );
+        let commit = client
+            .commit(&base, replace_on(&metadata))
+            .await
+            .unwrap_err();
+        assert!(matches!(commit, CommitError::StateUnknown(_)), "{commit:?}");
+        let read = client.load().await.unwrap_err();
+        assert!(
+            matches!(read, NativeError::CatalogUnavailable(_)),
+            "{read:?}"
+        );
+        // Nothing listening: the commit never left.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed_port = closed.local_addr().unwrap().port();
+        drop(closed);
+        client.table_url = Url::parse(&format!(
+            "http://127.0.0.1:{closed_port}/v1/namespaces/a/tables/t"
+        ))
+        .unwrap();
+        let refused = client
+            .commit(&base, replace_on(&metadata))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                CommitError::Failed(NativeError::CatalogUnavailable(_))
+            ),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test]
