@@ -16,6 +16,7 @@ use support::spark::{row_with, stack_available, Lakehouse};
 use support::{unique, Moto};
 
 const TOKEN: &str = "native-catalog-token-5521";
+const CREDENTIAL: &str = "icepack:native-client-secret-3307";
 const MIB: u64 = 1024 * 1024;
 
 /// The run's partitions, as icepack names them from the data files' keys: three partitions of
@@ -124,21 +125,41 @@ fn task(lakehouse: &Lakehouse, partitions: &[&str]) -> NativeTask {
     }
 }
 
-async fn lakehouse(rest: bool, dir: &std::path::Path, moto: &Moto) -> Lakehouse {
+/// How the test reaches its catalog.
+#[derive(Clone, Copy)]
+enum Catalog {
+    /// Iceberg's REST catalog server, the client with a bearer token.
+    RestToken,
+    /// Iceberg's REST catalog server, the client exchanging an OAuth2 client credential.
+    RestCredential,
+    /// Iceberg's JDBC catalog on SQLite.
+    Jdbc,
+}
+
+async fn lakehouse(catalog: Catalog, dir: &std::path::Path, moto: &Moto) -> Lakehouse {
     let bucket = unique("native");
     moto.create_bucket_notifying(&bucket, &unique("unused"))
         .await;
-    if rest {
-        Lakehouse::rest(dir, &moto.endpoint, &bucket, &[("token", TOKEN)]).await
-    } else {
-        Lakehouse::new(dir, &moto.endpoint, &bucket)
+    match catalog {
+        Catalog::RestToken => {
+            Lakehouse::rest(dir, &moto.endpoint, &bucket, &[("token", TOKEN)]).await
+        }
+        Catalog::RestCredential => {
+            Lakehouse::rest(dir, &moto.endpoint, &bucket, &[("credential", CREDENTIAL)]).await
+        }
+        Catalog::Jdbc => Lakehouse::new(dir, &moto.endpoint, &bucket),
     }
 }
 
 async fn spark_reads_what_the_native_engine_rewrote(rest: bool) {
     let moto = Moto::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let lakehouse = lakehouse(rest, dir.path(), &moto).await;
+    let catalog = if rest {
+        Catalog::RestToken
+    } else {
+        Catalog::Jdbc
+    };
+    let lakehouse = lakehouse(catalog, dir.path(), &moto).await;
     let mut setup = spark_history();
     setup.push(checksum_statement("before", ALL_COLUMNS));
     setup.push("SELECT count(*) AS files_before FROM lakehouse.analytics.events.files".to_string());
@@ -264,7 +285,8 @@ async fn a_spark_writer_appending_during_native_runs_loses_and_doubles_nothing()
     }
     let moto = Moto::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let lakehouse = std::sync::Arc::new(lakehouse(true, dir.path(), &moto).await);
+    let lakehouse =
+        std::sync::Arc::new(lakehouse(Catalog::RestCredential, dir.path(), &moto).await);
     lakehouse.sql(&(small_commits(6).join(";\n") + ";"));
     // A Spark writer appending 20 commits into the same partition while the native engine
     // compacts it over and over.
@@ -330,7 +352,7 @@ async fn a_row_deleted_during_a_native_run_is_not_resurrected() {
     }
     let moto = Moto::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let lakehouse = lakehouse(false, dir.path(), &moto).await;
+    let lakehouse = lakehouse(Catalog::Jdbc, dir.path(), &moto).await;
     lakehouse.sql(&(small_commits(6).join(";\n") + ";"));
     let task = task(&lakehouse, &["ts_day=2024-05-01/region=eu"]);
     // The run waits before its commit until the test lets it go.
@@ -450,7 +472,7 @@ async fn a_native_run_killed_before_its_commit_leaves_nothing_live() {
     use std::os::unix::process::ExitStatusExt;
     let moto = Moto::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let lakehouse = lakehouse(true, dir.path(), &moto).await;
+    let lakehouse = lakehouse(Catalog::RestToken, dir.path(), &moto).await;
     let mut setup = small_commits(6);
     setup.push(checksum_statement("before", FIRST_COLUMNS));
     let before = lakehouse.sql(&(setup.join(";\n") + ";"));
@@ -543,7 +565,7 @@ async fn measure_native_runs() {
     }
     let moto = Moto::start().await;
     let dir = tempfile::tempdir().unwrap();
-    let lakehouse = lakehouse(false, dir.path(), &moto).await;
+    let lakehouse = lakehouse(Catalog::Jdbc, dir.path(), &moto).await;
     // 20 tasks, each writing one file into each of 10 partitions: 200 files of incompressible
     // bytes (hashes), about 1 MiB each.
     let mut statements = spark_history();

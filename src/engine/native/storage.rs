@@ -319,6 +319,7 @@ impl Storage for ObjectStorage {
                 path: path.to_string(),
                 buffer: BytesMut::new(),
                 upload: None,
+                uploaded: 0,
                 closed: false,
             })),
         }
@@ -456,6 +457,8 @@ struct ObjectWrite {
     path: String,
     buffer: BytesMut,
     upload: Option<(String, Vec<CompletedPart>)>,
+    /// Bytes in the parts uploaded so far.
+    uploaded: u64,
     closed: bool,
 }
 
@@ -475,6 +478,7 @@ impl ObjectWrite {
         }
         let (id, parts) = self.upload.as_ref().expect("just created");
         let number = parts.len() as i32 + 1;
+        let length = body.len() as u64;
         let result = self
             .client
             .upload_part()
@@ -492,6 +496,7 @@ impl ObjectWrite {
                     .set_e_tag(part.e_tag().map(str::to_string))
                     .build();
                 self.upload.as_mut().expect("started").1.push(completed);
+                self.uploaded += length;
                 Ok(())
             }
             Err(error) => {
@@ -575,6 +580,21 @@ impl FileWrite for ObjectWrite {
                 Ok(())
             }
             Err(error) => {
+                // Some S3-compatible stores (moto among them) complete the upload and answer
+                // with a body the SDK cannot parse: the object, whole, is the answer that counts.
+                let head = self
+                    .client
+                    .head_object()
+                    .bucket(&self.bucket)
+                    .key(&self.key)
+                    .send()
+                    .await;
+                if let Ok(head) = head {
+                    if head.content_length() == Some(self.uploaded as i64) {
+                        self.upload = None;
+                        return Ok(());
+                    }
+                }
                 self.abort().await;
                 Err(s3_error("CompleteMultipartUpload", &self.path, error))
             }
@@ -618,6 +638,117 @@ mod tests {
         let properties = catalog_storage_properties(&catalog);
         assert_eq!(properties["s3.endpoint"], "http://127.0.0.1:9000");
         assert_eq!(properties["s3.path-style-access"], "false");
+    }
+
+    /// An S3-compatible store's multipart calls, answering its completion as moto does (with a
+    /// root element the SDK does not expect) and recording what it got.
+    #[derive(Default)]
+    struct OddStore {
+        parts: std::sync::Mutex<Vec<usize>>,
+        completed: std::sync::atomic::AtomicBool,
+        aborted: std::sync::atomic::AtomicBool,
+        /// HeadObject answers this many bytes more than it holds (0: the truth).
+        head_skew: u64,
+    }
+
+    async fn odd_store(
+        axum::extract::State(store): axum::extract::State<Arc<OddStore>>,
+        method: axum::http::Method,
+        uri: axum::http::Uri,
+        body: axum::body::Bytes,
+    ) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        use std::sync::atomic::Ordering;
+        let query = uri.query().unwrap_or_default();
+        let total = || store.parts.lock().unwrap().iter().sum::<usize>() as u64;
+        match method.as_str() {
+            "POST" if query.contains("uploads") => (
+                axum::http::StatusCode::OK,
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><InitiateMultipartUploadResult><Bucket>lake</Bucket><Key>big</Key><UploadId>upload-1</UploadId></InitiateMultipartUploadResult>",
+            )
+                .into_response(),
+            "PUT" if query.contains("partNumber") => {
+                store.parts.lock().unwrap().push(body.len());
+                let etag = format!("\"etag-{}\"", store.parts.lock().unwrap().len());
+                (axum::http::StatusCode::OK, [("etag", etag)], "").into_response()
+            }
+            "POST" if query.contains("uploadId") => {
+                store.completed.store(true, Ordering::SeqCst);
+                (
+                    axum::http::StatusCode::OK,
+                    "<CompleteMultipartUploadResponse xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>lake</Bucket><Key>big</Key><ETag>\"whole\"</ETag></CompleteMultipartUploadResponse>",
+                )
+                    .into_response()
+            }
+            "HEAD" if store.completed.load(Ordering::SeqCst) => (
+                axum::http::StatusCode::OK,
+                [("content-length", (total() + store.head_skew).to_string())],
+            )
+                .into_response(),
+            "HEAD" => axum::http::StatusCode::NOT_FOUND.into_response(),
+            "DELETE" => {
+                store.aborted.store(true, Ordering::SeqCst);
+                axum::http::StatusCode::NO_CONTENT.into_response()
+            }
+            _ => axum::http::StatusCode::BAD_REQUEST.into_response(),
+        }
+    }
+
+    async fn write_through_odd_store(head_skew: u64) -> (iceberg::Result<()>, Arc<OddStore>) {
+        let store = Arc::new(OddStore {
+            head_skew,
+            ..OddStore::default()
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = axum::Router::new()
+            .fallback(odd_store)
+            .layer(axum::extract::DefaultBodyLimit::disable())
+            .with_state(store.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let aws = SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .http_client(aws_smithy_http_client::Builder::new().build_http())
+            .build();
+        let properties = HashMap::from([
+            ("s3.endpoint".to_string(), format!("http://{address}")),
+            ("s3.path-style-access".to_string(), "true".to_string()),
+            ("s3.access-key-id".to_string(), "key".to_string()),
+            ("s3.secret-access-key".to_string(), "secret".to_string()),
+        ]);
+        let storage = ObjectStorage {
+            s3: Some(s3_client(&aws, &properties)),
+        };
+        let mut writer = storage.writer("s3://lake/big").await.unwrap();
+        let chunk = Bytes::from(vec![7u8; 3 * 1024 * 1024]);
+        for _ in 0..7 {
+            writer.write(chunk.clone()).await.unwrap();
+        }
+        (writer.close().await, store)
+    }
+
+    #[tokio::test]
+    async fn large_outputs_go_up_in_parts_and_an_odd_completion_answer_is_checked() {
+        use std::sync::atomic::Ordering;
+        let (closed, store) = write_through_odd_store(0).await;
+        closed.unwrap();
+        assert_eq!(
+            *store.parts.lock().unwrap(),
+            [PART_BYTES, PART_BYTES, 21 * 1024 * 1024 - 2 * PART_BYTES],
+            "8 MiB parts, the rest last"
+        );
+        assert!(!store.aborted.load(Ordering::SeqCst));
+        // An object of another size than what was sent: the upload failed after all.
+        let (closed, store) = write_through_odd_store(1).await;
+        let error = closed.unwrap_err();
+        assert!(
+            error.to_string().contains("CompleteMultipartUpload"),
+            "{error}"
+        );
+        assert!(
+            store.aborted.load(Ordering::SeqCst),
+            "the upload is aborted"
+        );
     }
 
     #[tokio::test]
