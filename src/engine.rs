@@ -11,6 +11,9 @@ use tracing::{info, warn};
 use crate::clock::{format_rfc3339, Clock};
 use crate::spark::runner::SparkRunner;
 
+#[cfg(feature = "service")]
+pub mod native;
+
 /// Between two probes.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(30);
 

@@ -1,0 +1,999 @@
+//! The JVM-free engine: compacts an Iceberg table's small data files inside icepack's process,
+//! with Apache Iceberg in Rust (iceberg 0.10) reading the metadata and data files and writing the
+//! outputs, and icepack building the `replace` snapshot and committing it to the catalog itself.
+//!
+//! A run ([`NativeEngine::run`]):
+//! 1. loads the table from its catalog (REST or JDBC: `catalog.rs`) and reads the manifests of its
+//!    current snapshot (`table.rs`): the plan works from the metadata, never from icepack's counts;
+//! 2. plans (`plan.rs`, pure): the run's partitions, their small files (and mid-sized ones where
+//!    the run says so), per (spec, partition), bin-packed into groups of at most the target size;
+//!    a partition where a delete file applies is refused as [`NativeError::Unsupported`] (so are
+//!    format v1 and v3 tables, files not in Parquet, and runs over `max_run_bytes`);
+//! 3. rewrites each group (`rewrite.rs`): reads with the current schema, writes Parquet in the
+//!    inputs' own partition spec and values with the table's write properties, and checks that
+//!    the rows written are the rows read;
+//! 4. commits one `replace` snapshot (`snapshot.rs`) — one per group with partial progress — with
+//!    the starting snapshot's sequence number as the outputs' data sequence number. On a conflict
+//!    it reloads and commits again only while every input is still live and no position delete
+//!    committed since the start applies to an input (`plan::validate_rewrite`), at most
+//!    [`COMMIT_ATTEMPTS`] times; then `commit_conflict`;
+//! 5. reports what icepack's settlement needs ([`NativeReport`], the Spark path's
+//!    `run::ReportSummary`), read from the metadata after the commit.
+//!
+//! Outputs of a failed or timed-out run never become live: they are deleted, best effort, and
+//! what a crash (kill -9) leaves is an orphan for `remove_orphan_files`; a commit whose outcome is
+//! unknown keeps its files. [`NativeEngine::recover`] decides a run's outcome from the metadata:
+//! its replace snapshots carry `icepack.run-id` in their summary.
+//!
+//! Bounds: runs at once (a semaphore), threads (the engine's own tokio runtime, so a run never
+//! occupies the actors' threads), and bytes read per run ([`NativeLimits`]). The deadline applies
+//! to reading and writing; a commit that started finishes (bounded by the catalog's timeouts), so
+//! a deadline never leaves a commit half-known.
+
+mod catalog;
+mod jdbc;
+mod plan;
+mod rest;
+mod rewrite;
+mod snapshot;
+mod storage;
+mod table;
+#[cfg(test)]
+mod testdata;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use aws_config::SdkConfig;
+use iceberg::spec::{DataFile, FormatVersion, Transform as IcebergTransform};
+use thiserror::Error;
+use tokio::sync::{OnceCell, Semaphore};
+use tracing::{info, warn};
+
+pub use catalog::{catalog_kind, CatalogKind};
+pub use plan::MidSizedFiles;
+
+use crate::clock::UnixMillis;
+use crate::config::CatalogConfig;
+use crate::partitions::{PartitionField, Transform};
+use crate::run::{DeleteRead, FailureClass, ReportSummary, RewriteResult};
+use catalog::{CommitError, TableCatalog};
+use plan::{DataFileFacts, FileGroup, PlanError, PlanRequest};
+use rewrite::{OutputLog, WriteSettings};
+use table::{ManifestCache, TableState};
+
+/// Writers' clocks differ from icepack's: snapshots this much older than the window still count
+/// as committed in it (as the Spark engine's query reads them).
+const CLOCK_MARGIN_MILLIS: i64 = 5 * 60 * 1000;
+
+/// Attempts at committing one rewrite (the first and the retries after conflicts).
+pub const COMMIT_ATTEMPTS: u32 = 4;
+
+/// What a native run is asked to do: engine-neutral, no SQL.
+#[derive(Debug, Clone)]
+pub struct NativeTask {
+    /// The catalog's name (Iceberg's JDBC catalog keys its rows by it).
+    pub catalog_name: String,
+    pub catalog: CatalogConfig,
+    /// `namespace.table`.
+    pub table: String,
+    /// Partition paths as icepack knows them (`ts_day=2024-05-01/region=eu`, `""` for an
+    /// unpartitioned table); empty: the whole table.
+    pub partitions: Vec<String>,
+    /// Where mid-sized files join the small ones (partitions gone quiet).
+    pub joining: MidSizedFiles,
+    /// Files strictly smaller than this are small files.
+    pub small_file_bytes: u64,
+    pub target_file_bytes: u64,
+    pub min_input_files: u64,
+    /// One commit per group instead of one for the run.
+    pub partial_progress: bool,
+    /// Reading and writing stop here; a commit that started finishes.
+    pub deadline: Instant,
+    pub run_id: String,
+    /// The report lists the data files committed since this time.
+    pub committed_since_millis: UnixMillis,
+}
+
+/// What a native run did, as icepack's settlement needs it (see [`ReportSummary`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NativeReport {
+    pub result: RewriteResult,
+    /// The data files the run's snapshots added.
+    pub output_files: Vec<String>,
+    /// The run's `replace` snapshots (one, or one per group with partial progress).
+    pub snapshot_ids: Vec<i64>,
+    /// The table's current partition spec.
+    pub spec: Vec<PartitionField>,
+    /// The table's small data files after the run: (path, size).
+    pub truth: Vec<(String, u64)>,
+    /// Data files committed by any snapshot since the task's `committed_since_millis`.
+    pub committed: Vec<String>,
+    /// Manifests of the current snapshot.
+    pub manifest_count: u64,
+    pub deletes: DeleteRead,
+}
+
+impl From<NativeReport> for ReportSummary {
+    fn from(report: NativeReport) -> ReportSummary {
+        ReportSummary {
+            result: report.result,
+            output_files: report.output_files,
+            spec: Some(report.spec),
+            truth: Some(report.truth),
+            committed: report.committed,
+            manifest_count: Some(report.manifest_count),
+            deletes: Some(report.deletes),
+            ..ReportSummary::default()
+        }
+    }
+}
+
+/// Why a native run failed. Messages are short and carry no secret.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum NativeError {
+    /// The run needs an engine that can do what this one cannot (deletes, format v3 ...).
+    #[error("not for the native engine: {0}")]
+    Unsupported(String),
+    /// The run reads more than `max_run_bytes`: it goes to Spark when one is configured.
+    #[error(
+        "the run would read {input_bytes} bytes, over the native engine's limit of {limit_bytes}"
+    )]
+    RunTooLarge { input_bytes: u64, limit_bytes: u64 },
+    /// The table, its metadata or the catalog section is not what it must be.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    #[error("catalog unavailable: {0}")]
+    CatalogUnavailable(String),
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("commit conflict: {0}")]
+    CommitConflict(String),
+    #[error("commit state unknown: {0}")]
+    CommitStateUnknown(String),
+    #[error("deadline passed: {0}")]
+    Timeout(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+impl NativeError {
+    /// The class settlement and alerts know.
+    pub fn class(&self) -> FailureClass {
+        match self {
+            NativeError::CommitConflict(_) => FailureClass::CommitConflict,
+            NativeError::CommitStateUnknown(_) => FailureClass::CommitStateUnknown,
+            NativeError::Timeout(_) => FailureClass::Timeout,
+            NativeError::CatalogUnavailable(_) => FailureClass::EngineUnavailable,
+            NativeError::Unsupported(_)
+            | NativeError::RunTooLarge { .. }
+            | NativeError::InvalidInput(_)
+            | NativeError::Storage(_)
+            | NativeError::Other(_) => FailureClass::Other,
+        }
+    }
+
+    /// Whether the run should go to another engine (Spark) rather than be retried here.
+    pub fn needs_another_engine(&self) -> bool {
+        matches!(
+            self,
+            NativeError::Unsupported(_) | NativeError::RunTooLarge { .. }
+        )
+    }
+}
+
+impl From<PlanError> for NativeError {
+    fn from(error: PlanError) -> NativeError {
+        NativeError::Unsupported(error.to_string())
+    }
+}
+
+/// An iceberg error as a short, secret-free message.
+fn storage_error(what: &str, error: iceberg::Error) -> NativeError {
+    let text: String = crate::redact::hide_secrets(&format!("{what}: {error}"))
+        .chars()
+        .take(600)
+        .collect();
+    match error.kind() {
+        iceberg::ErrorKind::FeatureUnsupported => NativeError::Unsupported(text),
+        _ => NativeError::Storage(text),
+    }
+}
+
+/// How much the engine may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NativeLimits {
+    /// Runs at once; more wait for a slot.
+    pub max_concurrent_runs: usize,
+    /// Worker threads of the engine's runtime.
+    pub threads: usize,
+    /// A run whose inputs hold more bytes is refused ([`NativeError::RunTooLarge`]).
+    pub max_run_bytes: u64,
+    /// Data files one run reads at once.
+    pub read_concurrency: usize,
+}
+
+impl Default for NativeLimits {
+    fn default() -> Self {
+        NativeLimits {
+            max_concurrent_runs: 2,
+            threads: std::thread::available_parallelism()
+                .map(|cores| cores.get().min(4))
+                .unwrap_or(2),
+            max_run_bytes: 2 * 1024 * 1024 * 1024,
+            read_concurrency: 2,
+        }
+    }
+}
+
+/// The engine: its runtime, its run slots, and what runs share (the AWS configuration and the
+/// HTTP client of REST catalogs).
+pub struct NativeEngine {
+    runtime: Option<tokio::runtime::Runtime>,
+    slots: Arc<Semaphore>,
+    limits: NativeLimits,
+    aws: Arc<OnceCell<SdkConfig>>,
+    http: reqwest::Client,
+}
+
+impl Drop for NativeEngine {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            // Dropping a runtime waits for its threads, which an async caller must not do.
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// What one run needs of the engine.
+#[derive(Clone)]
+struct RunContext {
+    aws: SdkConfig,
+    http: reqwest::Client,
+    runtime: iceberg::Runtime,
+    limits: NativeLimits,
+}
+
+impl NativeEngine {
+    pub fn new(limits: NativeLimits) -> Result<NativeEngine, NativeError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(limits.threads.max(1))
+            .thread_name("icepack-native")
+            .enable_all()
+            .build()
+            .map_err(|error| {
+                NativeError::Other(format!("cannot start the native engine's threads: {error}"))
+            })?;
+        Ok(NativeEngine {
+            runtime: Some(runtime),
+            slots: Arc::new(Semaphore::new(limits.max_concurrent_runs.max(1))),
+            limits,
+            aws: Arc::new(OnceCell::new()),
+            http: rest::http_client()?,
+        })
+    }
+
+    fn handle(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .expect("the runtime lives as long as the engine")
+    }
+
+    async fn context(&self) -> RunContext {
+        let aws = self.aws.clone();
+        let aws = self
+            .handle()
+            .spawn(async move { aws.get_or_init(storage::load_aws_config).await.clone() })
+            .await
+            .expect("loading the AWS configuration does not panic");
+        RunContext {
+            aws,
+            http: self.http.clone(),
+            runtime: iceberg::Runtime::new(self.handle()),
+            limits: self.limits,
+        }
+    }
+
+    /// Runs a compaction, waiting for a slot first. The run goes on in the engine's runtime even
+    /// if the caller stops waiting, so that it always ends clean (committed, or its outputs gone).
+    pub async fn run(&self, task: NativeTask) -> Result<NativeReport, NativeError> {
+        let _slot =
+            self.slots.clone().acquire_owned().await.map_err(|_| {
+                NativeError::Other("the native engine is shutting down".to_string())
+            })?;
+        let context = self.context().await;
+        let log = OutputLog::default();
+        let keep = KeptOutputs::default();
+        let started = Instant::now();
+        let table = task.table.clone();
+        let run_id = task.run_id.clone();
+        let joined = self
+            .handle()
+            .spawn({
+                let (log, keep) = (log.clone(), keep.clone());
+                async move { execute(context, task, log, keep).await }
+            })
+            .await;
+        let result = match joined {
+            Ok(result) => result,
+            Err(error) => {
+                // A panic inside the run: what it wrote and did not (maybe) commit is removed.
+                warn!(table = %table, run = %run_id, "native run stopped: {error}");
+                Err(NativeError::Other(format!(
+                    "the native run stopped: {error}"
+                )))
+            }
+        };
+        match &result {
+            Ok(report) => info!(
+                table = %table,
+                run = %run_id,
+                rewritten = report.result.rewritten_data_files_count,
+                added = report.result.added_data_files_count,
+                millis = started.elapsed().as_millis() as u64,
+                "native run committed"
+            ),
+            Err(error) => {
+                warn!(table = %table, run = %run_id, class = error.class().as_str(), "native run failed: {error}")
+            }
+        }
+        result
+    }
+
+    /// What a run committed, from the metadata alone (a run icepack lost track of: a restart,
+    /// a crash): `None` when none of its snapshots is in the table, so nothing became live.
+    pub async fn recover(&self, task: NativeTask) -> Result<Option<NativeReport>, NativeError> {
+        let context = self.context().await;
+        self.handle()
+            .spawn(async move { recover_run(context, task).await })
+            .await
+            .map_err(|error| NativeError::Other(format!("the native recovery stopped: {error}")))?
+    }
+}
+
+/// Outputs that are, or may be, part of the table: never deleted.
+#[derive(Debug, Clone, Default)]
+struct KeptOutputs(Arc<Mutex<HashSet<String>>>);
+
+impl KeptOutputs {
+    fn keep(&self, paths: impl IntoIterator<Item = String>) {
+        self.0.lock().expect("kept outputs").extend(paths);
+    }
+
+    fn release(&self, paths: &[String]) {
+        let mut kept = self.0.lock().expect("kept outputs");
+        for path in paths {
+            kept.remove(path);
+        }
+    }
+
+    fn contains(&self, path: &str) -> bool {
+        self.0.lock().expect("kept outputs").contains(path)
+    }
+}
+
+async fn connect(
+    context: &RunContext,
+    task: &NativeTask,
+) -> Result<Box<dyn TableCatalog>, NativeError> {
+    let kind = catalog_kind(&task.catalog).map_err(NativeError::Unsupported)?;
+    Ok(match kind {
+        CatalogKind::Rest => Box::new(
+            rest::RestTableCatalog::connect(
+                context.http.clone(),
+                context.aws.clone(),
+                &task.catalog,
+                &task.table,
+            )
+            .await?,
+        ),
+        CatalogKind::JdbcSqlite | CatalogKind::JdbcPostgres => Box::new(
+            jdbc::JdbcTableCatalog::connect(
+                kind,
+                &context.aws,
+                &task.catalog_name,
+                &task.catalog,
+                &task.table,
+            )
+            .await?,
+        ),
+    })
+}
+
+/// Format v2 only: v1 has no sequence numbers to keep, v3's row lineage is not written here.
+fn check_format(state: &TableState) -> Result<(), NativeError> {
+    match state.table.metadata.format_version() {
+        FormatVersion::V2 => {}
+        other => {
+            return Err(NativeError::Unsupported(format!(
+                "format version {other} tables are compacted by Spark (the native engine writes v2)"
+            )))
+        }
+    }
+    if !storage::supported_location(state.table.metadata.location()) {
+        return Err(NativeError::Unsupported(format!(
+            "the table's location is not on S3 or a local disk ({})",
+            state
+                .table
+                .metadata
+                .location()
+                .split("://")
+                .next()
+                .unwrap_or_default()
+        )));
+    }
+    Ok(())
+}
+
+/// What the run committed so far.
+#[derive(Default)]
+struct Tally {
+    result: RewriteResult,
+    outputs: Vec<String>,
+    snapshots: Vec<i64>,
+    first_failure: Option<NativeError>,
+}
+
+async fn execute(
+    context: RunContext,
+    task: NativeTask,
+    log: OutputLog,
+    keep: KeptOutputs,
+) -> Result<NativeReport, NativeError> {
+    let catalog = connect(&context, &task).await?;
+    execute_on(&context, &task, catalog.as_ref(), &log, &keep).await
+}
+
+/// A run on a catalog already connected.
+async fn execute_on(
+    context: &RunContext,
+    task: &NativeTask,
+    catalog: &dyn TableCatalog,
+    log: &OutputLog,
+    keep: &KeptOutputs,
+) -> Result<NativeReport, NativeError> {
+    let cache = ManifestCache::default();
+    let outcome = rewrite_and_commit(context, task, catalog, &cache, log, keep).await;
+    let leftovers: Vec<String> = log
+        .paths()
+        .into_iter()
+        .filter(|path| !keep.contains(path))
+        .collect();
+    if !leftovers.is_empty() {
+        let file_io = catalog.load().await.map(|table| table.file_io);
+        match file_io {
+            Ok(file_io) => snapshot::remove_files(&file_io, &leftovers).await,
+            Err(error) => {
+                warn!(run = %task.run_id, files = leftovers.len(), "uncommitted outputs left for orphan removal: {error}")
+            }
+        }
+    }
+    let tally = outcome?;
+    build_report(catalog, &cache, task, tally).await
+}
+
+async fn rewrite_and_commit(
+    context: &RunContext,
+    task: &NativeTask,
+    catalog: &dyn TableCatalog,
+    cache: &ManifestCache,
+    log: &OutputLog,
+    keep: &KeptOutputs,
+) -> Result<Tally, NativeError> {
+    let start = TableState::read(catalog.load().await?, cache).await?;
+    check_format(&start)?;
+    let mut tally = Tally::default();
+    let Some(starting_snapshot) = start.snapshot.clone() else {
+        return Ok(tally);
+    };
+    let (data_files, parquet): (Vec<DataFileFacts>, Vec<bool>) =
+        start.data_facts().into_iter().unzip();
+    let not_parquet: HashSet<&str> = data_files
+        .iter()
+        .zip(&parquet)
+        .filter(|(_, parquet)| !**parquet)
+        .map(|(file, _)| file.path.as_str())
+        .collect();
+    let request = PlanRequest {
+        partitions: task.partitions.clone(),
+        mid_sized: task.joining.clone(),
+        small_file_bytes: task.small_file_bytes,
+        target_file_bytes: task.target_file_bytes,
+        min_input_files: task.min_input_files,
+    };
+    let plan = plan::plan(&request, &data_files, &start.delete_facts())?;
+    if let Some(file) = plan
+        .groups
+        .iter()
+        .flat_map(|group| &group.files)
+        .find(|file| not_parquet.contains(file.path.as_str()))
+    {
+        return Err(NativeError::Unsupported(format!(
+            "data file {} is not Parquet",
+            file.path
+        )));
+    }
+    if plan.input_bytes() > context.limits.max_run_bytes {
+        return Err(NativeError::RunTooLarge {
+            input_bytes: plan.input_bytes(),
+            limit_bytes: context.limits.max_run_bytes,
+        });
+    }
+    if plan.is_empty() {
+        return Ok(tally);
+    }
+    info!(
+        table = %task.table,
+        run = %task.run_id,
+        groups = plan.groups.len(),
+        files = plan.input_files(),
+        bytes = plan.input_bytes(),
+        "native run planned"
+    );
+    let settings = WriteSettings::for_table(&start, task.target_file_bytes, &task.run_id)?;
+    let batches: Vec<Vec<usize>> = if task.partial_progress {
+        (0..plan.groups.len()).map(|index| vec![index]).collect()
+    } else {
+        vec![(0..plan.groups.len()).collect()]
+    };
+    let mut current = start;
+    let mut failed_files = 0u64;
+    for batch in batches {
+        let groups: Vec<&FileGroup> = batch.iter().map(|&index| &plan.groups[index]).collect();
+        let written = write_batch(
+            context,
+            task,
+            &current,
+            &plan.groups,
+            &batch,
+            &settings,
+            log,
+        )
+        .await;
+        let outputs = match written {
+            Ok(outputs) => outputs,
+            Err(error) if task.partial_progress => {
+                failed_files += groups
+                    .iter()
+                    .map(|group| group.files.len() as u64)
+                    .sum::<u64>();
+                tally.first_failure.get_or_insert(error);
+                if Instant::now() >= task.deadline {
+                    break;
+                }
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        let inputs: Vec<DataFileFacts> = groups
+            .iter()
+            .flat_map(|group| group.files.iter().cloned())
+            .collect();
+        let output_paths: Vec<String> = outputs
+            .iter()
+            .map(|(_, file)| file.file_path().to_string())
+            .collect();
+        match commit_with_retries(
+            catalog,
+            cache,
+            current,
+            &inputs,
+            &outputs,
+            starting_snapshot.sequence_number(),
+            task,
+            keep,
+        )
+        .await
+        {
+            Ok((committed, snapshot_id)) => {
+                current = committed;
+                tally.result.rewritten_data_files_count += inputs.len() as u64;
+                tally.result.rewritten_bytes_count +=
+                    inputs.iter().map(|file| file.size_bytes).sum::<u64>();
+                tally.result.added_data_files_count += outputs.len() as u64;
+                tally.outputs.extend(output_paths);
+                tally.snapshots.push(snapshot_id);
+            }
+            Err((error, state)) => {
+                if !task.partial_progress || matches!(error, NativeError::CommitStateUnknown(_)) {
+                    return Err(error);
+                }
+                failed_files += inputs.len() as u64;
+                tally.first_failure.get_or_insert(error);
+                current = match state {
+                    Some(state) => state,
+                    None => TableState::read(catalog.load().await?, cache).await?,
+                };
+            }
+        }
+    }
+    tally.result.failed_data_files_count = failed_files;
+    if tally.snapshots.is_empty() {
+        if let Some(error) = tally.first_failure.take() {
+            return Err(error);
+        }
+    }
+    Ok(tally)
+}
+
+/// Reads and writes the groups of one commit, within the deadline.
+async fn write_batch(
+    context: &RunContext,
+    task: &NativeTask,
+    state: &TableState,
+    groups: &[FileGroup],
+    batch: &[usize],
+    settings: &WriteSettings,
+    log: &OutputLog,
+) -> Result<Vec<(i32, DataFile)>, NativeError> {
+    let mut outputs = Vec::new();
+    for &index in batch {
+        let group = &groups[index];
+        let rewrite = rewrite::rewrite_group(
+            state,
+            group,
+            index,
+            settings,
+            log,
+            context.runtime.clone(),
+            context.limits.read_concurrency,
+        );
+        let deadline = tokio::time::Instant::from_std(task.deadline);
+        let files = tokio::time::timeout_at(deadline, rewrite)
+            .await
+            .map_err(|_| {
+                NativeError::Timeout(format!(
+                    "the run's deadline passed while group {index} ({} files of {}) was rewritten",
+                    group.files.len(),
+                    group.partition_path()
+                ))
+            })??;
+        outputs.extend(files.into_iter().map(|file| (group.spec_id, file)));
+    }
+    Ok(outputs)
+}
+
+/// Commits a rewrite, reloading and validating after each conflict. On failure, the table as
+/// last loaded (when it was) comes back with the error.
+#[allow(clippy::too_many_arguments)]
+async fn commit_with_retries(
+    catalog: &dyn TableCatalog,
+    cache: &ManifestCache,
+    mut base: TableState,
+    inputs: &[DataFileFacts],
+    outputs: &[(i32, DataFile)],
+    starting_sequence_number: i64,
+    task: &NativeTask,
+    keep: &KeptOutputs,
+) -> Result<(TableState, i64), (NativeError, Option<TableState>)> {
+    commit_gate(&task.run_id).await;
+    let input_paths: HashSet<String> = inputs.iter().map(|file| file.path.clone()).collect();
+    let output_paths: Vec<String> = outputs
+        .iter()
+        .map(|(_, file)| file.file_path().to_string())
+        .collect();
+    let mut last_conflict = String::new();
+    for attempt in 1..=COMMIT_ATTEMPTS {
+        if attempt > 1 {
+            base = match catalog.load().await {
+                Ok(table) => match TableState::read(table, cache).await {
+                    Ok(state) => state,
+                    Err(error) => return Err((error, None)),
+                },
+                Err(error) => return Err((error, None)),
+            };
+        }
+        let validation = {
+            let live = base.live_data_paths();
+            plan::validate_rewrite(
+                inputs,
+                starting_sequence_number,
+                &live,
+                &base.delete_facts(),
+            )
+        };
+        if let Err(reason) = validation {
+            return Err((NativeError::CommitConflict(reason.to_string()), Some(base)));
+        }
+        let staged = match snapshot::stage_replace(
+            &base,
+            &input_paths,
+            outputs,
+            starting_sequence_number,
+            &task.run_id,
+            attempt,
+        )
+        .await
+        {
+            Ok(staged) => staged,
+            Err(error) => return Err((error, Some(base))),
+        };
+        let snapshot_id = staged.snapshot.snapshot_id();
+        // From here the outputs may become live: nothing deletes them unless the commit surely failed.
+        keep.keep(
+            output_paths
+                .iter()
+                .cloned()
+                .chain(staged.written.iter().cloned()),
+        );
+        crash_before_commit();
+        match catalog.commit(&base.table, staged.snapshot).await {
+            Ok(table) => {
+                info!(table = %task.table, run = %task.run_id, snapshot = snapshot_id, attempt, "replace snapshot committed");
+                return match TableState::read(table, cache).await {
+                    Ok(state) => Ok((state, snapshot_id)),
+                    Err(error) => Err((error, None)),
+                };
+            }
+            Err(CommitError::Conflict(message)) => {
+                keep.release(&output_paths);
+                keep.release(&staged.written);
+                snapshot::remove_files(&base.table.file_io, &staged.written).await;
+                info!(table = %task.table, run = %task.run_id, attempt, "commit conflict, reloading: {message}");
+                last_conflict = message;
+            }
+            Err(CommitError::StateUnknown(message)) => {
+                // Decide from the metadata when it can be read; else keep everything.
+                if let Ok(table) = catalog.load().await {
+                    if table.metadata.snapshot_by_id(snapshot_id).is_some() {
+                        return match TableState::read(table, cache).await {
+                            Ok(state) => Ok((state, snapshot_id)),
+                            Err(error) => Err((error, None)),
+                        };
+                    }
+                }
+                return Err((NativeError::CommitStateUnknown(message), None));
+            }
+            Err(CommitError::Failed(error)) => {
+                keep.release(&output_paths);
+                keep.release(&staged.written);
+                snapshot::remove_files(&base.table.file_io, &staged.written).await;
+                return Err((error, Some(base)));
+            }
+        }
+    }
+    Err((
+        NativeError::CommitConflict(format!(
+            "the table kept changing: {COMMIT_ATTEMPTS} attempts conflicted (last: {last_conflict})"
+        )),
+        None,
+    ))
+}
+
+/// `native.commit_gate=return(RUN_ID@PATH)`: the run RUN_ID, its outputs written, creates
+/// `PATH.waiting` and waits while PATH exists before it commits (a test lands a concurrent commit
+/// meanwhile). Nothing without the `failpoints` feature.
+async fn commit_gate(run_id: &str) {
+    #[cfg(feature = "failpoints")]
+    {
+        let armed = (|| {
+            fail::fail_point!("native.commit_gate", |armed: Option<String>| armed);
+            None
+        })();
+        if let Some((gated, path)) = armed.as_deref().and_then(|armed| armed.split_once('@')) {
+            if gated == run_id {
+                let path = std::path::Path::new(path);
+                let _ = std::fs::write(path.with_extension("waiting"), b"");
+                while path.exists() {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    let _ = run_id;
+}
+
+/// `native.before_commit=return` kills the process once a run's outputs and manifests are
+/// written and before its commit is sent (the crash test).
+fn crash_before_commit() {
+    crate::failpoint::crash_point!("native.before_commit");
+}
+
+/// The report, from the table as it is after the run.
+async fn build_report(
+    catalog: &dyn TableCatalog,
+    cache: &ManifestCache,
+    task: &NativeTask,
+    tally: Tally,
+) -> Result<NativeReport, NativeError> {
+    let state = TableState::read(catalog.load().await?, cache).await?;
+    Ok(NativeReport {
+        result: tally.result,
+        output_files: tally.outputs,
+        snapshot_ids: tally.snapshots,
+        spec: current_spec(&state),
+        truth: state.small_files(task.small_file_bytes),
+        committed: state
+            .committed_since(task.committed_since_millis - CLOCK_MARGIN_MILLIS, cache)
+            .await?,
+        manifest_count: state.manifests.len() as u64,
+        deletes: state.delete_read(),
+    })
+}
+
+/// The table's current partition spec as icepack's partitions module names its fields.
+fn current_spec(state: &TableState) -> Vec<PartitionField> {
+    let metadata = &state.table.metadata;
+    let schema = metadata.current_schema();
+    metadata
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .map(|field| {
+            let source = schema
+                .name_by_field_id(field.source_id)
+                .unwrap_or(field.name.as_str())
+                .to_string();
+            let transform = match field.transform {
+                IcebergTransform::Identity => Transform::Identity,
+                IcebergTransform::Year => Transform::Year,
+                IcebergTransform::Month => Transform::Month,
+                IcebergTransform::Day => Transform::Day,
+                IcebergTransform::Hour => Transform::Hour,
+                IcebergTransform::Bucket(buckets) => {
+                    Transform::Other(format!("bucket({buckets}, {source})"))
+                }
+                IcebergTransform::Truncate(width) => {
+                    Transform::Other(format!("truncate({width}, {source})"))
+                }
+                other => Transform::Other(format!("{other}({source})")),
+            };
+            PartitionField {
+                name: field.name.clone(),
+                source_type: schema
+                    .field_by_id(field.source_id)
+                    .and_then(|source| spark_type_name(&source.field_type)),
+                source,
+                transform,
+            }
+        })
+        .collect()
+}
+
+/// A primitive Iceberg type as Spark's `DESCRIBE` names it (what a Spark run's filters check
+/// partition values against); `None` for nested types.
+fn spark_type_name(field_type: &iceberg::spec::Type) -> Option<String> {
+    use iceberg::spec::{PrimitiveType, Type};
+    let Type::Primitive(primitive) = field_type else {
+        return None;
+    };
+    Some(match primitive {
+        PrimitiveType::Boolean => "boolean".to_string(),
+        PrimitiveType::Int => "int".to_string(),
+        PrimitiveType::Long => "bigint".to_string(),
+        PrimitiveType::Float => "float".to_string(),
+        PrimitiveType::Double => "double".to_string(),
+        PrimitiveType::Decimal { precision, scale } => format!("decimal({precision},{scale})"),
+        PrimitiveType::Date => "date".to_string(),
+        PrimitiveType::Timestamp | PrimitiveType::TimestampNs => "timestamp_ntz".to_string(),
+        PrimitiveType::Timestamptz | PrimitiveType::TimestamptzNs => "timestamp".to_string(),
+        PrimitiveType::String => "string".to_string(),
+        _ => return None,
+    })
+}
+
+async fn recover_run(
+    context: RunContext,
+    task: NativeTask,
+) -> Result<Option<NativeReport>, NativeError> {
+    let catalog = connect(&context, &task).await?;
+    let cache = ManifestCache::default();
+    let state = TableState::read(catalog.load().await?, &cache).await?;
+    let snapshots = state.snapshots_of_run(&task.run_id);
+    if snapshots.is_empty() {
+        return Ok(None);
+    }
+    let mut tally = Tally::default();
+    let number = |summary: &iceberg::spec::Summary, key: &str| {
+        summary
+            .additional_properties
+            .get(key)
+            .and_then(|value| value.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    for snapshot in &snapshots {
+        let summary = snapshot.summary();
+        tally.result.rewritten_data_files_count += number(summary, "deleted-data-files");
+        tally.result.added_data_files_count += number(summary, "added-data-files");
+        tally.result.rewritten_bytes_count += number(summary, "removed-files-size");
+        tally.snapshots.push(snapshot.snapshot_id());
+    }
+    let own: HashSet<i64> = tally.snapshots.iter().copied().collect();
+    for snapshot in state
+        .table
+        .metadata
+        .snapshots()
+        .filter(|snapshot| own.contains(&snapshot.snapshot_id()))
+    {
+        let list = table::manifest_list(&state.table, snapshot).await?;
+        for file in list.entries() {
+            if file.added_snapshot_id != snapshot.snapshot_id() || !file.has_added_files() {
+                continue;
+            }
+            let manifest = file
+                .load_manifest(&state.table.file_io)
+                .await
+                .map_err(|error| storage_error("reading a manifest", error))?;
+            tally.outputs.extend(
+                manifest
+                    .entries()
+                    .iter()
+                    .filter(|entry| entry.status() == iceberg::spec::ManifestStatus::Added)
+                    .map(|entry| entry.file_path().to_string()),
+            );
+        }
+    }
+    build_report(catalog.as_ref(), &cache, &task, tally)
+        .await
+        .map(Some)
+}
+
+#[cfg(test)]
+mod unit_tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_classified_as_settlement_knows_them() {
+        assert_eq!(
+            NativeError::CommitConflict("x".into()).class(),
+            FailureClass::CommitConflict
+        );
+        assert_eq!(
+            NativeError::CommitStateUnknown("x".into()).class(),
+            FailureClass::CommitStateUnknown
+        );
+        assert_eq!(
+            NativeError::Timeout("x".into()).class(),
+            FailureClass::Timeout
+        );
+        assert_eq!(
+            NativeError::CatalogUnavailable("x".into()).class(),
+            FailureClass::EngineUnavailable
+        );
+        assert_eq!(
+            NativeError::InvalidInput("x".into()).class(),
+            FailureClass::Other
+        );
+        assert!(NativeError::Unsupported("deletes".into()).needs_another_engine());
+        assert!(NativeError::RunTooLarge {
+            input_bytes: 2,
+            limit_bytes: 1
+        }
+        .needs_another_engine());
+        assert!(!NativeError::CommitConflict("x".into()).needs_another_engine());
+    }
+
+    #[test]
+    fn a_report_becomes_the_spark_paths_summary() {
+        let report = NativeReport {
+            result: RewriteResult {
+                rewritten_data_files_count: 24,
+                added_data_files_count: 1,
+                rewritten_bytes_count: 38_000,
+                ..RewriteResult::default()
+            },
+            output_files: vec!["s3://lake/t/data/a.parquet".to_string()],
+            snapshot_ids: vec![7],
+            spec: vec![PartitionField {
+                name: "ts_day".to_string(),
+                source: "ts".to_string(),
+                transform: Transform::Day,
+                source_type: Some("timestamp".to_string()),
+            }],
+            truth: vec![("s3://lake/t/data/a.parquet".to_string(), 5_000)],
+            committed: vec!["s3://lake/t/data/a.parquet".to_string()],
+            manifest_count: 3,
+            deletes: DeleteRead::default(),
+        };
+        let summary = ReportSummary::from(report.clone());
+        assert_eq!(summary.result, report.result);
+        assert_eq!(summary.output_files, report.output_files);
+        assert_eq!(summary.spec, Some(report.spec));
+        assert_eq!(summary.truth, Some(report.truth));
+        assert_eq!(summary.committed, report.committed);
+        assert_eq!(summary.manifest_count, Some(3));
+    }
+}

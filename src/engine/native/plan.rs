@@ -1,0 +1,638 @@
+//! Which data files a native run rewrites, and in which groups: a pure function of the live
+//! files of the table's current snapshot (as its manifests list them) and the run's task.
+//!
+//! - **Partitions.** A file belongs to the run when its partition path, rendered from its own
+//!   partition spec and values, is one of the run's paths (a file written under an older spec is
+//!   matched by that spec's path, as its S3 key has it), or every file when the run names none.
+//! - **Candidates.** Files below the small-file size; in a partition where mid-sized files join,
+//!   also files below three quarters of the target (Iceberg's default `min-file-size-bytes`).
+//! - **Worth it.** Per (spec, partition), as `rewrite_data_files` decides per file group: at least
+//!   two candidates, and `min_input_files` of them or more than a target file's worth of bytes.
+//! - **Groups.** A chosen partition's candidates are bin-packed (first fit, largest first) into
+//!   groups of at most the target size: one output file each, one commit each with partial
+//!   progress. A group left with a single file is dropped (rewriting it alone changes nothing).
+//! - **Deletes.** A partition where a delete file applies to a candidate is not rewritten here:
+//!   the plan answers [`PlanError::DeletesApply`] and the run goes to an engine that applies them.
+
+use std::collections::{BTreeMap, HashSet};
+
+use thiserror::Error;
+
+/// A partition as (field name, value) pairs in spec order, values as Iceberg renders them in
+/// paths (`2024-05-01`, `eu west`, `null`), decoded. Empty for an unpartitioned file.
+pub type PartitionValues = Vec<(String, String)>;
+
+/// What the plan knows of a live data file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataFileFacts {
+    pub path: String,
+    pub size_bytes: u64,
+    pub record_count: u64,
+    pub spec_id: i32,
+    pub partition: PartitionValues,
+    pub data_sequence_number: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteKind {
+    Position,
+    Equality,
+}
+
+/// What the plan and the commit's validation know of a live delete file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteFileFacts {
+    pub path: String,
+    pub kind: DeleteKind,
+    pub spec_id: i32,
+    pub partition: PartitionValues,
+    /// Its spec has no fields: it applies to the whole table (a global delete).
+    pub spec_unpartitioned: bool,
+    pub data_sequence_number: i64,
+    /// Position deletes: the one data file it references, when the writer said so.
+    pub referenced_data_file: Option<String>,
+    /// Position deletes: the lower and upper bounds of its `file_path` column, when known.
+    pub referenced_path_bounds: Option<(String, String)>,
+}
+
+/// Where mid-sized files (below three quarters of the target) join the small ones.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum MidSizedFiles {
+    /// Only files below the small-file size are rewritten.
+    #[default]
+    Nowhere,
+    /// In every partition of the run (all of them have gone quiet).
+    Everywhere,
+    /// In these partitions (paths as the run names them).
+    In(Vec<String>),
+}
+
+/// What the run asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanRequest {
+    /// Partition paths as icepack knows them (`ts_day=2024-05-01/region=eu`, `""` for an
+    /// unpartitioned table); empty: the whole table.
+    pub partitions: Vec<String>,
+    pub mid_sized: MidSizedFiles,
+    pub small_file_bytes: u64,
+    pub target_file_bytes: u64,
+    pub min_input_files: u64,
+}
+
+/// Files of one (spec, partition) rewritten together into one output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileGroup {
+    pub spec_id: i32,
+    pub partition: PartitionValues,
+    pub files: Vec<DataFileFacts>,
+}
+
+impl FileGroup {
+    pub fn input_bytes(&self) -> u64 {
+        self.files.iter().map(|file| file.size_bytes).sum()
+    }
+
+    pub fn input_records(&self) -> u64 {
+        self.files.iter().map(|file| file.record_count).sum()
+    }
+
+    /// The partition path as the run names it.
+    pub fn partition_path(&self) -> String {
+        partition_path(&self.partition)
+    }
+}
+
+/// The groups of a run, in a stable order (spec, partition, then size).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub groups: Vec<FileGroup>,
+}
+
+impl Plan {
+    pub fn input_bytes(&self) -> u64 {
+        self.groups.iter().map(FileGroup::input_bytes).sum()
+    }
+
+    pub fn input_files(&self) -> usize {
+        self.groups.iter().map(|group| group.files.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PlanError {
+    /// The native engine does not apply deletes yet: such a run needs another engine.
+    #[error("delete file {delete_file} applies to data files of partition `{partition}` the run would rewrite: the native engine does not apply deletes")]
+    DeletesApply {
+        partition: String,
+        delete_file: String,
+    },
+}
+
+/// Why a rewrite cannot be committed on the table as it is now.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConflictReason {
+    #[error("input {path} is no longer in the table (rewritten or deleted by another commit)")]
+    InputGone { path: String },
+    #[error("delete file {delete_file} committed during the run applies to input {path}")]
+    NewDeleteApplies { delete_file: String, path: String },
+}
+
+/// The plan of a run over the live data and delete files of one snapshot.
+pub fn plan(
+    request: &PlanRequest,
+    data_files: &[DataFileFacts],
+    delete_files: &[DeleteFileFacts],
+) -> Result<Plan, PlanError> {
+    let wanted: Option<HashSet<PartitionValues>> = (!request.partitions.is_empty()).then(|| {
+        request
+            .partitions
+            .iter()
+            .filter_map(|path| decode_partition_path(path))
+            .collect()
+    });
+    let joining: Option<HashSet<PartitionValues>> = match &request.mid_sized {
+        MidSizedFiles::Nowhere => Some(HashSet::new()),
+        MidSizedFiles::Everywhere => None,
+        MidSizedFiles::In(paths) => Some(
+            paths
+                .iter()
+                .filter_map(|path| decode_partition_path(path))
+                .collect(),
+        ),
+    };
+    let mid_sized_floor = request.target_file_bytes / 4 * 3;
+    let mut by_partition: BTreeMap<(i32, PartitionValues), Vec<&DataFileFacts>> = BTreeMap::new();
+    for file in data_files {
+        if wanted
+            .as_ref()
+            .is_some_and(|wanted| !wanted.contains(&file.partition))
+        {
+            continue;
+        }
+        let joins = joining
+            .as_ref()
+            .is_none_or(|joining| joining.contains(&file.partition));
+        let floor = if joins {
+            request.small_file_bytes.max(mid_sized_floor)
+        } else {
+            request.small_file_bytes
+        };
+        if file.size_bytes < floor {
+            by_partition
+                .entry((file.spec_id, file.partition.clone()))
+                .or_default()
+                .push(file);
+        }
+    }
+    let mut groups = Vec::new();
+    for ((spec_id, partition), candidates) in by_partition {
+        let count = candidates.len() as u64;
+        let bytes: u64 = candidates.iter().map(|file| file.size_bytes).sum();
+        let worth_it =
+            count >= 2 && (count >= request.min_input_files || bytes > request.target_file_bytes);
+        if !worth_it {
+            continue;
+        }
+        for candidate in &candidates {
+            if let Some(delete) = delete_files
+                .iter()
+                .find(|delete| delete_applies(delete, candidate))
+            {
+                return Err(PlanError::DeletesApply {
+                    partition: partition_path(&partition),
+                    delete_file: delete.path.clone(),
+                });
+            }
+        }
+        for files in bin_pack(candidates, request.target_file_bytes) {
+            if files.len() >= 2 {
+                groups.push(FileGroup {
+                    spec_id,
+                    partition: partition.clone(),
+                    files: files.into_iter().cloned().collect(),
+                });
+            }
+        }
+    }
+    Ok(Plan { groups })
+}
+
+/// First fit, largest first, into bins of at most `capacity` bytes (a file larger than that is a
+/// bin of its own).
+fn bin_pack(mut files: Vec<&DataFileFacts>, capacity: u64) -> Vec<Vec<&DataFileFacts>> {
+    files.sort_by(|a, b| b.size_bytes.cmp(&a.size_bytes).then(a.path.cmp(&b.path)));
+    let mut bins: Vec<(u64, Vec<&DataFileFacts>)> = Vec::new();
+    for file in files {
+        match bins
+            .iter_mut()
+            .find(|(used, _)| used.saturating_add(file.size_bytes) <= capacity)
+        {
+            Some((used, bin)) => {
+                *used += file.size_bytes;
+                bin.push(file);
+            }
+            None => bins.push((file.size_bytes, vec![file])),
+        }
+    }
+    bins.into_iter().map(|(_, bin)| bin).collect()
+}
+
+/// Whether a delete file may delete rows of a data file, by Iceberg's scoping rules: position
+/// deletes apply to data files of their partition (or of the whole table when their spec is
+/// unpartitioned) with a data sequence number not above theirs, narrowed by the data file they
+/// reference or the bounds of their `file_path` column; equality deletes to data files with a
+/// lower data sequence number.
+pub fn delete_applies(delete: &DeleteFileFacts, data: &DataFileFacts) -> bool {
+    let same_scope = delete.spec_unpartitioned
+        || (delete.spec_id == data.spec_id && delete.partition == data.partition);
+    if !same_scope {
+        return false;
+    }
+    match delete.kind {
+        DeleteKind::Equality => data.data_sequence_number < delete.data_sequence_number,
+        DeleteKind::Position => {
+            if data.data_sequence_number > delete.data_sequence_number {
+                return false;
+            }
+            if let Some(referenced) = &delete.referenced_data_file {
+                return referenced == &data.path;
+            }
+            match &delete.referenced_path_bounds {
+                Some((lower, upper)) => {
+                    lower.as_str() <= data.path.as_str() && data.path.as_str() <= upper.as_str()
+                }
+                None => true,
+            }
+        }
+    }
+}
+
+/// Whether the rewrite of `inputs`, planned on a snapshot of data sequence number
+/// `starting_sequence_number`, may be committed on a table whose live data files are `live` and
+/// live delete files are `deletes`: every input is still live, and no position delete committed
+/// since the start applies to an input. Equality deletes committed since need no refusal: the
+/// outputs keep the starting sequence number, so such deletes apply to them as to the inputs
+/// (Iceberg's `RewriteFiles` with a data sequence number ignores them the same way).
+pub fn validate_rewrite(
+    inputs: &[DataFileFacts],
+    starting_sequence_number: i64,
+    live: &HashSet<&str>,
+    deletes: &[DeleteFileFacts],
+) -> Result<(), ConflictReason> {
+    for input in inputs {
+        if !live.contains(input.path.as_str()) {
+            return Err(ConflictReason::InputGone {
+                path: input.path.clone(),
+            });
+        }
+    }
+    for delete in deletes {
+        if delete.kind != DeleteKind::Position
+            || delete.data_sequence_number <= starting_sequence_number
+        {
+            continue;
+        }
+        if let Some(input) = inputs.iter().find(|input| delete_applies(delete, input)) {
+            return Err(ConflictReason::NewDeleteApplies {
+                delete_file: delete.path.clone(),
+                path: input.path.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Characters Java's `URLEncoder` leaves as they are (space becomes `+`).
+const PATH_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'.')
+    .remove(b'-')
+    .remove(b'*')
+    .remove(b'_')
+    .remove(b' ');
+
+/// A partition path as Iceberg's Java writers put it in data file keys: `name=value` per field,
+/// joined by `/`, names and values URL-encoded (a space as `+`).
+pub fn partition_path(values: &PartitionValues) -> String {
+    let encode = |text: &str| {
+        percent_encoding::utf8_percent_encode(text, PATH_VALUE)
+            .to_string()
+            .replace(' ', "+")
+    };
+    values
+        .iter()
+        .map(|(name, value)| format!("{}={}", encode(name), encode(value)))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The (name, value) pairs of a partition path as the run names it, decoded (`+` is a space);
+/// `None` when a segment is not `name=value` or not UTF-8. `""` is the unpartitioned path.
+pub fn decode_partition_path(path: &str) -> Option<PartitionValues> {
+    if path.is_empty() {
+        return Some(Vec::new());
+    }
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(&text.replace('+', " "))
+            .decode_utf8()
+            .ok()
+            .map(|text| text.into_owned())
+    };
+    path.split('/')
+        .map(|segment| {
+            let (name, value) = segment.split_once('=')?;
+            Some((decode(name)?, decode(value)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1024 * 1024;
+
+    fn values(path: &str) -> PartitionValues {
+        decode_partition_path(path).unwrap()
+    }
+
+    fn file(path: &str, partition: &str, size_bytes: u64) -> DataFileFacts {
+        DataFileFacts {
+            path: format!("s3://lake/t/data/{partition}/{path}"),
+            size_bytes,
+            record_count: 10,
+            spec_id: 0,
+            partition: values(partition),
+            data_sequence_number: 1,
+        }
+    }
+
+    fn request(partitions: &[&str]) -> PlanRequest {
+        PlanRequest {
+            partitions: partitions.iter().map(|path| path.to_string()).collect(),
+            mid_sized: MidSizedFiles::Nowhere,
+            small_file_bytes: 32 * MIB,
+            target_file_bytes: 128 * MIB,
+            min_input_files: 5,
+        }
+    }
+
+    fn position_delete(partition: &str, sequence: i64) -> DeleteFileFacts {
+        DeleteFileFacts {
+            path: format!("s3://lake/t/data/{partition}/delete-{sequence}.parquet"),
+            kind: DeleteKind::Position,
+            spec_id: 0,
+            partition: values(partition),
+            spec_unpartitioned: false,
+            data_sequence_number: sequence,
+            referenced_data_file: None,
+            referenced_path_bounds: None,
+        }
+    }
+
+    fn paths(group: &FileGroup) -> Vec<&str> {
+        let mut paths: Vec<&str> = group
+            .files
+            .iter()
+            .map(|file| file.path.rsplit('/').next().unwrap())
+            .collect();
+        paths.sort();
+        paths
+    }
+
+    #[test]
+    fn only_the_runs_partitions_and_their_small_files_are_taken() {
+        let files: Vec<DataFileFacts> = (0..6)
+            .map(|index| file(&format!("a{index}"), "day=2024-05-01", MIB))
+            .chain((0..6).map(|index| file(&format!("b{index}"), "day=2024-05-02", MIB)))
+            .chain([file("big", "day=2024-05-01", 40 * MIB)])
+            .collect();
+        let plan = plan(&request(&["day=2024-05-01"]), &files, &[]).unwrap();
+        assert_eq!(plan.groups.len(), 1);
+        assert_eq!(paths(&plan.groups[0]), ["a0", "a1", "a2", "a3", "a4", "a5"]);
+        assert_eq!(plan.input_bytes(), 6 * MIB);
+        let whole = super::plan(&request(&[]), &files, &[]).unwrap();
+        assert_eq!(
+            whole.input_files(),
+            12,
+            "no partitions named: the whole table"
+        );
+    }
+
+    #[test]
+    fn a_file_of_an_older_spec_is_matched_by_its_own_specs_path() {
+        let mut old: Vec<DataFileFacts> = (0..3)
+            .map(|index| file(&format!("old{index}"), "ts_day=2024-05-01", MIB))
+            .collect();
+        let new: Vec<DataFileFacts> = (0..3)
+            .map(|index| {
+                let mut file = file(&format!("new{index}"), "ts_day=2024-05-01/region=eu", MIB);
+                file.spec_id = 1;
+                file
+            })
+            .collect();
+        old.extend(new);
+        let mut wanted = request(&["ts_day=2024-05-01", "ts_day=2024-05-01/region=eu"]);
+        wanted.min_input_files = 2;
+        let plan = plan(&wanted, &old, &[]).unwrap();
+        assert_eq!(plan.groups.len(), 2, "one group per spec: {plan:?}");
+        assert_eq!(plan.groups[0].spec_id, 0);
+        assert_eq!(paths(&plan.groups[0]), ["old0", "old1", "old2"]);
+        assert_eq!(plan.groups[1].spec_id, 1);
+        assert_eq!(
+            plan.groups[1].partition_path(),
+            "ts_day=2024-05-01/region=eu"
+        );
+        let only_new = super::plan(
+            &PlanRequest {
+                partitions: vec!["ts_day=2024-05-01/region=eu".to_string()],
+                ..wanted
+            },
+            &old,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(only_new.groups.len(), 1);
+        assert_eq!(only_new.groups[0].spec_id, 1);
+    }
+
+    #[test]
+    fn encoded_paths_match_decoded_values() {
+        let mut files: Vec<DataFileFacts> = (0..5)
+            .map(|index| file(&format!("f{index}"), "region=eu+west%2F1", MIB))
+            .collect();
+        assert_eq!(
+            files[0].partition,
+            vec![("region".to_string(), "eu west/1".to_string())]
+        );
+        assert_eq!(partition_path(&files[0].partition), "region=eu+west%2F1");
+        files.push(file("other", "region=eu", MIB));
+        let plan = plan(&request(&["region=eu+west%2F1"]), &files, &[]).unwrap();
+        assert_eq!(plan.input_files(), 5);
+        assert_eq!(decode_partition_path("no-equals"), None);
+        assert_eq!(decode_partition_path("a=%FF"), None, "not UTF-8");
+        assert_eq!(decode_partition_path(""), Some(Vec::new()));
+    }
+
+    #[test]
+    fn mid_sized_files_join_only_where_the_run_says() {
+        let mut files: Vec<DataFileFacts> = Vec::new();
+        for day in ["day=2024-05-01", "day=2024-05-02"] {
+            files.extend((0..4).map(|index| file(&format!("s{index}"), day, MIB)));
+            files.push(file("mid", day, 90 * MIB));
+            files.push(file("large", day, 100 * MIB));
+        }
+        let mut wanted = request(&["day=2024-05-01", "day=2024-05-02"]);
+        wanted.min_input_files = 4;
+        let small_only = plan(&wanted, &files, &[]).unwrap();
+        assert!(small_only.groups.iter().all(|group| group.files.len() == 4));
+        wanted.mid_sized = MidSizedFiles::In(vec!["day=2024-05-02".to_string()]);
+        let joined = plan(&wanted, &files, &[]).unwrap();
+        let second: Vec<&FileGroup> = joined
+            .groups
+            .iter()
+            .filter(|group| group.partition_path() == "day=2024-05-02")
+            .collect();
+        assert_eq!(second.len(), 1);
+        assert_eq!(
+            paths(second[0]),
+            ["mid", "s0", "s1", "s2", "s3"],
+            "96 MiB floor: 100 MiB stays"
+        );
+        let first: Vec<&FileGroup> = joined
+            .groups
+            .iter()
+            .filter(|group| group.partition_path() == "day=2024-05-01")
+            .collect();
+        assert_eq!(paths(first[0]), ["s0", "s1", "s2", "s3"]);
+        wanted.mid_sized = MidSizedFiles::Everywhere;
+        assert_eq!(plan(&wanted, &files, &[]).unwrap().input_files(), 10);
+    }
+
+    #[test]
+    fn a_partition_is_rewritten_with_enough_files_or_more_than_a_target() {
+        let few: Vec<DataFileFacts> = (0..4)
+            .map(|index| file(&format!("f{index}"), "", MIB))
+            .collect();
+        assert!(
+            plan(&request(&[]), &few, &[]).unwrap().is_empty(),
+            "4 < 5 files"
+        );
+        let mut wanted = request(&[]);
+        wanted.small_file_bytes = 100 * MIB;
+        let heavy: Vec<DataFileFacts> = (0..3)
+            .map(|index| file(&format!("f{index}"), "", 50 * MIB))
+            .collect();
+        let plan = plan(&wanted, &heavy, &[]).unwrap();
+        assert_eq!(
+            plan.input_files(),
+            2,
+            "150 MiB > target: packed into 100 MiB, a lone file left"
+        );
+        let lone = vec![file("one", "", MIB)];
+        wanted.min_input_files = 1;
+        assert!(
+            super::plan(&wanted, &lone, &[]).unwrap().is_empty(),
+            "one file alone"
+        );
+    }
+
+    #[test]
+    fn groups_are_packed_up_to_the_target() {
+        let files: Vec<DataFileFacts> = (0..30)
+            .map(|index| file(&format!("f{index:02}"), "p=1", 10 * MIB))
+            .collect();
+        let plan = plan(&request(&["p=1"]), &files, &[]).unwrap();
+        assert_eq!(plan.groups.len(), 3);
+        for group in &plan.groups {
+            assert!(group.input_bytes() <= 128 * MIB);
+        }
+        assert_eq!(plan.input_files(), 30);
+        let unique: HashSet<&str> = plan
+            .groups
+            .iter()
+            .flat_map(|group| group.files.iter().map(|file| file.path.as_str()))
+            .collect();
+        assert_eq!(unique.len(), 30, "every file in exactly one group");
+    }
+
+    #[test]
+    fn a_partition_with_deletes_applying_is_unsupported() {
+        let files: Vec<DataFileFacts> = (0..5)
+            .map(|index| file(&format!("f{index}"), "p=1", MIB))
+            .collect();
+        let error = plan(&request(&[]), &files, &[position_delete("p=1", 2)]).unwrap_err();
+        assert!(
+            matches!(error, PlanError::DeletesApply { ref partition, .. } if partition == "p=1")
+        );
+        assert!(
+            plan(&request(&[]), &files, &[position_delete("p=2", 2)]).is_ok(),
+            "another partition's delete"
+        );
+        let mut equality = position_delete("p=1", 1);
+        equality.kind = DeleteKind::Equality;
+        assert!(
+            plan(&request(&[]), &files, &[equality.clone()]).is_ok(),
+            "equality delete of the same sequence number applies to nothing older"
+        );
+        equality.data_sequence_number = 2;
+        assert!(plan(&request(&[]), &files, &[equality]).is_err());
+        let mut global = position_delete("", 3);
+        global.spec_id = 7;
+        global.spec_unpartitioned = true;
+        assert!(
+            plan(&request(&[]), &files, &[global]).is_err(),
+            "a global delete"
+        );
+    }
+
+    #[test]
+    fn position_deletes_are_narrowed_by_the_file_they_reference() {
+        let data = file("f0", "p=1", MIB);
+        let mut delete = position_delete("p=1", 2);
+        delete.referenced_data_file = Some("s3://lake/t/data/p=1/other".to_string());
+        assert!(!delete_applies(&delete, &data));
+        delete.referenced_data_file = Some(data.path.clone());
+        assert!(delete_applies(&delete, &data));
+        delete.referenced_data_file = None;
+        delete.referenced_path_bounds = Some((
+            "s3://lake/t/data/p=1/g".into(),
+            "s3://lake/t/data/p=1/h".into(),
+        ));
+        assert!(!delete_applies(&delete, &data));
+        delete.referenced_path_bounds = Some((data.path.clone(), data.path.clone()));
+        assert!(delete_applies(&delete, &data));
+        delete.data_sequence_number = 0;
+        assert!(!delete_applies(&delete, &data), "older than the data file");
+    }
+
+    #[test]
+    fn a_rewrite_commits_only_while_its_inputs_live_and_no_new_delete_applies() {
+        let inputs = vec![file("f0", "p=1", MIB), file("f1", "p=1", MIB)];
+        let live: HashSet<&str> = inputs.iter().map(|file| file.path.as_str()).collect();
+        assert_eq!(validate_rewrite(&inputs, 1, &live, &[]), Ok(()));
+        let one_gone: HashSet<&str> = [inputs[0].path.as_str()].into();
+        assert!(matches!(
+            validate_rewrite(&inputs, 1, &one_gone, &[]),
+            Err(ConflictReason::InputGone { path }) if path == inputs[1].path
+        ));
+        assert!(
+            validate_rewrite(&inputs, 1, &live, &[position_delete("p=1", 1)]).is_ok(),
+            "a delete the plan already saw is not new"
+        );
+        assert!(matches!(
+            validate_rewrite(&inputs, 1, &live, &[position_delete("p=1", 2)]),
+            Err(ConflictReason::NewDeleteApplies { .. })
+        ));
+        assert!(validate_rewrite(&inputs, 1, &live, &[position_delete("p=2", 2)]).is_ok());
+        let mut equality = position_delete("p=1", 2);
+        equality.kind = DeleteKind::Equality;
+        assert!(
+            validate_rewrite(&inputs, 1, &live, &[equality]).is_ok(),
+            "outputs keep the starting sequence number: a new equality delete applies to them too"
+        );
+    }
+}

@@ -1,0 +1,831 @@
+//! An Iceberg REST catalog table: `GET /v1/config`, the table's `LoadTableResult`, and the commit
+//! `POST` with the requirements `assert-table-uuid` and `assert-ref-snapshot-id` on `main`
+//! (409: a conflict; 500, 502, 503, 504 or a lost answer: state unknown, as Iceberg's Java client
+//! treats them). Authentication as the catalog section configures it for Spark: a bearer
+//! `token`, or an OAuth2 client `credential` (`id:secret` or `secret`) exchanged at
+//! `oauth2-server-uri` (default `{uri}/v1/oauth/tokens`) with `scope` (default `catalog`), and
+//! `header.*` properties as extra headers. Tokens and secrets never reach a log or an error.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_config::SdkConfig;
+use iceberg::spec::{Snapshot, TableMetadata, TableMetadataBuilder, MAIN_BRANCH};
+use iceberg::{NamespaceIdent, TableIdent, TableRequirement};
+use iceberg_catalog_rest::{CommitTableRequest, CommitTableResponse, LoadTableResult};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
+use reqwest::{Method, StatusCode, Url};
+use serde::Deserialize;
+use tokio::sync::Mutex;
+
+use super::catalog::{merged_properties, split_table_name, CommitError, LoadedTable, TableCatalog};
+use super::NativeError;
+use crate::config::CatalogConfig;
+
+/// How long one answer of the catalog may take.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The HTTP client of every REST catalog of an engine (rustls on ring, like the rest of icepack).
+pub fn http_client() -> Result<reqwest::Client, NativeError> {
+    reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|error| NativeError::Other(format!("cannot build the HTTP client: {error}")))
+}
+
+/// How requests are authenticated.
+enum Auth {
+    None,
+    Token(String),
+    Credential {
+        client_id: Option<String>,
+        client_secret: String,
+        endpoint: String,
+        parameters: Vec<(String, String)>,
+        token: Mutex<Option<String>>,
+    },
+}
+
+/// `GET /v1/config`'s answer.
+#[derive(Debug, Default, Deserialize)]
+struct ServerConfig {
+    #[serde(default)]
+    defaults: HashMap<String, String>,
+    #[serde(default)]
+    overrides: HashMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct TokenAnswer {
+    access_token: String,
+}
+
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    error: ErrorModel,
+}
+
+#[derive(Deserialize)]
+struct ErrorModel {
+    #[serde(default)]
+    message: String,
+    #[serde(default, rename = "type")]
+    kind: String,
+}
+
+/// One table of a REST catalog.
+pub struct RestTableCatalog {
+    http: reqwest::Client,
+    aws: SdkConfig,
+    catalog: CatalogConfig,
+    auth: Auth,
+    headers: HeaderMap,
+    /// `{uri}/v1/{prefix}/namespaces/{ns}/tables/{table}`.
+    table_url: Url,
+    identifier: TableIdent,
+    /// The server's defaults and overrides around the catalog's own properties.
+    server_properties: (HashMap<String, String>, HashMap<String, String>),
+}
+
+fn unavailable(what: &str, error: reqwest::Error) -> NativeError {
+    // reqwest prints the URL; a catalog URL may carry user information.
+    NativeError::CatalogUnavailable(crate::redact::hide_secrets(&format!(
+        "{what}: {}",
+        error.without_url()
+    )))
+}
+
+impl RestTableCatalog {
+    pub async fn connect(
+        http: reqwest::Client,
+        aws: SdkConfig,
+        catalog: &CatalogConfig,
+        table: &str,
+    ) -> Result<RestTableCatalog, NativeError> {
+        let (levels, name) = split_table_name(table)?;
+        let base = Url::parse(catalog.uri.trim_end_matches('/')).map_err(|_| {
+            NativeError::InvalidInput("the REST catalog's `uri` is not a URL".to_string())
+        })?;
+        let property = |key: &str| {
+            catalog
+                .properties
+                .get(key)
+                .filter(|value| !value.is_empty())
+        };
+        let auth = if let Some(token) = property("token") {
+            Auth::Token(token.clone())
+        } else if let Some(credential) = property("credential") {
+            let (client_id, client_secret) = match credential.split_once(':') {
+                Some((id, secret)) => (Some(id.to_string()), secret.to_string()),
+                None => (None, credential.clone()),
+            };
+            let endpoint = property("oauth2-server-uri").cloned().unwrap_or_else(|| {
+                format!("{}/v1/oauth/tokens", catalog.uri.trim_end_matches('/'))
+            });
+            let mut parameters = vec![(
+                "scope".to_string(),
+                property("scope")
+                    .cloned()
+                    .unwrap_or_else(|| "catalog".to_string()),
+            )];
+            for key in ["audience", "resource"] {
+                if let Some(value) = property(key) {
+                    parameters.push((key.to_string(), value.clone()));
+                }
+            }
+            Auth::Credential {
+                client_id,
+                client_secret,
+                endpoint,
+                parameters,
+                token: Mutex::new(None),
+            }
+        } else {
+            Auth::None
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            HeaderName::from_static("x-client-version"),
+            HeaderValue::from_static("0.14.1"),
+        );
+        for (key, value) in &catalog.properties {
+            if let Some(name) = key.strip_prefix("header.") {
+                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    NativeError::InvalidInput(format!("`{key}` is not a valid header name"))
+                })?;
+                let value = HeaderValue::from_str(value).map_err(|_| {
+                    NativeError::InvalidInput(format!(
+                        "the value of `{key}` is not a valid header value"
+                    ))
+                })?;
+                headers.insert(name, value);
+            }
+        }
+        let mut client = RestTableCatalog {
+            http,
+            aws,
+            catalog: catalog.clone(),
+            auth,
+            headers,
+            table_url: base.clone(),
+            identifier: TableIdent::new(
+                NamespaceIdent::from_vec(levels.clone()).map_err(|_| {
+                    NativeError::InvalidInput(format!(
+                        "table `{}` has no namespace",
+                        table.escape_debug()
+                    ))
+                })?,
+                name.clone(),
+            ),
+            server_properties: Default::default(),
+        };
+        let mut config_url = base.clone();
+        push_segments(&mut config_url, &["v1", "config"])?;
+        if !catalog.warehouse.is_empty() {
+            config_url
+                .query_pairs_mut()
+                .append_pair("warehouse", &catalog.warehouse);
+        }
+        let answer = client
+            .send(Method::GET, config_url.clone(), None)
+            .await
+            .map_err(NoAnswer::for_read)?;
+        let server: ServerConfig = match answer.status() {
+            StatusCode::OK => answer.json().await.map_err(|error| {
+                NativeError::InvalidInput(format!(
+                    "the REST catalog's /v1/config answer is not valid: {}",
+                    error.without_url()
+                ))
+            })?,
+            status => return Err(answer_error("GET /v1/config", status, answer).await),
+        };
+        let mut merged: HashMap<String, String> = server.defaults.clone();
+        merged.extend(catalog.properties.clone());
+        merged.extend(server.overrides.clone());
+        let root = match server.overrides.get("uri") {
+            Some(uri) => Url::parse(uri.trim_end_matches('/')).map_err(|_| {
+                NativeError::InvalidInput(
+                    "the REST catalog overrides `uri` with no URL".to_string(),
+                )
+            })?,
+            None => base,
+        };
+        let mut table_url = root;
+        push_segments(&mut table_url, &["v1"])?;
+        if let Some(prefix) = merged.get("prefix").filter(|prefix| !prefix.is_empty()) {
+            let parts: Vec<&str> = prefix.split('/').filter(|part| !part.is_empty()).collect();
+            push_segments(&mut table_url, &parts)?;
+        }
+        let namespace = levels.join("\u{1f}");
+        push_segments(&mut table_url, &["namespaces", &namespace, "tables", &name])?;
+        client.table_url = table_url;
+        client.server_properties = (server.defaults, server.overrides);
+        Ok(client)
+    }
+
+    /// The bearer token, exchanged once and cached; `refresh` asks for a new one.
+    async fn bearer(&self, refresh: bool) -> Result<Option<String>, NativeError> {
+        match &self.auth {
+            Auth::None => Ok(None),
+            Auth::Token(token) => Ok(Some(token.clone())),
+            Auth::Credential {
+                client_id,
+                client_secret,
+                endpoint,
+                parameters,
+                token,
+            } => {
+                let mut cached = token.lock().await;
+                if let (Some(token), false) = (cached.as_ref(), refresh) {
+                    return Ok(Some(token.clone()));
+                }
+                let mut form: Vec<(&str, &str)> = vec![
+                    ("grant_type", "client_credentials"),
+                    ("client_secret", client_secret),
+                ];
+                if let Some(id) = client_id {
+                    form.push(("client_id", id));
+                }
+                form.extend(
+                    parameters
+                        .iter()
+                        .map(|(key, value)| (key.as_str(), value.as_str())),
+                );
+                let answer = self
+                    .http
+                    .post(endpoint)
+                    .headers(self.headers.clone())
+                    .form(&form)
+                    .send()
+                    .await
+                    .map_err(|error| unavailable("the OAuth2 token endpoint", error))?;
+                if answer.status() != StatusCode::OK {
+                    let status = answer.status();
+                    return Err(NativeError::CatalogUnavailable(format!(
+                        "the OAuth2 token endpoint refused the client credential ({status})"
+                    )));
+                }
+                let answer: TokenAnswer = answer.json().await.map_err(|_| {
+                    NativeError::CatalogUnavailable(
+                        "the OAuth2 token endpoint's answer has no access_token".to_string(),
+                    )
+                })?;
+                *cached = Some(answer.access_token.clone());
+                Ok(Some(answer.access_token))
+            }
+        }
+    }
+
+    /// Sends a request, once more with a fresh token after a 401 (a credential's token expired).
+    async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+    ) -> Result<reqwest::Response, NoAnswer> {
+        let mut refresh = false;
+        loop {
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .headers(self.headers.clone());
+            if let Some(token) = self.bearer(refresh).await.map_err(NoAnswer::NotSent)? {
+                let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                    NoAnswer::NotSent(NativeError::InvalidInput(
+                        "the catalog's token is not a valid header value".to_string(),
+                    ))
+                })?;
+                request = request.header(AUTHORIZATION, value);
+            }
+            if let Some(body) = &body {
+                request = request
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone());
+            }
+            let answer = request.send().await.map_err(|error| {
+                if error.is_connect() {
+                    NoAnswer::NotSent(unavailable("the REST catalog", error))
+                } else {
+                    NoAnswer::Lost(format!(
+                        "the REST catalog did not answer: {}",
+                        crate::redact::hide_secrets(&error.without_url().to_string())
+                    ))
+                }
+            })?;
+            if answer.status() == StatusCode::UNAUTHORIZED
+                && !refresh
+                && matches!(self.auth, Auth::Credential { .. })
+            {
+                refresh = true;
+                continue;
+            }
+            return Ok(answer);
+        }
+    }
+
+    fn file_io_for(&self, vended: &HashMap<String, String>) -> iceberg::io::FileIO {
+        let (defaults, overrides) = &self.server_properties;
+        let mut properties = defaults.clone();
+        properties.extend(merged_properties(&self.catalog, &HashMap::new()));
+        properties.extend(overrides.clone());
+        properties.extend(vended.clone());
+        super::storage::file_io(&self.aws, &properties)
+    }
+}
+
+/// Why a request got no answer.
+enum NoAnswer {
+    /// It never left (no connection, no token): nothing happened.
+    NotSent(NativeError),
+    /// It left and no answer came back: the catalog may have acted on it.
+    Lost(String),
+}
+
+impl NoAnswer {
+    /// For a read, a lost answer is only an unavailable catalog.
+    fn for_read(self) -> NativeError {
+        match self {
+            NoAnswer::NotSent(error) => error,
+            NoAnswer::Lost(message) => NativeError::CatalogUnavailable(message),
+        }
+    }
+}
+
+fn push_segments(url: &mut Url, segments: &[&str]) -> Result<(), NativeError> {
+    url.path_segments_mut()
+        .map_err(|_| {
+            NativeError::InvalidInput("the REST catalog's `uri` cannot take a path".to_string())
+        })?
+        .pop_if_empty()
+        .extend(segments);
+    Ok(())
+}
+
+/// A refusal, with the server's message (short; servers do not echo credentials).
+async fn answer_error(what: &str, status: StatusCode, answer: reqwest::Response) -> NativeError {
+    let body = answer.bytes().await.unwrap_or_default();
+    let detail = serde_json::from_slice::<ErrorAnswer>(&body)
+        .map(|error| format!("{}: {}", error.error.kind, error.error.message))
+        .unwrap_or_default();
+    let detail: String = crate::redact::hide_secrets(&detail)
+        .chars()
+        .take(300)
+        .collect();
+    let message = format!(
+        "{what} answered {status}{}{detail}",
+        if detail.is_empty() { "" } else { ": " }
+    );
+    match status {
+        StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST => NativeError::InvalidInput(message),
+        status if status.is_server_error() => NativeError::CatalogUnavailable(message),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            NativeError::CatalogUnavailable(message)
+        }
+        _ => NativeError::Other(message),
+    }
+}
+
+/// What a `LoadTableResult` vends for the table's files: its `config` and the most specific
+/// storage credential for its location.
+fn vended_properties(result: &LoadTableResult) -> HashMap<String, String> {
+    let mut properties = result.config.clone();
+    if let Some(credentials) = &result.storage_credentials {
+        if let Some(best) = credentials
+            .iter()
+            .filter(|credential| result.metadata.location().starts_with(&credential.prefix))
+            .max_by_key(|credential| credential.prefix.len())
+        {
+            properties.extend(best.config.clone());
+        }
+    }
+    properties
+}
+
+/// The requirements and updates of a commit of `snapshot` on `base`: the updates are those
+/// iceberg's metadata builder makes of it (the snapshot, and `main` pointing at it with its
+/// retention kept), so the builder's checks (sequence number, timestamps) run here first.
+pub fn commit_request(
+    identifier: &TableIdent,
+    base: &TableMetadata,
+    snapshot: Snapshot,
+) -> Result<CommitTableRequest, NativeError> {
+    let parent = base
+        .snapshot_for_ref(MAIN_BRANCH)
+        .map(|snapshot| snapshot.snapshot_id());
+    let built = TableMetadataBuilder::new_from_metadata(base.clone(), None)
+        .set_branch_snapshot(snapshot, MAIN_BRANCH)
+        .and_then(|builder| builder.build())
+        .map_err(|error| NativeError::Other(format!("cannot build the commit: {error}")))?;
+    Ok(CommitTableRequest {
+        identifier: Some(identifier.clone()),
+        requirements: vec![
+            TableRequirement::UuidMatch { uuid: base.uuid() },
+            TableRequirement::RefSnapshotIdMatch {
+                r#ref: MAIN_BRANCH.to_string(),
+                snapshot_id: parent,
+            },
+        ],
+        updates: built.changes,
+    })
+}
+
+#[async_trait]
+impl TableCatalog for RestTableCatalog {
+    async fn load(&self) -> Result<LoadedTable, NativeError> {
+        let answer = self
+            .send(Method::GET, self.table_url.clone(), None)
+            .await
+            .map_err(NoAnswer::for_read)?;
+        let status = answer.status();
+        if status != StatusCode::OK {
+            return Err(answer_error("loading the table", status, answer).await);
+        }
+        let result: LoadTableResult = answer.json().await.map_err(|error| {
+            NativeError::InvalidInput(format!(
+                "the REST catalog's table metadata is not valid Iceberg metadata: {}",
+                error.without_url()
+            ))
+        })?;
+        let metadata_location = result.metadata_location.clone().ok_or_else(|| {
+            NativeError::InvalidInput(
+                "the REST catalog returned a staged table (no metadata-location)".to_string(),
+            )
+        })?;
+        let file_io = self.file_io_for(&vended_properties(&result));
+        Ok(LoadedTable {
+            metadata: std::sync::Arc::new(result.metadata),
+            metadata_location,
+            file_io,
+        })
+    }
+
+    async fn commit(
+        &self,
+        base: &LoadedTable,
+        snapshot: Snapshot,
+    ) -> Result<LoadedTable, CommitError> {
+        let request = commit_request(&self.identifier, &base.metadata, snapshot)
+            .map_err(CommitError::Failed)?;
+        let body = serde_json::to_vec(&request).map_err(|error| {
+            CommitError::Failed(NativeError::Other(format!(
+                "cannot encode the commit: {error}"
+            )))
+        })?;
+        let answer = match self
+            .send(Method::POST, self.table_url.clone(), Some(body))
+            .await
+        {
+            Ok(answer) => answer,
+            Err(NoAnswer::Lost(message)) => return Err(CommitError::StateUnknown(message)),
+            Err(NoAnswer::NotSent(error)) => return Err(CommitError::Failed(error)),
+        };
+        match answer.status() {
+            StatusCode::OK => {
+                let committed: CommitTableResponse = answer.json().await.map_err(|error| {
+                    CommitError::StateUnknown(format!(
+                        "the REST catalog's commit answer is not valid: {}",
+                        error.without_url()
+                    ))
+                })?;
+                Ok(LoadedTable {
+                    metadata: std::sync::Arc::new(committed.metadata),
+                    metadata_location: committed.metadata_location,
+                    file_io: base.file_io.clone(),
+                })
+            }
+            StatusCode::CONFLICT => {
+                let error = answer_error("the commit", StatusCode::CONFLICT, answer).await;
+                Err(CommitError::Conflict(error.to_string()))
+            }
+            status @ (StatusCode::INTERNAL_SERVER_ERROR
+            | StatusCode::BAD_GATEWAY
+            | StatusCode::SERVICE_UNAVAILABLE
+            | StatusCode::GATEWAY_TIMEOUT) => {
+                let error = answer_error("the commit", status, answer).await;
+                Err(CommitError::StateUnknown(error.to_string()))
+            }
+            status => Err(CommitError::Failed(
+                answer_error("the commit", status, answer).await,
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    use axum::extract::State;
+    use axum::http::{
+        HeaderMap as AxumHeaders, Method as AxumMethod, StatusCode as AxumStatus, Uri,
+    };
+    use axum::response::IntoResponse;
+
+    const SECRET: &str = "client-secret-7731";
+
+    /// A REST catalog standing in for the real one: a `prefix` override, an OAuth2 token
+    /// endpoint that hands out numbered tokens, the table, and commit answers from a script.
+    #[derive(Default)]
+    struct Scripted {
+        commits: Mutex<Vec<u16>>,
+        tokens: Mutex<u32>,
+        seen: Mutex<Vec<(String, String, Option<String>)>>,
+    }
+
+    async fn serve(
+        State(scripted): State<Arc<Scripted>>,
+        method: AxumMethod,
+        uri: Uri,
+        headers: AxumHeaders,
+        body: String,
+    ) -> axum::response::Response {
+        let authorization = headers
+            .get("authorization")
+            .map(|value| value.to_str().unwrap().to_string());
+        scripted.seen.lock().unwrap().push((
+            method.to_string(),
+            uri.to_string(),
+            authorization.clone(),
+        ));
+        let table = "/v1/ws/one/namespaces/analytics%1Fdaily/tables/events";
+        match (method.as_str(), uri.path()) {
+            ("GET", "/v1/config") => (
+                AxumStatus::OK,
+                r#"{"defaults":{},"overrides":{"prefix":"ws/one"}}"#,
+            )
+                .into_response(),
+            ("POST", "/v1/oauth/tokens") => {
+                assert!(body.contains(&format!("client_secret={SECRET}")), "{body}");
+                assert!(body.contains("client_id=icepack"), "{body}");
+                let mut tokens = scripted.tokens.lock().unwrap();
+                *tokens += 1;
+                (
+                    AxumStatus::OK,
+                    format!(
+                        r#"{{"access_token":"token-{}","token_type":"bearer"}}"#,
+                        *tokens
+                    ),
+                )
+                    .into_response()
+            }
+            (_, path) if path != table => {
+                (AxumStatus::NOT_FOUND, format!("no route {path}")).into_response()
+            }
+            ("GET", _) => {
+                let metadata: serde_json::Value =
+                    serde_json::from_str(super::super::testdata::METADATA_V2).unwrap();
+                let answer = serde_json::json!({
+                    "metadata-location": "s3://lake/warehouse/analytics/events/metadata/00003-8f3c8b4e-3a9c-4f57-9c1e-3c3a7a2f1b10.metadata.json",
+                    "metadata": metadata,
+                    "config": {"s3.access-key-id": "vended"}
+                });
+                (AxumStatus::OK, answer.to_string()).into_response()
+            }
+            ("POST", _) => {
+                let status = scripted.commits.lock().unwrap().remove(0);
+                if status == 401 && authorization.as_deref() == Some("Bearer token-1") {
+                    return (AxumStatus::UNAUTHORIZED, "expired").into_response();
+                }
+                let body = r#"{"error":{"message":"Requirement failed: branch main has changed","type":"CommitFailedException","code":409}}"#;
+                (AxumStatus::from_u16(status).unwrap(), body).into_response()
+            }
+            _ => (AxumStatus::METHOD_NOT_ALLOWED, "").into_response(),
+        }
+    }
+
+    fn replace_on(metadata: &TableMetadata) -> Snapshot {
+        Snapshot::builder()
+            .with_snapshot_id(42)
+            .with_parent_snapshot_id(metadata.current_snapshot_id())
+            .with_sequence_number(metadata.last_sequence_number() + 1)
+            .with_timestamp_ms(metadata.last_updated_ms() + 1)
+            .with_manifest_list("s3://lake/t/metadata/snap-42.avro")
+            .with_summary(iceberg::spec::Summary {
+                operation: iceberg::spec::Operation::Replace,
+                additional_properties: HashMap::new(),
+            })
+            .build()
+    }
+
+    #[tokio::test]
+    async fn an_answer_lost_after_sending_is_unknown_for_a_commit_and_unavailable_for_a_read() {
+        // A server that takes each request and hangs up without answering.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (mut socket, _) = listener.accept().await.unwrap();
+                let mut buffer = vec![0u8; 65536];
+                let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut buffer).await;
+                drop(socket);
+            }
+        });
+        let metadata: TableMetadata =
+            serde_json::from_str(super::super::testdata::METADATA_V2).unwrap();
+        let aws = SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let mut client = RestTableCatalog {
+            http: http_client().unwrap(),
+            aws,
+            catalog: CatalogConfig {
+                catalog_impl: super::super::catalog::REST_CATALOG_IMPL.to_string(),
+                uri: format!("http://{address}"),
+                warehouse: "s3://lake/warehouse".to_string(),
+                io_impl: String::new(),
+                s3_endpoint: String::new(),
+                properties: Default::default(),
+            },
+            auth: Auth::None,
+            headers: HeaderMap::new(),
+            table_url: Url::parse(&format!("http://{address}/v1/namespaces/a/tables/t")).unwrap(),
+            identifier: TableIdent::from_strs(["a", "t"]).unwrap(),
+            server_properties: Default::default(),
+        };
+        let base = LoadedTable {
+            metadata: std::sync::Arc::new(metadata.clone()),
+            metadata_location:
+                "s3://lake/t/metadata/00003-8f3c8b4e-3a9c-4f57-9c1e-3c3a7a2f1b10.metadata.json"
+                    .to_string(),
+            file_io: iceberg::io::FileIO::new_with_memory(),
+        };
+        let connect = RestTableCatalog::connect(
+            http_client().unwrap(),
+            client.aws.clone(),
+            &client.catalog,
+            "a.t",
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(
+            matches!(connect, NativeError::CatalogUnavailable(_)),
+            "a lost answer to GET /v1/config: {connect:?}"
+        );
+        let commit = client
+            .commit(&base, replace_on(&metadata))
+            .await
+            .unwrap_err();
+        assert!(matches!(commit, CommitError::StateUnknown(_)), "{commit:?}");
+        let read = client.load().await.unwrap_err();
+        assert!(
+            matches!(read, NativeError::CatalogUnavailable(_)),
+            "{read:?}"
+        );
+        // Nothing listening: the commit never left.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed_port = closed.local_addr().unwrap().port();
+        drop(closed);
+        client.table_url = Url::parse(&format!(
+            "http://127.0.0.1:{closed_port}/v1/namespaces/a/tables/t"
+        ))
+        .unwrap();
+        let refused = client
+            .commit(&base, replace_on(&metadata))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                CommitError::Failed(NativeError::CatalogUnavailable(_))
+            ),
+            "{refused:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn commits_answer_conflict_unknown_or_failure_as_the_catalog_says() {
+        let scripted = Arc::new(Scripted::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = axum::Router::new()
+            .fallback(serve)
+            .with_state(scripted.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let catalog = CatalogConfig {
+            catalog_impl: super::super::catalog::REST_CATALOG_IMPL.to_string(),
+            uri: format!("http://{address}/"),
+            warehouse: "s3://lake/warehouse".to_string(),
+            io_impl: "org.apache.iceberg.aws.s3.S3FileIO".to_string(),
+            s3_endpoint: String::new(),
+            properties: [("credential".to_string(), format!("icepack:{SECRET}"))].into(),
+        };
+        let aws = SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let client = RestTableCatalog::connect(
+            http_client().unwrap(),
+            aws,
+            &catalog,
+            "analytics.daily.events",
+        )
+        .await
+        .unwrap();
+        let table = client.load().await.unwrap();
+        assert_eq!(table.metadata.last_sequence_number(), 3);
+
+        scripted
+            .commits
+            .lock()
+            .unwrap()
+            .extend([409, 503, 400, 401, 200]);
+        let conflict = client
+            .commit(&table, replace_on(&table.metadata))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(conflict, CommitError::Conflict(ref message) if message.contains("branch main has changed")),
+            "{conflict:?}"
+        );
+        let unknown = client
+            .commit(&table, replace_on(&table.metadata))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(unknown, CommitError::StateUnknown(_)),
+            "{unknown:?}"
+        );
+        let refused = client
+            .commit(&table, replace_on(&table.metadata))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, CommitError::Failed(NativeError::InvalidInput(_))),
+            "{refused:?}"
+        );
+        // An expired token: exchanged again, the commit sent again (a 401 never committed).
+        let answer = client.commit(&table, replace_on(&table.metadata)).await;
+        assert!(
+            matches!(answer, Err(CommitError::StateUnknown(ref message)) if message.contains("not valid")),
+            "a 200 whose body is no commit answer: {answer:?}"
+        );
+
+        let seen = scripted.seen.lock().unwrap().clone();
+        let table_requests: Vec<&(String, String, Option<String>)> = seen
+            .iter()
+            .filter(|(_, uri, _)| uri.contains("/tables/"))
+            .collect();
+        assert!(
+            table_requests.iter().all(|(_, uri, _)| uri
+                .starts_with("/v1/ws/one/namespaces/analytics%1Fdaily/tables/events")),
+            "{seen:?}"
+        );
+        assert_eq!(
+            table_requests.last().unwrap().2.as_deref(),
+            Some("Bearer token-2"),
+            "{seen:?}"
+        );
+        assert!(seen
+            .iter()
+            .all(|(_, uri, authorization)| !uri.contains(SECRET)
+                && authorization
+                    .as_deref()
+                    .is_none_or(|value| !value.contains(SECRET))));
+        for error in [
+            format!("{conflict:?}"),
+            format!("{unknown:?}"),
+            format!("{refused:?}"),
+        ] {
+            assert!(
+                !error.contains(SECRET) && !error.contains("token-"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_commit_asserts_the_table_and_its_main_branch() {
+        let metadata: TableMetadata =
+            serde_json::from_str(super::super::testdata::METADATA_V2).unwrap();
+        let identifier = TableIdent::from_strs(["analytics", "events"]).unwrap();
+        let parent = metadata.current_snapshot_id().unwrap();
+        let snapshot = Snapshot::builder()
+            .with_snapshot_id(42)
+            .with_parent_snapshot_id(Some(parent))
+            .with_sequence_number(metadata.last_sequence_number() + 1)
+            .with_timestamp_ms(metadata.last_updated_ms() + 1)
+            .with_manifest_list("s3://lake/t/metadata/snap-42.avro")
+            .with_summary(iceberg::spec::Summary {
+                operation: iceberg::spec::Operation::Replace,
+                additional_properties: HashMap::new(),
+            })
+            .build();
+        let request = commit_request(&identifier, &metadata, snapshot).unwrap();
+        let json = serde_json::to_value(&request).unwrap();
+        let requirements = json["requirements"].as_array().unwrap();
+        assert_eq!(requirements[0]["type"], "assert-table-uuid");
+        assert_eq!(requirements[0]["uuid"], metadata.uuid().to_string());
+        assert_eq!(requirements[1]["type"], "assert-ref-snapshot-id");
+        assert_eq!(requirements[1]["ref"], "main");
+        assert_eq!(requirements[1]["snapshot-id"], parent);
+        let updates = json["updates"].as_array().unwrap();
+        assert_eq!(updates[0]["action"], "add-snapshot");
+        assert_eq!(updates[0]["snapshot"]["summary"]["operation"], "replace");
+        assert_eq!(updates[1]["action"], "set-snapshot-ref");
+        assert_eq!(updates[1]["ref-name"], "main");
+        assert_eq!(updates[1]["snapshot-id"], 42);
+        assert_eq!(updates[1]["type"], "branch");
+    }
+}

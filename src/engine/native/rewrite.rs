@@ -1,0 +1,494 @@
+//! Reads one group's data files and writes their rows into new Parquet data files.
+//!
+//! - **Read** with iceberg's `ArrowReader`, projected on the table's *current* schema by field id:
+//!   a column added after a file was written comes back null, a renamed one by its id, identity
+//!   partition columns from the file's partition values (the table's name mapping for files
+//!   written without field ids).
+//! - **Write** with the current schema, and in the inputs' *own* partition spec and values: the
+//!   outputs keep the spec id of the files they replace (valid Iceberg: a data file may belong
+//!   to any of the table's specs). Java's `rewrite_data_files` writes in the current spec instead,
+//!   which needs a per-row repartition (a file of an old spec can hold rows of several partitions
+//!   of the new one); keeping the spec needs none, keeps one output per group, and a later
+//!   Spark rewrite can still move old-spec files to the new spec. Paths are the partition's path
+//!   as Java writers encode it under the table's data location (`write.data.path`, else
+//!   `{location}/data`); file names carry the run id. The object-store layout
+//!   (`write.object-storage.enabled`) is not reproduced: outputs go under the plain paths.
+//! - **Write properties** from the table: `write.parquet.compression-codec` and `-level`,
+//!   `row-group-size-bytes`, `page-size-bytes`, `page-row-limit`, `dict-size-bytes` and
+//!   `bloom-filter-enabled.column.*` / `bloom-filter-fpp.column.*`; column metrics (sizes,
+//!   value, null and NaN counts, bounds) as iceberg's writer computes them (the
+//!   `write.metadata.metrics.*` modes are not implemented there: full metrics for every column).
+//! - **Checked**: the rows written must equal the inputs' record counts, or nothing is committed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use futures::TryStreamExt;
+use iceberg::arrow::ArrowReaderBuilder;
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{DataFile, DataFileFormat, NameMapping, PartitionKey};
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, LocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
+
+use super::plan::{partition_path, FileGroup};
+use super::table::{partition_values, TableState};
+use super::NativeError;
+
+/// Rows per batch read.
+const BATCH_ROWS: usize = 8192;
+
+/// Every file path the run's writers created, committed or not: what a failure cleans up.
+#[derive(Debug, Clone, Default)]
+pub struct OutputLog(Arc<Mutex<Vec<String>>>);
+
+impl OutputLog {
+    pub fn paths(&self) -> Vec<String> {
+        self.0.lock().expect("output log").clone()
+    }
+
+    fn record(&self, path: &str) {
+        self.0.lock().expect("output log").push(path.to_string());
+    }
+}
+
+/// Output paths under the data location, in Java's partition path encoding, recorded as made.
+#[derive(Debug, Clone)]
+struct OutputLocations {
+    data_location: String,
+    log: OutputLog,
+}
+
+impl LocationGenerator for OutputLocations {
+    fn generate_location(&self, partition_key: Option<&PartitionKey>, file_name: &str) -> String {
+        let partition = partition_key
+            .filter(|key| !key.spec().is_unpartitioned())
+            .and_then(|key| partition_values(key.spec(), key.schema(), key.data()))
+            .map(|values| partition_path(&values))
+            .filter(|path| !path.is_empty());
+        let path = match partition {
+            Some(partition) => format!("{}/{partition}/{file_name}", self.data_location),
+            None => format!("{}/{file_name}", self.data_location),
+        };
+        self.log.record(&path);
+        path
+    }
+}
+
+/// Where data files of the table go.
+pub fn data_location(properties: &HashMap<String, String>, location: &str) -> String {
+    [
+        "write.data.path",
+        "write.object-storage.path",
+        "write.folder-storage.path",
+    ]
+    .iter()
+    .find_map(|key| properties.get(*key).filter(|path| !path.is_empty()))
+    .map(|path| path.trim_end_matches('/').to_string())
+    .unwrap_or_else(|| format!("{}/data", location.trim_end_matches('/')))
+}
+
+fn positive(properties: &HashMap<String, String>, key: &str) -> Result<Option<usize>, NativeError> {
+    match properties.get(key) {
+        None => Ok(None),
+        Some(value) => match value.trim().parse::<usize>() {
+            Ok(number) if number > 0 => Ok(Some(number)),
+            _ => Err(NativeError::InvalidInput(format!(
+                "table property {key} = `{}` is not a positive number",
+                value.escape_debug()
+            ))),
+        },
+    }
+}
+
+/// Parquet writer settings from the table's `write.parquet.*` properties, with Iceberg's
+/// defaults (zstd at level 3, 128 MiB row groups, 1 MiB pages, 20,000 rows a page, 2 MiB
+/// dictionaries).
+pub fn writer_properties(
+    properties: &HashMap<String, String>,
+) -> Result<WriterProperties, NativeError> {
+    let level = properties
+        .get("write.parquet.compression-level")
+        .map(|level| {
+            level.trim().parse::<i32>().map_err(|_| {
+                NativeError::InvalidInput(format!(
+                    "table property write.parquet.compression-level = `{}` is not a number",
+                    level.escape_debug()
+                ))
+            })
+        })
+        .transpose()?;
+    let codec = properties
+        .get("write.parquet.compression-codec")
+        .map(|codec| codec.trim().to_ascii_lowercase())
+        .unwrap_or_else(|| "zstd".to_string());
+    let bad_level = |codec: &str| {
+        NativeError::InvalidInput(format!(
+            "table property write.parquet.compression-level = {} is not a valid {codec} level",
+            level.unwrap_or_default()
+        ))
+    };
+    let compression = match codec.as_str() {
+        "zstd" => Compression::ZSTD(
+            ZstdLevel::try_new(level.unwrap_or(3)).map_err(|_| bad_level("zstd"))?,
+        ),
+        "gzip" => Compression::GZIP(match level {
+            Some(level) => GzipLevel::try_new(u32::try_from(level).map_err(|_| bad_level("gzip"))?)
+                .map_err(|_| bad_level("gzip"))?,
+            None => GzipLevel::default(),
+        }),
+        "brotli" => Compression::BROTLI(match level {
+            Some(level) => BrotliLevel::try_new(u32::try_from(level).map_err(|_| bad_level("brotli"))?)
+                .map_err(|_| bad_level("brotli"))?,
+            None => BrotliLevel::default(),
+        }),
+        "snappy" => Compression::SNAPPY,
+        "lz4" => Compression::LZ4,
+        "uncompressed" | "none" => Compression::UNCOMPRESSED,
+        other => {
+            return Err(NativeError::InvalidInput(format!(
+                "table property write.parquet.compression-codec = `{}` is not a codec the native engine writes",
+                other.escape_debug()
+            )))
+        }
+    };
+    let mut builder = WriterProperties::builder()
+        .set_compression(compression)
+        .set_created_by(format!(
+            "icepack {} (iceberg-rust)",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .set_max_row_group_row_count(None)
+        .set_max_row_group_bytes(Some(
+            positive(properties, "write.parquet.row-group-size-bytes")?
+                .unwrap_or(128 * 1024 * 1024),
+        ))
+        .set_data_page_size_limit(
+            positive(properties, "write.parquet.page-size-bytes")?.unwrap_or(1024 * 1024),
+        )
+        .set_data_page_row_count_limit(
+            positive(properties, "write.parquet.page-row-limit")?.unwrap_or(20_000),
+        )
+        .set_dictionary_page_size_limit(
+            positive(properties, "write.parquet.dict-size-bytes")?.unwrap_or(2 * 1024 * 1024),
+        );
+    for (key, value) in properties {
+        if let Some(column) = key.strip_prefix("write.parquet.bloom-filter-enabled.column.") {
+            let path = ColumnPath::new(column.split('.').map(str::to_string).collect());
+            builder = builder
+                .set_column_bloom_filter_enabled(path, value.trim().eq_ignore_ascii_case("true"));
+        } else if let Some(column) = key.strip_prefix("write.parquet.bloom-filter-fpp.column.") {
+            let fpp: f64 = value
+                .trim()
+                .parse()
+                .ok()
+                .filter(|fpp| *fpp > 0.0 && *fpp < 1.0)
+                .ok_or_else(|| {
+                    NativeError::InvalidInput(format!(
+                        "table property {key} = `{}` is not a probability",
+                        value.escape_debug()
+                    ))
+                })?;
+            let path = ColumnPath::new(column.split('.').map(str::to_string).collect());
+            builder = builder.set_column_bloom_filter_fpp(path, fpp);
+        }
+    }
+    Ok(builder.build())
+}
+
+/// How a run writes.
+pub struct WriteSettings {
+    pub properties: WriterProperties,
+    pub target_file_bytes: u64,
+    pub data_location: String,
+    /// File names start with it: `icepack-{run id}-{nonce}`.
+    pub file_prefix: String,
+    pub name_mapping: Option<Arc<NameMapping>>,
+}
+
+impl WriteSettings {
+    pub fn for_table(
+        state: &TableState,
+        target_file_bytes: u64,
+        run_id: &str,
+    ) -> Result<WriteSettings, NativeError> {
+        let metadata = &state.table.metadata;
+        let properties = metadata.properties();
+        let name_mapping = properties
+            .get("schema.name-mapping.default")
+            .map(|raw| {
+                serde_json::from_str::<NameMapping>(raw)
+                    .map(Arc::new)
+                    .map_err(|_| {
+                        NativeError::InvalidInput(
+                            "table property schema.name-mapping.default is not a name mapping"
+                                .to_string(),
+                        )
+                    })
+            })
+            .transpose()?;
+        let safe_run_id: String = run_id
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        Ok(WriteSettings {
+            properties: writer_properties(properties)?,
+            target_file_bytes,
+            data_location: data_location(properties, metadata.location()),
+            file_prefix: format!("icepack-{safe_run_id}-{:08x}", fastrand::u32(..)),
+            name_mapping,
+        })
+    }
+}
+
+/// The rows of `group` rewritten into new data files (their paths also in `log` as made).
+pub async fn rewrite_group(
+    state: &TableState,
+    group: &FileGroup,
+    group_index: usize,
+    settings: &WriteSettings,
+    log: &OutputLog,
+    runtime: iceberg::Runtime,
+    read_concurrency: usize,
+) -> Result<Vec<DataFile>, NativeError> {
+    let metadata = &state.table.metadata;
+    let schema = metadata.current_schema().clone();
+    let spec = metadata
+        .partition_spec_by_id(group.spec_id)
+        .ok_or_else(|| {
+            NativeError::InvalidInput(format!("the table has no partition spec {}", group.spec_id))
+        })?;
+    let field_ids: Vec<i32> = schema
+        .as_struct()
+        .fields()
+        .iter()
+        .map(|field| field.id)
+        .collect();
+    let mut tasks = Vec::with_capacity(group.files.len());
+    let mut partition = None;
+    for file in &group.files {
+        let (_, entry) = state.data_entry(&file.path).ok_or_else(|| {
+            NativeError::CommitConflict(format!(
+                "input {} left the table before it was read",
+                file.path
+            ))
+        })?;
+        let data_file = entry.data_file();
+        match &partition {
+            None => partition = Some(data_file.partition().clone()),
+            Some(first) if first != data_file.partition() => {
+                return Err(NativeError::Other(format!(
+                    "the files of group {group_index} do not share one partition"
+                )))
+            }
+            Some(_) => {}
+        }
+        tasks.push(
+            FileScanTask::builder()
+                .with_file_size_in_bytes(entry.file_size_in_bytes())
+                .with_start(0)
+                .with_length(entry.file_size_in_bytes())
+                .with_record_count(Some(entry.record_count()))
+                .with_data_file_path(entry.file_path().to_string())
+                .with_data_file_format(DataFileFormat::Parquet)
+                .with_schema(schema.clone())
+                .with_project_field_ids(field_ids.clone())
+                .with_partition(Some(data_file.partition().clone()))
+                .with_partition_spec(Some(spec.clone()))
+                .with_name_mapping(settings.name_mapping.clone())
+                .with_case_sensitive(true)
+                .build(),
+        );
+    }
+    let partition = partition.ok_or_else(|| NativeError::Other("an empty group".to_string()))?;
+    let reader = ArrowReaderBuilder::new(state.table.file_io.clone(), runtime)
+        .with_data_file_concurrency_limit(read_concurrency.max(1))
+        .with_batch_size(BATCH_ROWS)
+        .build();
+    let tasks = futures::stream::iter(tasks.into_iter().map(Ok));
+    let mut batches = reader
+        .read(Box::pin(tasks))
+        .map_err(|error| super::storage_error("reading the group's files", error))?
+        .stream();
+
+    let locations = OutputLocations {
+        data_location: settings.data_location.clone(),
+        log: log.clone(),
+    };
+    let names = DefaultFileNameGenerator::new(
+        format!("{}-{group_index:05}", settings.file_prefix),
+        None,
+        DataFileFormat::Parquet,
+    );
+    let rolling = RollingFileWriterBuilder::new(
+        ParquetWriterBuilder::new(settings.properties.clone(), schema.clone()),
+        usize::try_from(settings.target_file_bytes).unwrap_or(usize::MAX),
+        state.table.file_io.clone(),
+        locations,
+        names,
+    );
+    let key = PartitionKey::new(spec.as_ref().clone(), schema.clone(), partition);
+    let mut writer = DataFileWriterBuilder::new(rolling)
+        .build(Some(key))
+        .await
+        .map_err(|error| NativeError::Other(format!("cannot start a writer: {error}")))?;
+    let mut rows: u64 = 0;
+    let target = Arc::new(
+        iceberg::arrow::schema_to_arrow_schema(&schema).map_err(|error| {
+            NativeError::Unsupported(format!("the table's schema in Arrow: {error}"))
+        })?,
+    );
+    while let Some(batch) = batches
+        .try_next()
+        .await
+        .map_err(|error| super::storage_error("reading the group's files", error))?
+    {
+        rows += batch.num_rows() as u64;
+        let batch = materialize(batch, &target)?;
+        writer
+            .write(batch)
+            .await
+            .map_err(|error| super::storage_error("writing an output file", error))?;
+    }
+    let written = writer
+        .close()
+        .await
+        .map_err(|error| super::storage_error("closing an output file", error))?;
+    let expected = group.input_records();
+    let recorded: u64 = written.iter().map(|file| file.record_count()).sum();
+    if rows != expected || recorded != expected {
+        return Err(NativeError::Other(format!(
+            "group {group_index} read {rows} rows and wrote {recorded} where its inputs hold {expected}: nothing of it is committed"
+        )));
+    }
+    Ok(written)
+}
+
+/// A batch as the writer takes it: the reader hands identity partition columns filled from the
+/// partition value run-end encoded (one run), and the writer wants them plain.
+fn materialize(batch: RecordBatch, target: &SchemaRef) -> Result<RecordBatch, NativeError> {
+    if batch.schema().fields().len() != target.fields().len() {
+        return Err(NativeError::Other(format!(
+            "read {} columns where the table has {}",
+            batch.schema().fields().len(),
+            target.fields().len()
+        )));
+    }
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(target.fields())
+        .map(|(column, field)| {
+            if column.data_type() == field.data_type() {
+                Ok(column.clone())
+            } else {
+                arrow_cast::cast(column, field.data_type()).map_err(|error| {
+                    NativeError::Other(format!(
+                        "column {} as the table's type: {error}",
+                        field.name()
+                    ))
+                })
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(target.clone(), columns)
+        .map_err(|error| NativeError::Other(format!("a batch in the table's schema: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn properties(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn write_properties_follow_the_table() {
+        let column = parquet::schema::types::ColumnPath::from("id");
+        let defaults = writer_properties(&HashMap::new()).unwrap();
+        assert_eq!(
+            defaults.compression(&column),
+            Compression::ZSTD(ZstdLevel::try_new(3).unwrap())
+        );
+        assert_eq!(defaults.max_row_group_bytes(), Some(128 * 1024 * 1024));
+        assert_eq!(defaults.dictionary_page_size_limit(), 2 * 1024 * 1024);
+        let snappy = writer_properties(&properties(&[
+            ("write.parquet.compression-codec", "SNAPPY"),
+            ("write.parquet.row-group-size-bytes", "8388608"),
+            ("write.parquet.page-size-bytes", "65536"),
+            ("write.parquet.bloom-filter-enabled.column.id", "true"),
+        ]))
+        .unwrap();
+        assert_eq!(snappy.compression(&column), Compression::SNAPPY);
+        assert_eq!(snappy.max_row_group_bytes(), Some(8 * 1024 * 1024));
+        assert_eq!(snappy.data_page_size_limit(), 65_536);
+        assert!(snappy.bloom_filter_properties(&column).is_some());
+        let gzip = writer_properties(&properties(&[
+            ("write.parquet.compression-codec", "gzip"),
+            ("write.parquet.compression-level", "9"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            gzip.compression(&column),
+            Compression::GZIP(GzipLevel::try_new(9).unwrap())
+        );
+    }
+
+    #[test]
+    fn hostile_write_properties_are_refused_not_panicked_on() {
+        for (key, value) in [
+            ("write.parquet.row-group-size-bytes", "0"),
+            ("write.parquet.page-row-limit", "-1"),
+            ("write.parquet.dict-size-bytes", "lots"),
+            ("write.parquet.compression-codec", "lzo"),
+            ("write.parquet.compression-level", "99"),
+            ("write.parquet.bloom-filter-fpp.column.id", "2"),
+        ] {
+            let mut table = properties(&[(key, value)]);
+            if key == "write.parquet.compression-level" {
+                table.insert(
+                    "write.parquet.compression-codec".to_string(),
+                    "gzip".to_string(),
+                );
+            }
+            assert!(
+                matches!(writer_properties(&table), Err(NativeError::InvalidInput(_))),
+                "{key} = {value}"
+            );
+        }
+    }
+
+    #[test]
+    fn outputs_go_under_the_data_location() {
+        assert_eq!(
+            data_location(&HashMap::new(), "s3://lake/t/"),
+            "s3://lake/t/data"
+        );
+        assert_eq!(
+            data_location(
+                &properties(&[("write.data.path", "s3://other/data/")]),
+                "s3://lake/t"
+            ),
+            "s3://other/data"
+        );
+    }
+}

@@ -1,0 +1,931 @@
+//! Runs of the native engine against real files and a real JDBC catalog on SQLite in a temporary
+//! directory: tables written here with iceberg's writer and committed like a writer would
+//! (append, row-level delete, schema and spec changes), compacted, then read back with iceberg's
+//! own scan. `tests/native_engine.rs` proves the same against tables Spark writes and reads.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use futures::TryStreamExt;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Literal, ManifestContentType,
+    ManifestListWriter, ManifestStatus, ManifestWriterBuilder, NestedField, Operation,
+    PartitionKey, PrimitiveType, Schema, Snapshot, Struct, Summary, TableMetadata,
+    TableMetadataBuilder, Transform as IcebergTransform, Type, UnboundPartitionSpec, MAIN_BRANCH,
+};
+use iceberg::table::Table;
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{
+    DefaultFileNameGenerator, DefaultLocationGenerator,
+};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use iceberg::{MetadataLocation, TableCreation, TableIdent};
+use parquet::file::properties::WriterProperties;
+
+use super::catalog::{CommitError, LoadedTable, TableCatalog, JDBC_CATALOG_IMPL};
+use super::jdbc::JdbcTableCatalog;
+use super::*;
+
+const DAY_MICROS: i64 = 86_400_000_000;
+/// 2024-05-01T00:00:00Z.
+const MAY_FIRST_MICROS: i64 = 1_714_521_600_000_000;
+
+/// A table in a temporary directory behind a JDBC catalog on SQLite.
+struct LocalLake {
+    dir: tempfile::TempDir,
+    catalog: CatalogConfig,
+    context: RunContext,
+    jdbc: JdbcTableCatalog,
+    files_written: AtomicUsize,
+}
+
+/// One row of the test table: id, region, event time (micros).
+type Row = (i64, String, i64);
+
+fn schema_v0() -> Schema {
+    Schema::builder()
+        .with_schema_id(0)
+        .with_fields(vec![
+            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(2, "region", Type::Primitive(PrimitiveType::String)).into(),
+            NestedField::optional(3, "ts", Type::Primitive(PrimitiveType::Timestamptz)).into(),
+        ])
+        .build()
+        .unwrap()
+}
+
+fn test_context() -> RunContext {
+    let aws = SdkConfig::builder()
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .build();
+    RunContext {
+        aws,
+        http: rest::http_client().unwrap(),
+        runtime: iceberg::Runtime::current(),
+        limits: NativeLimits {
+            threads: 2,
+            ..NativeLimits::default()
+        },
+    }
+}
+
+impl LocalLake {
+    /// A table `analytics.events` partitioned by `region`, format v2 unless told.
+    async fn new(format_version: iceberg::spec::FormatVersion) -> LocalLake {
+        let dir = tempfile::tempdir().unwrap();
+        let database = dir.path().join("catalog.db");
+        let warehouse = format!("file://{}/warehouse", dir.path().display());
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&database)
+            .create_if_missing(true);
+        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        // Iceberg's JdbcCatalog schema (V1).
+        sqlx::query(
+            "CREATE TABLE iceberg_tables (catalog_name VARCHAR(255) NOT NULL, \
+             table_namespace VARCHAR(255) NOT NULL, table_name VARCHAR(255) NOT NULL, \
+             metadata_location VARCHAR(1000), previous_metadata_location VARCHAR(1000), \
+             iceberg_type VARCHAR(5), \
+             PRIMARY KEY (catalog_name, table_namespace, table_name))",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        let location = format!("{warehouse}/analytics/events");
+        let creation = TableCreation::builder()
+            .name("events".to_string())
+            .location(location.clone())
+            .schema(schema_v0())
+            .partition_spec(
+                UnboundPartitionSpec::builder()
+                    .add_partition_field(2, "region", IcebergTransform::Identity)
+                    .unwrap()
+                    .build(),
+            )
+            .properties(HashMap::from([(
+                "write.parquet.compression-codec".to_string(),
+                "snappy".to_string(),
+            )]))
+            .format_version(format_version)
+            .build();
+        let metadata = TableMetadataBuilder::from_table_creation(creation)
+            .unwrap()
+            .build()
+            .unwrap()
+            .metadata;
+        let metadata_location = MetadataLocation::new_with_metadata(&location, &metadata);
+        metadata
+            .write_to(&iceberg::io::FileIO::new_with_fs(), &metadata_location)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO iceberg_tables VALUES ('lakehouse', 'analytics', 'events', ?, NULL, 'TABLE')")
+            .bind(metadata_location.to_string())
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        let catalog = CatalogConfig {
+            catalog_impl: JDBC_CATALOG_IMPL.to_string(),
+            uri: format!("jdbc:sqlite:{}", database.display()),
+            warehouse,
+            io_impl: "org.apache.iceberg.hadoop.HadoopFileIO".to_string(),
+            s3_endpoint: String::new(),
+            properties: Default::default(),
+        };
+        let context = test_context();
+        let jdbc = JdbcTableCatalog::connect(
+            CatalogKind::JdbcSqlite,
+            &context.aws,
+            "lakehouse",
+            &catalog,
+            "analytics.events",
+        )
+        .await
+        .unwrap();
+        LocalLake {
+            dir,
+            catalog,
+            context,
+            jdbc,
+            files_written: AtomicUsize::new(0),
+        }
+    }
+
+    async fn state(&self) -> TableState {
+        TableState::read(self.jdbc.load().await.unwrap(), &ManifestCache::default())
+            .await
+            .unwrap()
+    }
+
+    /// Writes `rows` (all of one partition) into one data file of the table's current schema and
+    /// default spec; `extra` fills a fourth column when the schema has one.
+    async fn write_file(&self, rows: &[Row], extra: Option<i64>) -> (i32, DataFile) {
+        let table = self.jdbc.load().await.unwrap();
+        let metadata = &table.metadata;
+        let schema = metadata.current_schema().clone();
+        let spec = metadata.default_partition_spec().clone();
+        let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema).unwrap());
+        let mut columns: Vec<Arc<dyn Array>> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|row| row.0))),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|row| row.1.clone()),
+            )),
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(rows.iter().map(|row| row.2))
+                    .with_timezone("+00:00"),
+            ),
+        ];
+        if schema.as_struct().fields().len() > 3 {
+            columns.push(Arc::new(Int64Array::from(vec![extra; rows.len()])));
+        }
+        let batch = RecordBatch::try_new(arrow_schema, columns).unwrap();
+        let partition: Struct = Struct::from_iter(spec.fields().iter().map(|field| {
+            Some(match field.transform {
+                IcebergTransform::Identity => Literal::string(rows[0].1.clone()),
+                IcebergTransform::Day => Literal::date(rows[0].2.div_euclid(DAY_MICROS) as i32),
+                other => panic!("no test partition value for {other}"),
+            })
+        }));
+        let number = self.files_written.fetch_add(1, Ordering::SeqCst);
+        let rolling = RollingFileWriterBuilder::new_with_default_file_size(
+            ParquetWriterBuilder::new(WriterProperties::default(), schema.clone()),
+            table.file_io.clone(),
+            DefaultLocationGenerator::new(metadata).unwrap(),
+            DefaultFileNameGenerator::new(
+                format!("writer-{number:05}"),
+                None,
+                DataFileFormat::Parquet,
+            ),
+        );
+        let mut writer = DataFileWriterBuilder::new(rolling)
+            .build(Some(PartitionKey::new(
+                spec.as_ref().clone(),
+                schema,
+                partition,
+            )))
+            .await
+            .unwrap();
+        writer.write(batch).await.unwrap();
+        let mut files = writer.close().await.unwrap();
+        assert_eq!(files.len(), 1);
+        (spec.spec_id(), files.remove(0))
+    }
+
+    /// Commits a snapshot adding `files` (data or deletes) to `main`, as a writer's append or
+    /// row delta does: a new manifest, every current manifest carried over.
+    async fn commit_files(
+        &self,
+        content: ManifestContentType,
+        spec_id: i32,
+        files: Vec<DataFile>,
+    ) -> Result<LoadedTable, CommitError> {
+        let state = self.state().await;
+        let metadata = &state.table.metadata;
+        let file_io = &state.table.file_io;
+        let snapshot_id = fastrand::i64(1..i64::MAX);
+        let directory = format!("{}/metadata", metadata.location());
+        let nonce = fastrand::u64(..);
+        let output = file_io
+            .new_output(format!("{directory}/writer-{nonce:x}-m0.avro"))
+            .unwrap();
+        let builder = ManifestWriterBuilder::new(
+            output,
+            Some(snapshot_id),
+            metadata.current_schema().clone(),
+            metadata
+                .partition_spec_by_id(spec_id)
+                .unwrap()
+                .as_ref()
+                .clone(),
+        );
+        let mut writer = match content {
+            ManifestContentType::Data => builder.build_v2_data(),
+            ManifestContentType::Deletes => builder.build_v2_deletes(),
+        };
+        for file in files {
+            writer.add_file(file, -1).unwrap();
+        }
+        let manifest = writer.write_manifest_file().await.unwrap();
+        let list_path = format!("{directory}/snap-{snapshot_id}-1-{nonce:x}.avro");
+        let parent = metadata.current_snapshot_id();
+        let mut list = ManifestListWriter::v2(
+            file_io
+                .new_output(&list_path)
+                .unwrap()
+                .writer()
+                .await
+                .unwrap(),
+            snapshot_id,
+            parent,
+            metadata.last_sequence_number() + 1,
+        );
+        list.add_manifests(
+            std::iter::once(manifest)
+                .chain(state.manifests.iter().map(|loaded| loaded.file.clone())),
+        )
+        .unwrap();
+        list.close().await.unwrap();
+        let operation = match content {
+            ManifestContentType::Data => Operation::Append,
+            ManifestContentType::Deletes => Operation::Delete,
+        };
+        let snapshot = Snapshot::builder()
+            .with_snapshot_id(snapshot_id)
+            .with_parent_snapshot_id(parent)
+            .with_sequence_number(metadata.last_sequence_number() + 1)
+            .with_timestamp_ms(chrono::Utc::now().timestamp_millis())
+            .with_manifest_list(list_path)
+            .with_summary(Summary {
+                operation,
+                additional_properties: HashMap::new(),
+            })
+            .with_schema_id(metadata.current_schema_id())
+            .build();
+        self.jdbc.commit(&state.table, snapshot).await
+    }
+
+    /// Writes and appends one file of `rows`.
+    async fn append(&self, rows: &[Row]) -> String {
+        let (spec_id, file) = self.write_file(rows, None).await;
+        let path = file.file_path().to_string();
+        self.commit_files(ManifestContentType::Data, spec_id, vec![file])
+            .await
+            .map_err(|error| format!("{error:?}"))
+            .unwrap();
+        path
+    }
+
+    /// Commits a position delete file for `data_file` (its content is never read here: a
+    /// delete applying to an input makes the native engine refuse first).
+    async fn delete_from(&self, data_file: &str) {
+        let state = self.state().await;
+        let (loaded, entry) = state.data_entry(data_file).unwrap();
+        let spec_id = loaded.manifest.metadata().partition_spec().spec_id();
+        let delete = DataFileBuilder::default()
+            .content(DataContentType::PositionDeletes)
+            .file_path(format!("{}.deletes.parquet", data_file))
+            .file_format(DataFileFormat::Parquet)
+            .partition(entry.data_file().partition().clone())
+            .partition_spec_id(spec_id)
+            .record_count(1)
+            .file_size_in_bytes(100)
+            .build()
+            .unwrap();
+        self.commit_files(ManifestContentType::Deletes, spec_id, vec![delete])
+            .await
+            .map_err(|error| format!("{error:?}"))
+            .unwrap();
+    }
+
+    /// Commits new metadata (schema or spec changes) by the catalog's compare-and-swap.
+    async fn change_metadata(
+        &self,
+        change: impl FnOnce(TableMetadataBuilder) -> TableMetadataBuilder,
+    ) {
+        let table = self.jdbc.load().await.unwrap();
+        let builder = TableMetadataBuilder::new_from_metadata(
+            (*table.metadata).clone(),
+            Some(table.metadata_location.clone()),
+        );
+        let metadata = change(builder).build().unwrap().metadata;
+        let location = std::str::FromStr::from_str(&table.metadata_location)
+            .map(|location: MetadataLocation| {
+                location.with_next_version().with_new_metadata(&metadata)
+            })
+            .unwrap();
+        metadata.write_to(&table.file_io, &location).await.unwrap();
+        let pool = sqlx::SqlitePool::connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new().filename(self.dir.path().join("catalog.db")),
+        )
+        .await
+        .unwrap();
+        let updated = sqlx::query(
+            "UPDATE iceberg_tables SET metadata_location = ? WHERE metadata_location = ?",
+        )
+        .bind(location.to_string())
+        .bind(&table.metadata_location)
+        .execute(&pool)
+        .await
+        .unwrap()
+        .rows_affected();
+        assert_eq!(updated, 1);
+        pool.close().await;
+    }
+
+    /// Every row of the table as iceberg's scan reads it (deletes applied), sorted.
+    async fn rows(&self) -> Vec<(i64, String, i64, Option<i64>)> {
+        let loaded = self.jdbc.load().await.unwrap();
+        let table = Table::builder()
+            .file_io(loaded.file_io.clone())
+            .metadata_location(loaded.metadata_location.clone())
+            .metadata(loaded.metadata.clone())
+            .identifier(TableIdent::from_strs(["analytics", "events"]).unwrap())
+            .runtime(iceberg::Runtime::current())
+            .build()
+            .unwrap();
+        let batches: Vec<RecordBatch> = table
+            .scan()
+            .build()
+            .unwrap()
+            .to_arrow()
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let mut rows = Vec::new();
+        for batch in batches {
+            let ids = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap();
+            let regions = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            let times = batch
+                .column(2)
+                .as_any()
+                .downcast_ref::<TimestampMicrosecondArray>()
+                .unwrap();
+            let extra = (batch.num_columns() > 3).then(|| {
+                batch
+                    .column(3)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone()
+            });
+            for index in 0..batch.num_rows() {
+                rows.push((
+                    ids.value(index),
+                    regions.value(index).to_string(),
+                    times.value(index),
+                    extra
+                        .as_ref()
+                        .and_then(|extra| (!extra.is_null(index)).then(|| extra.value(index))),
+                ));
+            }
+        }
+        rows.sort();
+        rows
+    }
+
+    fn task(&self, partitions: &[&str]) -> NativeTask {
+        NativeTask {
+            catalog_name: "lakehouse".to_string(),
+            catalog: self.catalog.clone(),
+            table: "analytics.events".to_string(),
+            partitions: partitions.iter().map(|path| path.to_string()).collect(),
+            joining: MidSizedFiles::Nowhere,
+            small_file_bytes: 1024 * 1024,
+            target_file_bytes: 8 * 1024 * 1024,
+            min_input_files: 5,
+            partial_progress: false,
+            deadline: Instant::now() + Duration::from_secs(120),
+            run_id: crate::run::new_run_id(chrono::Utc::now().timestamp_millis()),
+            committed_since_millis: 0,
+        }
+    }
+
+    async fn run(&self, task: &NativeTask) -> Result<NativeReport, NativeError> {
+        self.run_on(task, &self.jdbc).await
+    }
+
+    async fn run_on(
+        &self,
+        task: &NativeTask,
+        catalog: &dyn TableCatalog,
+    ) -> Result<NativeReport, NativeError> {
+        execute_on(
+            &self.context,
+            task,
+            catalog,
+            &OutputLog::default(),
+            &KeptOutputs::default(),
+        )
+        .await
+    }
+
+    /// Files under the table's data directory whose name starts with icepack's output prefix.
+    fn output_files_on_disk(&self) -> Vec<String> {
+        let data = self.dir.path().join("warehouse/analytics/events/data");
+        let mut found = Vec::new();
+        let mut stack = vec![data];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("icepack-")
+                {
+                    found.push(path.display().to_string());
+                }
+            }
+        }
+        found
+    }
+}
+
+fn rows_of(region: &str, ids: std::ops::Range<i64>, day: i64) -> Vec<Row> {
+    ids.map(|id| {
+        (
+            id,
+            region.to_string(),
+            MAY_FIRST_MICROS + day * DAY_MICROS + id,
+        )
+    })
+    .collect()
+}
+
+/// Live data files of the table: (path, spec id, data sequence number).
+fn live_files(state: &TableState) -> Vec<(String, i32, i64)> {
+    let mut files: Vec<(String, i32, i64)> = state
+        .data_facts()
+        .into_iter()
+        .map(|(facts, _)| (facts.path, facts.spec_id, facts.data_sequence_number))
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_files_of_the_runs_partitions_become_one_replace_snapshot() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    let mut eu_files = Vec::new();
+    for commit in 0..12 {
+        eu_files.push(
+            lake.append(&rows_of("eu", commit * 10..commit * 10 + 10, 0))
+                .await,
+        );
+    }
+    for commit in 0..3 {
+        lake.append(&rows_of(
+            "us",
+            1000 + commit * 10..1000 + commit * 10 + 10,
+            0,
+        ))
+        .await;
+    }
+    let rows_before = lake.rows().await;
+    let before = lake.state().await;
+    let starting_sequence = before.snapshot.as_ref().unwrap().sequence_number();
+
+    let task = lake.task(&["region=eu"]);
+    let report = lake.run(&task).await.unwrap();
+
+    assert_eq!(report.result.rewritten_data_files_count, 12);
+    assert_eq!(report.result.added_data_files_count, 1);
+    assert_eq!(report.snapshot_ids.len(), 1);
+    assert_eq!(report.output_files.len(), 1);
+    assert!(
+        report.output_files[0].contains("/data/region=eu/icepack-"),
+        "{:?}",
+        report.output_files
+    );
+    assert_eq!(
+        lake.rows().await,
+        rows_before,
+        "the same rows, no more, no fewer"
+    );
+    let after = lake.state().await;
+    let snapshot = after.snapshot.as_ref().unwrap();
+    assert_eq!(snapshot.snapshot_id(), report.snapshot_ids[0]);
+    assert_eq!(snapshot.summary().operation, Operation::Replace);
+    let summary = &snapshot.summary().additional_properties;
+    assert_eq!(summary["deleted-data-files"], "12");
+    assert_eq!(summary["added-data-files"], "1");
+    assert_eq!(summary["total-data-files"], "4");
+    assert_eq!(summary["total-records"], "150");
+    assert_eq!(summary[snapshot::RUN_ID_PROPERTY], task.run_id);
+    let live = live_files(&after);
+    assert_eq!(live.len(), 4);
+    let output = live
+        .iter()
+        .find(|(path, _, _)| path == &report.output_files[0])
+        .unwrap();
+    assert_eq!(
+        output.2, starting_sequence,
+        "outputs keep the starting sequence number"
+    );
+    for file in &eu_files {
+        assert!(
+            !live.iter().any(|(path, _, _)| path == file),
+            "{file} is rewritten"
+        );
+    }
+    assert_eq!(
+        report.truth.len(),
+        4,
+        "the us files and the still-small output"
+    );
+    assert_eq!(report.manifest_count, after.manifests.len() as u64);
+    assert_eq!(
+        report.spec,
+        vec![PartitionField {
+            name: "region".to_string(),
+            source: "region".to_string(),
+            transform: Transform::Identity,
+            source_type: Some("string".to_string()),
+        }]
+    );
+    assert!(report.committed.contains(&report.output_files[0]));
+    assert_eq!(
+        report.committed.len(),
+        16,
+        "every append and the output: {:?}",
+        report.committed
+    );
+    // Nothing is left to do: a second run is a no-op.
+    let again = lake.run(&lake.task(&["region=eu"])).await.unwrap();
+    assert_eq!(again.result, RewriteResult::default());
+    assert!(again.snapshot_ids.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evolved_columns_and_an_older_spec_are_rewritten_as_valid_iceberg() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    for commit in 0..3 {
+        lake.append(&rows_of("eu", commit * 10..commit * 10 + 10, 0))
+            .await;
+    }
+    // A column added after some commits, then a partition spec with the day.
+    lake.change_metadata(|builder| {
+        let mut fields: Vec<_> = schema_v0().as_struct().fields().to_vec();
+        fields.push(NestedField::optional(4, "extra", Type::Primitive(PrimitiveType::Long)).into());
+        builder
+            .add_current_schema(
+                Schema::builder()
+                    .with_schema_id(1)
+                    .with_fields(fields)
+                    .build()
+                    .unwrap(),
+            )
+            .unwrap()
+    })
+    .await;
+    for commit in 3..5 {
+        let (spec_id, file) = lake
+            .write_file(&rows_of("eu", commit * 10..commit * 10 + 10, 0), Some(7))
+            .await;
+        lake.commit_files(ManifestContentType::Data, spec_id, vec![file])
+            .await
+            .unwrap();
+    }
+    lake.change_metadata(|builder| {
+        builder
+            .add_default_partition_spec(
+                UnboundPartitionSpec::builder()
+                    .add_partition_field(2, "region", IcebergTransform::Identity)
+                    .unwrap()
+                    .add_partition_field(3, "ts_day", IcebergTransform::Day)
+                    .unwrap()
+                    .build(),
+            )
+            .unwrap()
+    })
+    .await;
+    for commit in 5..8 {
+        let (spec_id, file) = lake
+            .write_file(&rows_of("eu", commit * 10..commit * 10 + 10, 1), Some(8))
+            .await;
+        assert_eq!(spec_id, 1);
+        lake.commit_files(ManifestContentType::Data, spec_id, vec![file])
+            .await
+            .unwrap();
+    }
+    let rows_before = lake.rows().await;
+    assert_eq!(
+        rows_before.iter().filter(|row| row.3.is_none()).count(),
+        30,
+        "old files read the new column as null"
+    );
+
+    let mut task = lake.task(&["region=eu", "region=eu/ts_day=2024-05-02"]);
+    task.min_input_files = 3;
+    let report = lake.run(&task).await.unwrap();
+
+    assert_eq!(report.result.rewritten_data_files_count, 8);
+    assert_eq!(
+        report.result.added_data_files_count, 2,
+        "one output per spec"
+    );
+    assert_eq!(lake.rows().await, rows_before);
+    let after = lake.state().await;
+    let live = live_files(&after);
+    assert_eq!(live.len(), 2);
+    let specs: Vec<i32> = live.iter().map(|(_, spec, _)| *spec).collect();
+    assert!(
+        specs.contains(&0) && specs.contains(&1),
+        "each output keeps its inputs' spec: {live:?}"
+    );
+    assert!(
+        live.iter()
+            .any(|(path, _, _)| path.contains("/data/region=eu/ts_day=2024-05-02/icepack-")),
+        "{live:?}"
+    );
+    assert_eq!(report.spec.len(), 2);
+    assert_eq!(report.spec[1].transform, Transform::Day);
+}
+
+/// A catalog whose first commit finds the table changed by another writer just before it.
+struct RacingCatalog<'a> {
+    lake: &'a LocalLake,
+    race: tokio::sync::Mutex<Option<Race>>,
+    commits: AtomicUsize,
+}
+
+enum Race {
+    Append(Vec<Row>),
+    DeleteFrom(String),
+}
+
+#[async_trait::async_trait]
+impl TableCatalog for RacingCatalog<'_> {
+    async fn load(&self) -> Result<LoadedTable, NativeError> {
+        self.lake.jdbc.load().await
+    }
+
+    async fn commit(
+        &self,
+        base: &LoadedTable,
+        snapshot: iceberg::spec::Snapshot,
+    ) -> Result<LoadedTable, CommitError> {
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        if let Some(race) = self.race.lock().await.take() {
+            match race {
+                Race::Append(rows) => {
+                    self.lake.append(&rows).await;
+                }
+                Race::DeleteFrom(path) => self.lake.delete_from(&path).await,
+            }
+        }
+        self.lake.jdbc.commit(base, snapshot).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_appending_during_the_run_loses_nothing() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    for commit in 0..6 {
+        lake.append(&rows_of("eu", commit * 10..commit * 10 + 10, 0))
+            .await;
+    }
+    let racing = RacingCatalog {
+        lake: &lake,
+        race: tokio::sync::Mutex::new(Some(Race::Append(rows_of("eu", 500..510, 0)))),
+        commits: AtomicUsize::new(0),
+    };
+    let mut expected = lake.rows().await;
+    expected.extend(
+        rows_of("eu", 500..510, 0)
+            .into_iter()
+            .map(|(id, region, ts)| (id, region, ts, None)),
+    );
+    expected.sort();
+
+    let report = lake
+        .run_on(&lake.task(&["region=eu"]), &racing)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        racing.commits.load(Ordering::SeqCst),
+        2,
+        "a conflict, then a commit on the new base"
+    );
+    assert_eq!(report.result.rewritten_data_files_count, 6);
+    assert_eq!(
+        lake.rows().await,
+        expected,
+        "the appended rows are there once, the rewritten ones once"
+    );
+    let live = live_files(&lake.state().await);
+    assert_eq!(
+        live.len(),
+        2,
+        "the output and the concurrent append: {live:?}"
+    );
+    assert_eq!(
+        lake.output_files_on_disk().len(),
+        1,
+        "the conflicting attempt left no file behind"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_committed_on_an_input_during_the_run_refuses_the_commit() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    let mut files = Vec::new();
+    for commit in 0..6 {
+        files.push(
+            lake.append(&rows_of("eu", commit * 10..commit * 10 + 10, 0))
+                .await,
+        );
+    }
+    let racing = RacingCatalog {
+        lake: &lake,
+        race: tokio::sync::Mutex::new(Some(Race::DeleteFrom(files[2].clone()))),
+        commits: AtomicUsize::new(0),
+    };
+    let task = lake.task(&["region=eu"]);
+
+    let error = lake.run_on(&task, &racing).await.unwrap_err();
+
+    assert!(
+        matches!(error, NativeError::CommitConflict(ref message) if message.contains("delete")),
+        "{error}"
+    );
+    assert_eq!(error.class(), FailureClass::CommitConflict);
+    let state = lake.state().await;
+    assert!(
+        state.snapshots_of_run(&task.run_id).is_empty(),
+        "nothing of the run is committed"
+    );
+    assert_eq!(
+        live_files(&state).len(),
+        6,
+        "the inputs stay, with their delete"
+    );
+    assert!(
+        lake.output_files_on_disk().is_empty(),
+        "the outputs are removed"
+    );
+    // The next run sees the delete and leaves the partition to an engine that applies it.
+    let next = lake.run(&lake.task(&["region=eu"])).await.unwrap_err();
+    assert!(next.needs_another_engine(), "{next}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_progress_commits_each_group_and_a_passed_deadline_commits_nothing() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    for region in ["eu", "us"] {
+        for commit in 0..5 {
+            lake.append(&rows_of(region, commit * 10..commit * 10 + 10, 0))
+                .await;
+        }
+    }
+    let mut late = lake.task(&[]);
+    late.deadline = Instant::now();
+    let error = lake.run(&late).await.unwrap_err();
+    assert!(matches!(error, NativeError::Timeout(_)), "{error}");
+    assert!(lake.state().await.snapshots_of_run(&late.run_id).is_empty());
+    assert!(
+        lake.output_files_on_disk().is_empty(),
+        "a run past its deadline leaves no output"
+    );
+
+    let rows_before = lake.rows().await;
+    let mut task = lake.task(&[]);
+    task.partial_progress = true;
+    let report = lake.run(&task).await.unwrap();
+    assert_eq!(
+        report.snapshot_ids.len(),
+        2,
+        "one replace snapshot per group"
+    );
+    assert_eq!(report.result.rewritten_data_files_count, 10);
+    assert_eq!(lake.rows().await, rows_before);
+    let recovered = NativeEngine::new(NativeLimits::default())
+        .unwrap()
+        .recover(task.clone())
+        .await;
+    // A recovery reads the same facts from the metadata alone (through its own runtime; the
+    // catalog is the same SQLite file).
+    let recovered = recovered.unwrap().unwrap();
+    assert_eq!(recovered.result.rewritten_data_files_count, 10);
+    assert_eq!(recovered.result.added_data_files_count, 2);
+    let mut outputs = recovered.output_files.clone();
+    outputs.sort();
+    let mut expected = report.output_files.clone();
+    expected.sort();
+    assert_eq!(outputs, expected);
+    let unknown = NativeTask {
+        run_id: "20240501T000000Z-000000".to_string(),
+        ..task
+    };
+    assert_eq!(
+        NativeEngine::new(NativeLimits::default())
+            .unwrap()
+            .recover(unknown)
+            .await
+            .unwrap(),
+        None,
+        "a run that committed nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tables_the_native_engine_cannot_rewrite_are_refused_for_another_engine() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V1).await;
+    let error = lake.run(&lake.task(&[])).await.unwrap_err();
+    assert!(
+        matches!(error, NativeError::Unsupported(ref message) if message.contains("format version")),
+        "{error}"
+    );
+
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    for commit in 0..6 {
+        lake.append(&rows_of("eu", commit * 10..commit * 10 + 10, 0))
+            .await;
+    }
+    let mut small = lake.task(&[]);
+    small.min_input_files = 2;
+    let context = RunContext {
+        limits: NativeLimits {
+            max_run_bytes: 100,
+            ..lake.context.limits
+        },
+        ..lake.context.clone()
+    };
+    let error = execute_on(
+        &context,
+        &small,
+        &lake.jdbc,
+        &OutputLog::default(),
+        &KeptOutputs::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            NativeError::RunTooLarge {
+                limit_bytes: 100,
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let empty = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    let report = empty.run(&empty.task(&[])).await.unwrap();
+    assert_eq!(
+        report.result,
+        RewriteResult::default(),
+        "a table without snapshots"
+    );
+}
+
+#[test]
+fn the_test_metadata_parses() {
+    let metadata: TableMetadata = serde_json::from_str(testdata::METADATA_V2).unwrap();
+    assert_eq!(
+        metadata
+            .snapshot_for_ref(MAIN_BRANCH)
+            .unwrap()
+            .sequence_number(),
+        3
+    );
+    let _ = ManifestStatus::Added;
+}

@@ -1,0 +1,633 @@
+//! The native engine proven against Spark, not against itself (issue 32): tables Spark writes in
+//! many commits (partitioned by day and by an identity column, a column added after some
+//! commits, the partition spec changed) on the local stack's S3 (moto), through Iceberg's REST
+//! catalog server and through Iceberg's JDBC catalog on SQLite; icepack's native engine compacts
+//! them; Spark then reads the same rows, sees one `replace` snapshot with the right counts, and
+//! runs its own `rewrite_data_files` and `expire_snapshots` over the result.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use icepack::engine::native::{
+    MidSizedFiles, NativeEngine, NativeLimits, NativeReport, NativeTask,
+};
+use support::spark::{row_with, stack_available, Lakehouse};
+use support::{unique, Moto};
+
+const TOKEN: &str = "native-catalog-token-5521";
+const CREDENTIAL: &str = "icepack:native-client-secret-3307";
+const MIB: u64 = 1024 * 1024;
+
+/// The run's partitions, as icepack names them from the data files' keys: three partitions of
+/// the first spec (day and region), one of the second (day only).
+const PARTITIONS: [&str; 4] = [
+    "ts_day=2024-05-01/region=eu",
+    "ts_day=2024-05-01/region=us",
+    "ts_day=2024-05-02/region=eu",
+    "ts_day=2024-05-01",
+];
+
+/// One INSERT of three rows.
+fn insert(batch: u32, region: &str, day: &str, note: Option<&str>) -> String {
+    let rows: Vec<String> = (0..3)
+        .map(|row| {
+            let id = batch * 10 + row;
+            let note = note
+                .map(|note| format!(", '{note}-{id}'"))
+                .unwrap_or_default();
+            format!(
+                "({id}, '{region}', TIMESTAMP '{day} {:02}:00:00', {id}.25{note})",
+                row + 8
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO lakehouse.analytics.events VALUES {}",
+        rows.join(", ")
+    )
+}
+
+/// The table's history as Spark writes it: 24 small commits over four partitions of two specs,
+/// a column added midway.
+fn spark_history() -> Vec<String> {
+    let mut statements = vec![
+        "CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics".to_string(),
+        "CREATE TABLE lakehouse.analytics.events (id BIGINT, region STRING, ts TIMESTAMP, amount DOUBLE) \
+         USING iceberg PARTITIONED BY (days(ts), region) \
+         TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')"
+            .to_string(),
+    ];
+    let mut batch = 0;
+    let mut next = || {
+        batch += 1;
+        batch
+    };
+    for _ in 0..6 {
+        statements.push(insert(next(), "eu", "2024-05-01", None));
+    }
+    for _ in 0..4 {
+        statements.push(insert(next(), "us", "2024-05-01", None));
+    }
+    for _ in 0..3 {
+        statements.push(insert(next(), "eu", "2024-05-02", None));
+    }
+    statements.push("ALTER TABLE lakehouse.analytics.events ADD COLUMN note STRING".to_string());
+    for _ in 0..6 {
+        statements.push(insert(next(), "eu", "2024-05-01", Some("after")));
+    }
+    statements
+        .push("ALTER TABLE lakehouse.analytics.events DROP PARTITION FIELD region".to_string());
+    for region in ["eu", "us", "eu", "us", "eu"] {
+        statements.push(insert(next(), region, "2024-05-01", Some("respec")));
+    }
+    statements
+}
+
+/// Rows, id sum and a hash of every row (of `columns`), as Spark reads the table (`suffix` names
+/// the result's columns).
+fn checksum_statement(suffix: &str, columns: &str) -> String {
+    format!(
+        "SELECT count(*) AS rows_{suffix}, sum(id) AS ids_{suffix}, \
+         sum(CAST(xxhash64({columns}) AS DECIMAL(38,0))) AS hash_{suffix} \
+         FROM lakehouse.analytics.events"
+    )
+}
+
+/// The columns of the table [`spark_history`] writes.
+const ALL_COLUMNS: &str = "id, region, ts, amount, note";
+/// The columns of the table [`small_commits`] writes.
+const FIRST_COLUMNS: &str = "id, region, ts, amount";
+
+fn checksum(stdout: &str, suffix: &str) -> (String, String, String) {
+    let row = row_with(stdout, &format!("rows_{suffix}"));
+    (
+        row[&format!("rows_{suffix}")].clone(),
+        row[&format!("ids_{suffix}")].clone(),
+        row[&format!("hash_{suffix}")].clone(),
+    )
+}
+
+fn task(lakehouse: &Lakehouse, partitions: &[&str]) -> NativeTask {
+    NativeTask {
+        catalog_name: "lakehouse".to_string(),
+        catalog: lakehouse.catalog.clone(),
+        table: "analytics.events".to_string(),
+        partitions: partitions.iter().map(|path| path.to_string()).collect(),
+        joining: MidSizedFiles::Nowhere,
+        small_file_bytes: MIB,
+        target_file_bytes: 128 * MIB,
+        min_input_files: 3,
+        partial_progress: false,
+        deadline: Instant::now() + Duration::from_secs(600),
+        run_id: icepack::run::new_run_id(chrono::Utc::now().timestamp_millis()),
+        committed_since_millis: chrono::Utc::now().timestamp_millis() - 3_600_000,
+    }
+}
+
+/// How the test reaches its catalog.
+#[derive(Clone, Copy)]
+enum Catalog {
+    /// Iceberg's REST catalog server, the client with a bearer token.
+    RestToken,
+    /// Iceberg's REST catalog server, the client exchanging an OAuth2 client credential.
+    RestCredential,
+    /// Iceberg's JDBC catalog on SQLite.
+    Jdbc,
+}
+
+async fn lakehouse(catalog: Catalog, dir: &std::path::Path, moto: &Moto) -> Lakehouse {
+    let bucket = unique("native");
+    moto.create_bucket_notifying(&bucket, &unique("unused"))
+        .await;
+    match catalog {
+        Catalog::RestToken => {
+            Lakehouse::rest(dir, &moto.endpoint, &bucket, &[("token", TOKEN)]).await
+        }
+        Catalog::RestCredential => {
+            Lakehouse::rest(dir, &moto.endpoint, &bucket, &[("credential", CREDENTIAL)]).await
+        }
+        Catalog::Jdbc => Lakehouse::new(dir, &moto.endpoint, &bucket),
+    }
+}
+
+async fn spark_reads_what_the_native_engine_rewrote(rest: bool) {
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = if rest {
+        Catalog::RestToken
+    } else {
+        Catalog::Jdbc
+    };
+    let lakehouse = lakehouse(catalog, dir.path(), &moto).await;
+    let mut setup = spark_history();
+    setup.push(checksum_statement("before", ALL_COLUMNS));
+    setup.push("SELECT count(*) AS files_before FROM lakehouse.analytics.events.files".to_string());
+    let before = lakehouse.sql(&(setup.join(";\n") + ";"));
+    assert_eq!(row_with(&before, "files_before")["files_before"], "24");
+    let expected = checksum(&before, "before");
+    assert_eq!(expected.0, "72");
+
+    let engine = NativeEngine::new(NativeLimits::default()).unwrap();
+    let task = task(&lakehouse, &PARTITIONS);
+    let started = Instant::now();
+    let report: NativeReport = engine.run(task.clone()).await.unwrap();
+    println!(
+        "native run ({} catalog): {} files into {} in {} ms",
+        if rest { "REST" } else { "JDBC" },
+        report.result.rewritten_data_files_count,
+        report.result.added_data_files_count,
+        started.elapsed().as_millis()
+    );
+    assert_eq!(report.result.rewritten_data_files_count, 24);
+    assert_eq!(
+        report.result.added_data_files_count, 4,
+        "one output per (spec, partition)"
+    );
+    assert_eq!(report.snapshot_ids.len(), 1);
+    assert_eq!(
+        report.truth.len(),
+        4,
+        "the outputs are still small: {:?}",
+        report.truth
+    );
+    assert!(report
+        .committed
+        .iter()
+        .all(|path| path.starts_with("s3://")));
+    assert_eq!(
+        report
+            .spec
+            .iter()
+            .map(|field| field.name.as_str())
+            .collect::<Vec<_>>(),
+        ["ts_day"],
+        "the current spec"
+    );
+
+    let replace = report.snapshot_ids[0];
+    let after = lakehouse.sql(&format!(
+        "{checksum};\n\
+         SELECT count_if(operation = 'replace') AS replace_snapshots, count(*) AS snapshots FROM lakehouse.analytics.events.snapshots;\n\
+         SELECT summary['deleted-data-files'] AS summary_deleted, summary['added-data-files'] AS summary_added, summary['total-records'] AS summary_records FROM lakehouse.analytics.events.snapshots WHERE snapshot_id = {replace};\n\
+         SELECT count(*) AS files_after, count(DISTINCT spec_id) AS specs_after FROM lakehouse.analytics.events.files;\n\
+         SELECT count(*) AS manifests_after FROM lakehouse.analytics.events.manifests;\n\
+         SELECT count(*) AS outputs_added, count_if(sequence_number < file_sequence_number) AS outputs_at_start FROM lakehouse.analytics.events.entries WHERE status = 1 AND snapshot_id = {replace};\n\
+         CALL lakehouse.system.rewrite_data_files(table => 'analytics.events', options => map('min-input-files', '2'));\n\
+         CALL lakehouse.system.expire_snapshots(table => 'analytics.events', older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1);\n\
+         {checksum_later};\n\
+         SELECT count(*) AS files_final FROM lakehouse.analytics.events.files;",
+        checksum = checksum_statement("after", ALL_COLUMNS),
+        checksum_later = checksum_statement("final", ALL_COLUMNS),
+    ));
+    assert_eq!(
+        checksum(&after, "after"),
+        expected,
+        "Spark reads the same rows"
+    );
+    let snapshots = row_with(&after, "replace_snapshots");
+    assert_eq!(snapshots["replace_snapshots"], "1");
+    assert_eq!(snapshots["snapshots"], "25", "24 appends and one replace");
+    let summary = row_with(&after, "summary_deleted");
+    assert_eq!(summary["summary_deleted"], "24");
+    assert_eq!(summary["summary_added"], "4");
+    assert_eq!(summary["summary_records"], "72");
+    let files = row_with(&after, "files_after");
+    assert_eq!(files["files_after"], "4");
+    assert_eq!(files["specs_after"], "2", "outputs keep their inputs' spec");
+    assert_eq!(
+        row_with(&after, "manifests_after")["manifests_after"],
+        report.manifest_count.to_string()
+    );
+    let outputs = row_with(&after, "outputs_added");
+    assert_eq!(outputs["outputs_added"], "4");
+    assert_eq!(
+        outputs["outputs_at_start"], "4",
+        "outputs carry the starting snapshot's sequence number"
+    );
+    assert_eq!(
+        checksum(&after, "final"),
+        expected,
+        "Spark's own rewrite and expiry over the native output keep every row"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+async fn spark_reads_what_the_native_engine_rewrote_through_a_rest_catalog() {
+    if !stack_available("spark_reads_what_the_native_engine_rewrote_through_a_rest_catalog") {
+        return;
+    }
+    spark_reads_what_the_native_engine_rewrote(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+async fn spark_reads_what_the_native_engine_rewrote_through_a_jdbc_catalog() {
+    if !stack_available("spark_reads_what_the_native_engine_rewrote_through_a_jdbc_catalog") {
+        return;
+    }
+    spark_reads_what_the_native_engine_rewrote(false).await;
+}
+
+/// A table of `commits` small commits of three rows into one partition (day 1, eu).
+fn small_commits(commits: u32) -> Vec<String> {
+    let mut statements = spark_history()[..2].to_vec();
+    statements.extend((1..=commits).map(|batch| insert(batch, "eu", "2024-05-01", None)));
+    statements
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+async fn a_spark_writer_appending_during_native_runs_loses_and_doubles_nothing() {
+    if !stack_available("a_spark_writer_appending_during_native_runs_loses_and_doubles_nothing") {
+        return;
+    }
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let lakehouse =
+        std::sync::Arc::new(lakehouse(Catalog::RestCredential, dir.path(), &moto).await);
+    lakehouse.sql(&(small_commits(6).join(";\n") + ";"));
+    // A Spark writer appending 20 commits into the same partition while the native engine
+    // compacts it over and over.
+    let writer = tokio::task::spawn_blocking({
+        let lakehouse = lakehouse.clone();
+        move || {
+            let appends: Vec<String> = (100..120)
+                .map(|batch| insert(batch, "eu", "2024-05-01", None))
+                .collect();
+            lakehouse.sql(&(appends.join(";\n") + ";"))
+        }
+    });
+    let engine = NativeEngine::new(NativeLimits::default()).unwrap();
+    let mut committed_runs = 0;
+    let mut conflicts = 0;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let writing = !writer.is_finished();
+        let mut run = task(&lakehouse, &["ts_day=2024-05-01/region=eu"]);
+        run.min_input_files = 2;
+        match engine.run(run).await {
+            Ok(report) if report.result.rewritten_data_files_count > 0 => committed_runs += 1,
+            Ok(_) => {}
+            Err(error) if error.class() == icepack::run::FailureClass::CommitConflict => {
+                conflicts += 1
+            }
+            Err(error) => panic!("a native run failed: {error}"),
+        }
+        if !writing {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the Spark writer did not finish");
+    }
+    writer.await.unwrap();
+    println!(
+        "native runs alongside a Spark writer: {committed_runs} committed, {conflicts} conflicts"
+    );
+    assert!(
+        committed_runs >= 2,
+        "runs committed while the writer appended: {committed_runs}"
+    );
+    let ids: u64 = (1..=6u64)
+        .chain(100..120)
+        .map(|batch| (0..3).map(|row| batch * 10 + row).sum::<u64>())
+        .sum();
+    let after = lakehouse.sql(
+        "SELECT count(*) AS rows_now, count(DISTINCT id) AS ids_now, sum(id) AS id_sum FROM lakehouse.analytics.events;",
+    );
+    let row = row_with(&after, "rows_now");
+    assert_eq!(
+        row["rows_now"], "78",
+        "6 + 20 commits of three rows, none lost"
+    );
+    assert_eq!(row["ids_now"], "78", "none doubled");
+    assert_eq!(row["id_sum"], ids.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+async fn a_row_deleted_during_a_native_run_is_not_resurrected() {
+    if !stack_available("a_row_deleted_during_a_native_run_is_not_resurrected") {
+        return;
+    }
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let lakehouse = lakehouse(Catalog::Jdbc, dir.path(), &moto).await;
+    lakehouse.sql(&(small_commits(6).join(";\n") + ";"));
+    let task = task(&lakehouse, &["ts_day=2024-05-01/region=eu"]);
+    // The run waits before its commit until the test lets it go.
+    let gate = dir.path().join("gate");
+    std::fs::write(&gate, b"").unwrap();
+    std::env::set_var(
+        icepack::failpoint::ENV,
+        format!(
+            "native.commit_gate=return({}@{})",
+            task.run_id,
+            gate.display()
+        ),
+    );
+    icepack::failpoint::setup().unwrap();
+    let engine = std::sync::Arc::new(NativeEngine::new(NativeLimits::default()).unwrap());
+    let run = tokio::spawn({
+        let (engine, task) = (engine.clone(), task.clone());
+        async move { engine.run(task).await }
+    });
+    let waiting = gate.with_extension("waiting");
+    support::wait_until(
+        "the native run to reach its commit",
+        Duration::from_secs(120),
+        || {
+            let waiting = waiting.clone();
+            async move { waiting.exists().then_some(()) }
+        },
+    )
+    .await;
+    // A row-level delete (a position delete file, merge-on-read) on one of the run's inputs.
+    lakehouse.sql("DELETE FROM lakehouse.analytics.events WHERE id = 31;");
+    std::fs::remove_file(&gate).unwrap();
+
+    let error = run.await.unwrap().unwrap_err();
+    assert_eq!(
+        error.class(),
+        icepack::run::FailureClass::CommitConflict,
+        "{error}"
+    );
+    assert!(error.to_string().contains("delete"), "{error}");
+    assert_eq!(
+        engine.recover(task.clone()).await.unwrap(),
+        None,
+        "nothing of the run is live"
+    );
+    let after = lakehouse.sql(
+        "SELECT count(*) AS rows_now, count_if(id = 31) AS resurrected FROM lakehouse.analytics.events;\n\
+         SELECT count_if(operation = 'replace') AS replace_snapshots FROM lakehouse.analytics.events.snapshots;",
+    );
+    assert_eq!(row_with(&after, "rows_now")["rows_now"], "17");
+    assert_eq!(row_with(&after, "rows_now")["resurrected"], "0");
+    assert_eq!(
+        row_with(&after, "replace_snapshots")["replace_snapshots"],
+        "0"
+    );
+    // The next native attempt leaves the partition to an engine that applies deletes.
+    let next = engine
+        .run(self::task(&lakehouse, &["ts_day=2024-05-01/region=eu"]))
+        .await
+        .unwrap_err();
+    assert!(next.needs_another_engine(), "{next}");
+}
+
+/// The child of `a_native_run_killed_before_its_commit_leaves_nothing_live`: runs the task it is
+/// given with the crash point armed (and is killed there). Does nothing as a test of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the child process of a_native_run_killed_before_its_commit_leaves_nothing_live"]
+async fn native_child_run() {
+    let Ok(spec) = std::env::var("ICEPACK_NATIVE_CHILD") else {
+        return;
+    };
+    let (catalog, run_id): (icepack::config::CatalogConfig, String) =
+        serde_json::from_str(&spec).unwrap();
+    support::set_aws_env();
+    icepack::failpoint::setup().unwrap();
+    let lakehouse_task = NativeTask {
+        catalog,
+        run_id,
+        ..task_template()
+    };
+    let engine = NativeEngine::new(NativeLimits::default()).unwrap();
+    let outcome = engine.run(lakehouse_task).await;
+    panic!("the crash point did not kill the run: {outcome:?}");
+}
+
+/// A task with no catalog yet.
+fn task_template() -> NativeTask {
+    NativeTask {
+        catalog_name: "lakehouse".to_string(),
+        catalog: icepack::config::CatalogConfig {
+            catalog_impl: String::new(),
+            uri: String::new(),
+            warehouse: String::new(),
+            io_impl: String::new(),
+            s3_endpoint: String::new(),
+            properties: Default::default(),
+        },
+        table: "analytics.events".to_string(),
+        partitions: vec!["ts_day=2024-05-01/region=eu".to_string()],
+        joining: MidSizedFiles::Nowhere,
+        small_file_bytes: MIB,
+        target_file_bytes: 128 * MIB,
+        min_input_files: 3,
+        partial_progress: false,
+        deadline: Instant::now() + Duration::from_secs(600),
+        run_id: String::new(),
+        committed_since_millis: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+async fn a_native_run_killed_before_its_commit_leaves_nothing_live() {
+    if !stack_available("a_native_run_killed_before_its_commit_leaves_nothing_live") {
+        return;
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let lakehouse = lakehouse(Catalog::RestToken, dir.path(), &moto).await;
+    let mut setup = small_commits(6);
+    setup.push(checksum_statement("before", FIRST_COLUMNS));
+    let before = lakehouse.sql(&(setup.join(";\n") + ";"));
+    let run_id = icepack::run::new_run_id(chrono::Utc::now().timestamp_millis());
+    let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "native_child_run",
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env(
+            "ICEPACK_NATIVE_CHILD",
+            serde_json::to_string(&(&lakehouse.catalog, &run_id)).unwrap(),
+        )
+        .env(icepack::failpoint::ENV, "native.before_commit=return")
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(300), child)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGKILL),
+        "the child was killed at its crash point: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // The outputs were written and are orphans: the metadata decides, and it has nothing.
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::new()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .region(aws_sdk_s3::config::Region::new(support::REGION))
+            .http_client(aws_smithy_http_client::Builder::new().build_http())
+            .endpoint_url(&moto.endpoint)
+            .force_path_style(true)
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .build(),
+    );
+    let listed = s3
+        .list_objects_v2()
+        .bucket(&lakehouse.bucket)
+        .prefix("warehouse/analytics/events/data/")
+        .send()
+        .await
+        .unwrap();
+    let orphans: Vec<&str> = listed
+        .contents()
+        .iter()
+        .filter_map(|object| object.key())
+        .filter(|key| key.contains(&format!("icepack-{run_id}")))
+        .collect();
+    assert_eq!(orphans.len(), 1, "the killed run had written its output");
+    let engine = NativeEngine::new(NativeLimits::default()).unwrap();
+    let recovery = NativeTask {
+        catalog: lakehouse.catalog.clone(),
+        run_id: run_id.clone(),
+        ..task_template()
+    };
+    assert_eq!(
+        engine.recover(recovery).await.unwrap(),
+        None,
+        "no snapshot of the run"
+    );
+    let after = lakehouse.sql(&format!(
+        "{};\nSELECT count(*) AS files_now FROM lakehouse.analytics.events.files;\n\
+         SELECT count(*) AS live_orphans FROM lakehouse.analytics.events.files WHERE file_path LIKE '%icepack-%';",
+        checksum_statement("after", FIRST_COLUMNS)
+    ));
+    assert_eq!(checksum(&after, "after"), checksum(&before, "before"));
+    assert_eq!(row_with(&after, "files_now")["files_now"], "6");
+    assert_eq!(row_with(&after, "live_orphans")["live_orphans"], "0");
+    // A run after the crash compacts as if nothing had happened.
+    let report = engine
+        .run(task(&lakehouse, &["ts_day=2024-05-01/region=eu"]))
+        .await
+        .unwrap();
+    assert_eq!(report.result.rewritten_data_files_count, 6);
+}
+
+/// Figures for the report (no assertion on time): the 24 tiny files of [`spark_history`], then
+/// 200 files of about 1 MiB in 10 partitions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement on the local stack: deploy/local/with-stack.sh cargo test --release --test native_engine -- --include-ignored measure_"]
+async fn measure_native_runs() {
+    if !stack_available("measure_native_runs") {
+        return;
+    }
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let lakehouse = lakehouse(Catalog::Jdbc, dir.path(), &moto).await;
+    // 20 tasks, each writing one file into each of 10 partitions: 200 files of incompressible
+    // bytes (hashes), about 1 MiB each.
+    let mut statements = spark_history();
+    statements.push(
+        "CREATE TABLE lakehouse.analytics.wide (id BIGINT, part STRING, a BINARY, b BINARY, c BINARY, d BINARY) \
+         USING iceberg PARTITIONED BY (part) \
+         TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none')"
+            .to_string(),
+    );
+    statements.push(
+        "INSERT INTO lakehouse.analytics.wide SELECT /*+ REPARTITION(20) */ id, concat('p', CAST(id % 10 AS STRING)), \
+         unhex(sha2(CAST(id AS STRING), 512)), unhex(sha2(CAST(id + 1 AS STRING), 512)), \
+         unhex(sha2(CAST(id + 2 AS STRING), 512)), unhex(sha2(CAST(id + 3 AS STRING), 512)) FROM range(800000)"
+            .to_string(),
+    );
+    statements.push(
+        "SELECT count(*) AS wide_files, avg(file_size_in_bytes) AS wide_average FROM lakehouse.analytics.wide.files"
+            .to_string(),
+    );
+    let written = lakehouse.sql(&(statements.join(";\n") + ";"));
+    let wide = row_with(&written, "wide_files");
+    println!(
+        "measure: Spark wrote {} files of {} bytes on average",
+        wide["wide_files"], wide["wide_average"]
+    );
+    let engine = NativeEngine::new(NativeLimits {
+        max_run_bytes: 1024 * MIB,
+        ..NativeLimits::default()
+    })
+    .unwrap();
+    for (name, task) in [
+        ("24 tiny files", task(&lakehouse, &PARTITIONS)),
+        (
+            "200 files of 1 MiB",
+            NativeTask {
+                table: "analytics.wide".to_string(),
+                partitions: (0..10).map(|part| format!("part=p{part}")).collect(),
+                small_file_bytes: 2 * MIB,
+                min_input_files: 5,
+                ..task(&lakehouse, &[])
+            },
+        ),
+    ] {
+        let started = Instant::now();
+        let report = engine.run(task).await.unwrap();
+        println!(
+            "measure: {name}: {} files ({} bytes) into {} in {} ms; peak RSS of the process {} KiB",
+            report.result.rewritten_data_files_count,
+            report.result.rewritten_bytes_count,
+            report.result.added_data_files_count,
+            started.elapsed().as_millis(),
+            peak_rss_kib(),
+        );
+    }
+}
+
+/// The process's peak resident set (VmHWM), in KiB.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
