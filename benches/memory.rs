@@ -320,6 +320,7 @@ fn run_record(rng: &mut fastrand::Rng, finished_millis: i64) -> RunRecord {
         delete_rewrite: None,
         partitions,
         maintenance_failed: None,
+        ran_on: None,
     }
 }
 

@@ -43,6 +43,15 @@ pub enum RunOutcome {
     },
 }
 
+/// Which engine ran a run, and why that one: status, the run history, the page and alerts say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RanOn {
+    /// `spark` or `native`.
+    pub engine: String,
+    /// How it runs (`docker IMAGE`, `native`), and for a routed run why this engine.
+    pub detail: String,
+}
+
 /// What a successful run reported.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportSummary {
@@ -213,5 +222,52 @@ mod tests {
         let first = new_run_id(1_714_564_800_000);
         assert!(first.starts_with("20240501T120000Z-"), "{first}");
         assert_ne!(first, new_run_id(1_714_564_800_000));
+    }
+}
+
+/// Reads the object keys (bucket, key) of the files a run claimed, for an engine that must tell
+/// the run's own commit among the table's snapshots (after a lost connection or a restart).
+#[async_trait::async_trait]
+pub trait ClaimedFileReader: Send + Sync {
+    async fn claimed_files(&self) -> Result<Vec<(String, String)>, String>;
+}
+
+/// The claimed files of a job, read only when needed; none known by default.
+#[derive(Clone, Default)]
+pub struct ClaimedFiles(Option<std::sync::Arc<dyn ClaimedFileReader>>);
+
+impl ClaimedFiles {
+    pub fn new(reader: std::sync::Arc<dyn ClaimedFileReader>) -> ClaimedFiles {
+        ClaimedFiles(Some(reader))
+    }
+
+    /// Claimed files known up front.
+    pub fn listed(files: Vec<(String, String)>) -> ClaimedFiles {
+        struct Listed(Vec<(String, String)>);
+        #[async_trait::async_trait]
+        impl ClaimedFileReader for Listed {
+            async fn claimed_files(&self) -> Result<Vec<(String, String)>, String> {
+                Ok(self.0.clone())
+            }
+        }
+        ClaimedFiles::new(std::sync::Arc::new(Listed(files)))
+    }
+
+    /// The claimed files' (bucket, key)s; empty when none are known.
+    pub async fn read(&self) -> Result<std::collections::HashSet<(String, String)>, String> {
+        match &self.0 {
+            None => Ok(Default::default()),
+            Some(reader) => Ok(reader.claimed_files().await?.into_iter().collect()),
+        }
+    }
+}
+
+impl std::fmt::Debug for ClaimedFiles {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(if self.0.is_some() {
+            "ClaimedFiles(read when needed)"
+        } else {
+            "ClaimedFiles(none)"
+        })
     }
 }

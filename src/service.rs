@@ -55,9 +55,27 @@ pub use crate::actors::workers::Workers;
 /// How the pipeline compacts.
 pub struct Compaction {
     pub settings: CompactionSettings,
-    pub runner: Arc<dyn SparkRunner>,
+    pub engine: Arc<dyn crate::engine::Engine>,
     /// `false`: tables are counted and reported due, never compacted.
     pub enabled: bool,
+}
+
+impl Compaction {
+    /// Every run on Spark through `runner` (tests and benchmarks give a stand-in).
+    pub fn spark(
+        settings: CompactionSettings,
+        runner: Arc<dyn SparkRunner>,
+        enabled: bool,
+    ) -> Compaction {
+        Compaction {
+            engine: Arc::new(crate::engine::spark::SparkEngine::new(
+                runner,
+                settings.clone(),
+            )),
+            settings,
+            enabled,
+        }
+    }
 }
 
 /// Loads every table's state and starts its actors; must run inside an actix system.
@@ -72,7 +90,7 @@ pub fn start_pipeline(
     let backoff = compaction.settings.backoff;
     let pool = CompactionPool::new(
         compaction.settings,
-        compaction.runner,
+        compaction.engine,
         store.clone(),
         clock.clone(),
         compaction.enabled,

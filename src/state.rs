@@ -416,6 +416,9 @@ pub struct RunRecord {
     /// What failed after the run's rewrite committed (the run succeeded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_failed: Option<crate::run::MaintenanceFailure>,
+    /// Which engine ran it, and why that one (`None`: a run of an earlier release).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_on: Option<crate::run::RanOn>,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.

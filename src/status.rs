@@ -46,6 +46,9 @@ pub struct TableStatus {
     /// order as last read (`null`: not read yet, `""`: unsorted).
     pub strategy: &'static str,
     pub table_sort_order: Option<String>,
+    /// Which engine runs the table's runs: `spark`, `native` or `auto` (each run's own is in
+    /// `last_run.engine` and the run history).
+    pub engine: &'static str,
     /// Manifests known from the metadata plus those announced since, and `max_manifests`
     /// (`null`: `rewrite_manifests` is off).
     pub manifests: u64,
@@ -278,6 +281,9 @@ pub struct LastRun {
     pub dry_run: Option<bool>,
     /// A successful run's step after its commit that failed: `{step, class, excerpt}`.
     pub maintenance_failed: Option<crate::run::MaintenanceFailure>,
+    /// `spark` or `native` (`null`: a run of an earlier release), and how and why that engine.
+    pub engine: Option<String>,
+    pub engine_detail: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -324,6 +330,8 @@ pub fn run_status(run: &crate::state::RunRecord) -> LastRun {
         rewritten_bytes: run.result.map(|result| result.rewritten_bytes_count),
         output_files: run.output_files,
         maintenance_failed: run.maintenance_failed.clone(),
+        engine: run.ran_on.as_ref().map(|ran_on| ran_on.engine.clone()),
+        engine_detail: run.ran_on.as_ref().map(|ran_on| ran_on.detail.clone()),
     }
 }
 
@@ -378,6 +386,7 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
                 },
             )
         },
+        engine: spec.engine.as_str(),
         table_sort_order: snapshot
             .state
             .table_order
@@ -639,6 +648,7 @@ mod tests {
             orphan_files: None,
             delete_rewrite: None,
             maintenance_failed: None,
+            ran_on: None,
             partitions: Vec::new(),
         };
         let shown = run_status(&run).error.unwrap();

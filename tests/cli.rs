@@ -267,6 +267,7 @@ fn status_of_a_new_deployment_shows_empty_tables() {
             "nothing_to_rewrite": false,
             "strategy": "binpack",
             "table_sort_order": null,
+            "engine": "spark",
             "manifests": 0,
             "max_manifests": null,
             "orphans": null,

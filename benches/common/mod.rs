@@ -102,11 +102,7 @@ pub fn shared_pipeline(
     start_pipeline(
         store,
         clock,
-        Compaction {
-            settings,
-            runner,
-            enabled,
-        },
+        Compaction::spark(settings, runner, enabled),
         Arc::new(Metrics::default()),
         None,
     )

@@ -2,6 +2,7 @@
 //! the table's committed metadata when the run read it.
 
 use super::*;
+use crate::run::RanOn;
 
 /// The pending files after a run read the table's committed metadata (the truth): every small
 /// data file the metadata has, plus the logged files it does not have yet and that are still
@@ -133,17 +134,20 @@ fn rebuild_from_truth(
 
 /// What a table's state becomes when its run ended, and the ops that make it so: a
 /// [`Settlement`] prepared from `snapshot` and applied to it at once.
+// The run's id, outcome and engine are what `RunFinished` carries, passed as they come.
+#[allow(clippy::too_many_arguments)]
 pub fn settle_run(
     spec: &TableSpec,
     snapshot: &TableSnapshot,
     store: &dyn StateStore,
     run_id: &str,
     outcome: &RunOutcome,
+    ran_on: Option<&RanOn>,
     now: UnixMillis,
     backoff: FailureBackoff,
 ) -> Result<Option<(Vec<Op>, StagedChange)>, StoreError> {
     Ok(
-        prepare_settlement(spec, snapshot, store, run_id, outcome, now, backoff)?
+        prepare_settlement(spec, snapshot, store, run_id, outcome, ran_on, now, backoff)?
             .map(|settlement| settlement.apply(spec, snapshot, &[], now)),
     )
 }
@@ -178,12 +182,14 @@ pub struct Settlement {
 /// out its back-off. Either way the pending counts are recomputed from the file log, as it was
 /// below the base's next sequence number (files counted since are added by
 /// [`Settlement::apply`]). `None` when the base holds no claim of this run.
+#[allow(clippy::too_many_arguments)]
 pub fn prepare_settlement(
     spec: &TableSpec,
     snapshot: &TableSnapshot,
     store: &dyn StateStore,
     run_id: &str,
     outcome: &RunOutcome,
+    ran_on: Option<&RanOn>,
     now: UnixMillis,
     backoff: FailureBackoff,
 ) -> Result<Option<Settlement>, StoreError> {
@@ -232,6 +238,7 @@ pub fn prepare_settlement(
         partitions: claim.rewrite_partitions.clone(),
         attempts: 0,
         maintenance_failed: None,
+        ran_on: ran_on.cloned(),
     };
     match outcome {
         RunOutcome::Success {

@@ -253,6 +253,7 @@ fn finish(
         store,
         run_id,
         outcome,
+        None,
         now,
         BACKOFF,
     )
@@ -1180,6 +1181,7 @@ fn a_stale_outcome_changes_nothing() {
         &store,
         "run-0",
         &failure(),
+        None,
         3_000,
         BACKOFF
     )
@@ -1677,6 +1679,7 @@ fn files_counted_while_a_settlement_is_prepared_end_as_if_counted_after_it() {
             &store,
             "run-1",
             &outcome,
+            None,
             settled_at,
             BACKOFF,
         )
@@ -1760,9 +1763,18 @@ fn a_stale_settlement_is_refused() {
         2_500,
     );
     let prepared = || {
-        prepare_settlement(&spec(), &base, &store, "run-1", &outcome, 3_000, BACKOFF)
-            .unwrap()
-            .unwrap()
+        prepare_settlement(
+            &spec(),
+            &base,
+            &store,
+            "run-1",
+            &outcome,
+            None,
+            3_000,
+            BACKOFF,
+        )
+        .unwrap()
+        .unwrap()
     };
     assert_eq!(
         accumulator

@@ -325,6 +325,7 @@ impl TableAccumulatorActor {
                     store.as_ref(),
                     &preparing.run_id,
                     &preparing.outcome,
+                    preparing.ran_on.as_ref(),
                     now,
                     backoff,
                 )
@@ -781,6 +782,7 @@ mod tests {
         actor
             .send(RunFinished {
                 run_id: "run-1".to_string(),
+                ran_on: None,
                 outcome: RunOutcome::Success {
                     report: Default::default(),
                     duration_millis: 5,
@@ -1018,6 +1020,7 @@ mod tests {
         let started = std::time::Instant::now();
         map.accumulator(0).do_send(RunFinished {
             run_id: "r".to_string(),
+            ran_on: None,
             outcome: truthful(&keys),
         });
         let timed = |messages| {
@@ -1234,6 +1237,7 @@ mod tests {
             let actor = unpooled(accumulator, &shared, Arc::new(clock)).start();
             let finished = RunFinished {
                 run_id: "run-1".to_string(),
+                ran_on: None,
                 outcome: RunOutcome::Success {
                     report: Default::default(),
                     duration_millis: 5,

@@ -23,6 +23,7 @@ use super::notifier::{Notifier, Notify};
 use crate::accumulator::ClaimTicket;
 use crate::clock::{Clock, UnixMillis};
 use crate::compaction::CompactionSettings;
+use crate::engine::{ClaimedFileReader, ClaimedFiles, Engine, RanOn, RunTask};
 use crate::metrics::{
     FailedRunLabels, MaintenanceFailureLabels, Metrics, OutcomeLabels, RunLabels, REWRITE_KIND,
 };
@@ -30,9 +31,6 @@ use crate::notify::RunEvent;
 use crate::pool::{Effect, PoolCore};
 use crate::routing::TableIndex;
 use crate::run::{FailureClass, RunOutcome};
-use crate::spark::runner::{
-    execute, judge, ClaimedFileReader, ClaimedFiles, SparkJob, SparkRunner,
-};
 use crate::store::StateStore;
 
 /// Notifications carry counts, not the list of output files.
@@ -98,7 +96,9 @@ impl ClaimedFileReader for StoredClaimedFiles {
 
 pub struct CompactionPool {
     settings: CompactionSettings,
-    runner: Arc<dyn SparkRunner>,
+    engine: Arc<dyn Engine>,
+    /// Which engine ran each table's last run, until its outcome is delivered to the table.
+    ran_on: HashMap<TableIndex, RanOn>,
     /// Read for a run's claimed files only ([`StoredClaimedFiles`]).
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
@@ -115,7 +115,7 @@ pub struct CompactionPool {
 impl CompactionPool {
     pub fn new(
         settings: CompactionSettings,
-        runner: Arc<dyn SparkRunner>,
+        engine: Arc<dyn Engine>,
         store: Arc<dyn StateStore>,
         clock: Arc<dyn Clock>,
         enabled: bool,
@@ -125,7 +125,8 @@ impl CompactionPool {
         CompactionPool {
             core: PoolCore::new(settings.max_concurrent, clock.clone(), enabled),
             settings,
-            runner,
+            engine,
+            ran_on: HashMap::new(),
             store,
             clock,
             manual: HashMap::new(),
@@ -155,11 +156,14 @@ impl CompactionPool {
                     table,
                     run_id,
                     outcome,
-                } => self
-                    .core
-                    .map()
-                    .accumulator(table)
-                    .do_send(RunFinished { run_id, outcome }),
+                } => {
+                    let ran_on = self.ran_on.remove(&table);
+                    self.core.map().accumulator(table).do_send(RunFinished {
+                        run_id,
+                        outcome,
+                        ran_on,
+                    })
+                }
                 Effect::Answer { table, answer } => {
                     for waiter in self.manual.remove(&table).unwrap_or_default() {
                         let _ = waiter.send(answer.clone());
@@ -276,6 +280,7 @@ impl CompactionPool {
                 claimed_files: ticket.files,
                 claimed_bytes: ticket.bytes,
                 outcome: strip_output_files(outcome),
+                ran_on: self.ran_on.get(&table).cloned(),
             }));
         }
         match outcome {
@@ -319,101 +324,82 @@ impl CompactionPool {
         }
     }
 
-    /// The job of a claimed run; `None` when it cannot be prepared, and the run has then failed
-    /// as `invalid_input` (its end reported as any run's, after this message).
-    fn prepare(
+    /// The task of a claimed run: `timeout` is what is left of its deadline.
+    fn task(&self, table: TableIndex, ticket: &ClaimTicket, timeout: Duration) -> RunTask {
+        let spec = self.core.map().spec(table).clone();
+        RunTask {
+            claimed: ClaimedFiles::new(Arc::new(StoredClaimedFiles {
+                store: self.store.clone(),
+                table: spec.table.clone(),
+                upto_seq: ticket.upto_seq,
+            })),
+            spec,
+            ticket: ticket.clone(),
+            timeout,
+        }
+    }
+
+    /// Runs `run` for a table and finishes it: a panic inside is the run's failure
+    /// (`invalid_input`), never the pool's.
+    fn spawn_run(
         &mut self,
         table: TableIndex,
-        ticket: &ClaimTicket,
+        ticket: ClaimTicket,
+        run: impl std::future::Future<Output = crate::engine::EngineRun> + 'static,
         ctx: &mut Context<Self>,
-    ) -> Option<SparkJob> {
-        let spec = self.core.map().spec(table).clone();
-        match self.settings.prepare(&spec, ticket) {
-            Ok(mut job) => {
-                job.claimed = ClaimedFiles::new(Arc::new(StoredClaimedFiles {
-                    store: self.store.clone(),
-                    table: spec.table.clone(),
-                    upto_seq: ticket.upto_seq,
-                }));
-                Some(job)
-            }
-            Err(error) => {
-                warn!(table = %spec.table, run_id = %ticket.run_id, %error, "the run cannot be prepared; it fails as invalid_input");
-                let outcome = RunOutcome::Failure {
-                    class: FailureClass::InvalidInput,
-                    excerpt: error.to_string(),
-                    duration_millis: 0,
-                    attempts: 1,
-                };
-                let ticket = ticket.clone();
-                ctx.spawn(
-                    actix::fut::ready(()).map(move |(), pool: &mut Self, ctx| {
-                        pool.finish(table, ticket, outcome, ctx)
-                    }),
-                );
-                None
-            }
-        }
+    ) {
+        let span = {
+            let spec = self.core.map().spec(table);
+            tracing::info_span!("run", table = %spec.table, tenant = %spec.tenant, run_id = %ticket.run_id)
+        };
+        let ran_on = Arc::new(std::sync::Mutex::new(None));
+        let noted = ran_on.clone();
+        let outcome = outcome_or_invalid(async move {
+            let ended = run.await;
+            *noted.lock().expect("ran on") = Some(ended.ran_on);
+            ended.outcome
+        });
+        ctx.spawn(outcome.instrument(span).into_actor(self).map(
+            move |outcome, pool: &mut Self, ctx| {
+                if let Some(ran_on) = ran_on.lock().expect("ran on").take() {
+                    pool.ran_on.insert(table, ran_on);
+                }
+                pool.finish(table, ticket, outcome, ctx)
+            },
+        ));
     }
 
     /// Finds the end of a run the pool did not start (its engine may still run it, or have
     /// left its output), within what is left of the run's timeout.
     fn recover(&mut self, table: TableIndex, ticket: ClaimTicket, ctx: &mut Context<Self>) {
-        let Some(mut job) = self.prepare(table, &ticket, ctx) else {
-            return;
-        };
-        let runner = self.runner.clone();
         let elapsed =
             Duration::from_millis((self.clock.now_millis() - ticket.started_millis).max(0) as u64);
-        job.timeout = self
+        let timeout = self
             .settings
             .timeout
             .saturating_sub(elapsed)
             .max(Duration::from_secs(1));
-        // However many attempts the run made before the restart.
-        job.attempt = self.settings.attempts;
-        let recovery = async move {
-            let started = std::time::Instant::now();
-            let failure = |class: FailureClass, excerpt: String| RunOutcome::Failure {
-                class,
-                excerpt,
-                duration_millis: started.elapsed().as_millis() as u64,
-                attempts: 1,
-            };
-            match runner.recover(&job).await {
-                Ok(Some(output)) => match judge(&output, &job) {
-                    Ok(report) => RunOutcome::Success {
-                        report: report.into(),
-                        duration_millis: started.elapsed().as_millis() as u64,
-                        attempts: 1,
-                    },
-                    Err((class, excerpt)) => failure(class, excerpt),
-                },
-                Ok(None) => failure(
-                    FailureClass::Other,
-                    "the run was interrupted by a restart and left no outcome to read; its files are pending again".to_string(),
-                ),
-                Err(error) => failure(FailureClass::EngineUnavailable, format!("cannot recover the run: {error}")),
-            }
-        };
-        ctx.spawn(
-            outcome_or_invalid(recovery)
-                .into_actor(self)
-                .map(move |outcome, pool, ctx| pool.finish(table, ticket, outcome, ctx)),
+        let task = self.task(table, &ticket, timeout);
+        let engine = self.engine.clone();
+        self.spawn_run(
+            table,
+            ticket,
+            async move { engine.recover(&task).await },
+            ctx,
         );
     }
 
     /// Removes containers of runs nobody claims (their claim was settled, or never committed).
     fn sweep_leftovers(&mut self, ctx: &mut Context<Self>) {
-        let runner = self.runner.clone();
+        let engine = self.engine.clone();
         let known = self.core.running_runs();
         ctx.spawn(
             async move {
-                match runner.leftover_runs().await {
+                match engine.leftover_runs().await {
                     Ok(runs) => {
                         for run_id in runs.into_iter().filter(|run_id| !known.contains(run_id)) {
                             info!(%run_id, "removing the container of a run no table claims");
-                            if let Err(error) = runner.discard(&run_id).await {
+                            if let Err(error) = engine.discard(&run_id).await {
                                 warn!(%run_id, %error, "cannot remove a left-over run");
                             }
                         }
@@ -454,6 +440,7 @@ impl Handler<SetSettings> for CompactionPool {
     type Result = ();
 
     fn handle(&mut self, message: SetSettings, ctx: &mut Context<Self>) {
+        self.engine.reconfigure(&message.0);
         self.settings = message.0;
         let effects = self.core.set_max_concurrent(self.settings.max_concurrent);
         self.apply(effects, ctx);
@@ -485,9 +472,6 @@ impl Handler<Claimed> for CompactionPool {
         let table = message.table;
         let ticket = message.ticket;
         let spec = self.core.map().spec(table).clone();
-        let runner = self.runner.clone();
-        let attempts = self.settings.attempts;
-        let retry_interval = self.settings.retry_interval;
         if ticket.rewrite || ticket.maintenance.is_some() {
             self.metrics
                 .runs_started
@@ -498,26 +482,19 @@ impl Handler<Claimed> for CompactionPool {
                 })
                 .inc();
         }
-        let Some(job) = self.prepare(table, &ticket, ctx) else {
-            return;
-        };
-        let span = tracing::info_span!("run", table = %spec.table, tenant = %spec.tenant, run_id = %ticket.run_id);
+        let task = self.task(table, &ticket, self.settings.timeout);
+        let engine = self.engine.clone();
         let run = async move {
-            let outcome = execute(runner.as_ref(), &job, attempts, retry_interval).await;
-            if crate::failpoint::finish_panics(&job.table) {
+            let ended = engine.run(&task).await;
+            if crate::failpoint::finish_panics(&task.spec.table) {
                 panic!(
                     "failpoint executor.finish_panic: reading the outcome of {} panicked",
-                    job.table
+                    task.spec.table
                 );
             }
-            outcome
+            ended
         };
-        ctx.spawn(
-            outcome_or_invalid(run)
-                .instrument(span)
-                .into_actor(self)
-                .map(move |outcome, pool, ctx| pool.finish(table, ticket, outcome, ctx)),
-        );
+        self.spawn_run(table, ticket, run, ctx);
     }
 }
 
@@ -631,7 +608,7 @@ mod tests {
     use crate::config::Config;
     use crate::intake::InboundMessage;
     use crate::service::{start_pipeline, Compaction, Pipeline};
-    use crate::spark::runner::{EngineError, EngineOutput, SparkJob};
+    use crate::spark::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
     use crate::store::{MemoryStore, StateStore};
     use crate::testing::stand_in_runner::StandInRunner;
     use async_trait::async_trait;
@@ -873,11 +850,7 @@ mod tests {
         start_pipeline(
             store,
             Arc::new(FakeClock::new(1_714_564_800_000)),
-            Compaction {
-                settings: CompactionSettings::from_config(config),
-                runner,
-                enabled: true,
-            },
+            Compaction::spark(CompactionSettings::from_config(config), runner, true),
             Arc::new(Metrics::default()),
             None,
         )

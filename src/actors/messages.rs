@@ -130,6 +130,8 @@ pub struct RecoverRun {
 pub struct RunFinished {
     pub run_id: String,
     pub outcome: RunOutcome,
+    /// Which engine ran it (`None`: the pool does not know, e.g. a run of an earlier process).
+    pub ran_on: Option<crate::run::RanOn>,
 }
 
 /// Runs a compaction of one table now, whatever its thresholds — or, with trigger `reconcile`,

@@ -396,6 +396,7 @@ mod tests {
 
     fn failed_run(tenant: &str, run_id: &str) -> RunEvent {
         RunEvent {
+            ran_on: None,
             outcome: RunOutcome::Failure {
                 class: FailureClass::Timeout,
                 excerpt: "deadline passed".to_string(),

@@ -433,11 +433,7 @@ mod tests {
         start_pipeline(
             store,
             clock,
-            Compaction {
-                settings,
-                runner,
-                enabled: false,
-            },
+            Compaction::spark(settings, runner, false),
             Arc::new(Metrics::default()),
             None,
         )

@@ -576,11 +576,7 @@ pub(crate) mod tests {
         start_pipeline(
             store,
             Arc::new(FakeClock::new(now)),
-            Compaction {
-                settings,
-                runner,
-                enabled: false,
-            },
+            Compaction::spark(settings, runner, false),
             Arc::new(Metrics::default()),
             None,
         )

@@ -14,9 +14,10 @@ use icepack::actors::executor::StopDispatching;
 use icepack::actors::messages::{CompactNow, Ingest, WaitIdle};
 use icepack::actors::notifier::{sinks_from_config, Flush, Notifier};
 use icepack::clock::{Clock, SystemClock};
-use icepack::compaction::{runner_from_config, CompactionSettings};
+use icepack::compaction::CompactionSettings;
 use icepack::config::Config;
 use icepack::control::{control_channel, sqs_connector, Control};
+use icepack::engine::routed::engine_from_config;
 use icepack::http::{self, ApiState};
 use icepack::intake::{InboundMessage, IntakeSummary};
 use icepack::metrics::Metrics;
@@ -41,6 +42,8 @@ pub(crate) fn load_config(path: &Path) -> Result<Config> {
 
 pub(crate) fn check_config(path: &Path) -> Result<()> {
     let config = load_config(path)?;
+    // Tables on the native engine name catalogs it can commit to.
+    engine_from_config(&Arc::new(config.clone())).map_err(anyhow::Error::msg)?;
     println!(
         "{}: valid, {} table(s), {} tenant(s), {} queue(s)",
         path.display(),
@@ -95,7 +98,7 @@ pub(crate) fn one_shot_pipeline(
         store,
         clock,
         Arc::new(Metrics::default()),
-        compaction(config, true),
+        compaction(config, true)?,
     )
 }
 
@@ -127,10 +130,10 @@ pub(crate) async fn run_now(
 }
 
 /// The configuration is shared with the pipeline (not copied: it may hold thousands of tables).
-pub(crate) fn compaction(config: &Arc<Config>, enabled: bool) -> Compaction {
-    Compaction {
+pub(crate) fn compaction(config: &Arc<Config>, enabled: bool) -> Result<Compaction> {
+    Ok(Compaction {
         settings: CompactionSettings::from_config(config.clone()),
-        runner: runner_from_config(config),
+        engine: engine_from_config(config).map_err(anyhow::Error::msg)?,
         enabled,
-    }
+    })
 }

@@ -19,7 +19,7 @@ pub(crate) fn replay(path: &Path, events: &str, compact: bool) -> Result<()> {
         let pipeline = start_pipeline(
             store,
             clock,
-            compaction(&config, compact),
+            compaction(&config, compact)?,
             Arc::new(Metrics::default()),
             None,
         )?;

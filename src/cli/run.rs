@@ -24,9 +24,9 @@ pub(crate) fn run(path: &Path) -> Result<()> {
             )
         };
         let metrics = Arc::new(Metrics::default());
-        let compaction = compaction(&config, true);
+        let compaction = compaction(&config, true)?;
         icepack::engine::spawn_probe(
-            compaction.runner.clone(),
+            compaction.engine.clone(),
             metrics.engine.clone(),
             clock.clone(),
             icepack::engine::PROBE_INTERVAL,

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{PacingMode, Thresholds};
 
+mod native;
 mod notify;
 mod service;
 mod spark;
@@ -19,6 +20,7 @@ mod tables;
 mod tenants;
 mod values;
 
+pub use native::*;
 pub use notify::*;
 pub use service::*;
 pub use spark::*;
@@ -53,6 +55,9 @@ pub struct Config {
     pub catalogs: BTreeMap<String, CatalogConfig>,
     #[serde(default)]
     pub spark: SparkConfig,
+    /// The JVM-free engine's bounds (tables choose it with `engine`).
+    #[serde(default)]
+    pub native: NativeConfig,
     #[serde(default)]
     pub slack: SlackConfig,
     /// Generic JSON webhooks (schema `icepack.run/v1`) for other chat or paging tools.
@@ -75,6 +80,7 @@ impl Default for Config {
             tables: Vec::new(),
             catalogs: default_catalogs(),
             spark: SparkConfig::default(),
+            native: NativeConfig::default(),
             slack: SlackConfig::default(),
             webhooks: Vec::new(),
             tenants: BTreeMap::new(),

@@ -64,6 +64,9 @@ pub struct TableDefaults {
     /// order, bin-pack the others). `sort_order` is per table.
     #[serde(default = "default_strategy")]
     pub strategy: String,
+    /// Which engine runs the table's runs: `spark` (the default), `native` or `auto`.
+    #[serde(default)]
+    pub engine: EngineChoice,
     /// Run `rewrite_manifests` when a table has more manifests than this, counted from their
     /// own S3 events and the metadata (0: off).
     #[serde(default)]
@@ -168,6 +171,7 @@ impl Default for TableDefaults {
             remerge_new_data_percent: default_remerge_new_data_percent(),
             fragment_fill_percent: None,
             strategy: default_strategy(),
+            engine: EngineChoice::default(),
             max_manifests: Int::new(0),
             remove_orphans_every_hours: Int::new(0),
             orphan_older_than_hours: default_orphan_older_than_hours(),
@@ -217,6 +221,8 @@ pub struct TableConfig {
     pub fragment_fill_percent: Option<Percent>,
     /// `binpack`, `sort`, `zorder` or `auto`; the tenant's, else `[defaults]`, by default.
     pub strategy: Option<String>,
+    /// `spark`, `native` or `auto`; the tenant's, else `[defaults]`, by default.
+    pub engine: Option<EngineChoice>,
     /// For `sort`: `col1 DESC NULLS LAST, col2` (the table's own order when left out); for
     /// `zorder`: `zorder(col1, col2)`.
     pub sort_order: Option<String>,
@@ -269,6 +275,8 @@ pub struct TableSpec {
     /// against the files it fixes (resolved with the table's measured run cost).
     pub pacing: crate::policy::PacingSpec,
     pub strategy: crate::strategy::Strategy,
+    /// Which engine runs the table's runs.
+    pub engine: EngineChoice,
     /// `options` of the table's `[[tables]]` entry.
     pub rewrite_options: BTreeMap<String, String>,
     /// `rewrite_manifests` past this many manifests (`None`: off).
@@ -323,6 +331,7 @@ impl TableSpec {
             tenant: DEFAULT_TENANT.to_string(),
             pacing: crate::policy::PacingSpec::OFF,
             strategy: crate::strategy::Strategy::Binpack,
+            engine: EngineChoice::Spark,
             rewrite_options: BTreeMap::new(),
             max_manifests: None,
             remove_orphans_every_millis: None,
@@ -383,6 +392,7 @@ impl TableConfig {
             remerge_new_data_percent: self.remerge_new_data_percent,
             fragment_fill_percent: self.fragment_fill_percent,
             strategy: self.strategy.clone(),
+            engine: self.engine,
             max_manifests: self.max_manifests,
             remove_orphans_every_hours: self.remove_orphans_every_hours,
             orphan_older_than_hours: self.orphan_older_than_hours,
@@ -573,6 +583,7 @@ impl TableConfig {
             strategy: self
                 .strategy(defaults, tenant)
                 .expect("the strategy is validated with the configuration"),
+            engine: self.engine.or(tenant.engine).unwrap_or(defaults.engine),
             rewrite_options: self.options.clone(),
             max_manifests: pick(
                 self.max_manifests,

@@ -62,6 +62,7 @@ pub struct TenantDefaults {
     pub remerge_new_data_percent: Option<Percent>,
     pub fragment_fill_percent: Option<Percent>,
     pub strategy: Option<String>,
+    pub engine: Option<EngineChoice>,
     pub max_manifests: Option<Threshold>,
     pub remove_orphans_every_hours: Option<Hours>,
     pub orphan_older_than_hours: Option<Hours>,

@@ -31,6 +31,8 @@ pub struct RunEvent {
     pub claimed_files: u64,
     pub claimed_bytes: u64,
     pub outcome: RunOutcome,
+    /// Which engine ran it, and why that one.
+    pub ran_on: Option<crate::run::RanOn>,
 }
 
 impl RunEvent {

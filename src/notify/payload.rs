@@ -151,6 +151,15 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
             ));
         }
     }
+    if let Some(ran_on) = &event.ran_on {
+        if let Some(fields) = message["attachments"][0]["fields"].as_array_mut() {
+            fields.push(field(
+                "Engine",
+                format!("{}: {}", ran_on.engine, ran_on.detail),
+                true,
+            ));
+        }
+    }
     if event.tenant != DEFAULT_TENANT {
         if let Some(fields) = message["attachments"][0]["fields"].as_array_mut() {
             fields.insert(1, field("Tenant", event.tenant.clone(), true));
@@ -237,6 +246,7 @@ pub fn webhook(event: &RunEvent) -> Value {
         "catalog": event.catalog,
         "trigger": event.trigger,
         "strategy": event.strategy,
+        "engine": event.ran_on,
         "started_at": format_rfc3339(event.started_millis),
         "finished_at": format_rfc3339(event.finished_millis),
         "duration_ms": duration_millis,
@@ -268,6 +278,7 @@ pub(crate) mod tests {
             catalog_impl: "org.apache.iceberg.rest.RESTCatalog".to_string(),
             trigger: "files".to_string(),
             strategy: "binpack".to_string(),
+            ran_on: None,
             maintenance: None,
             started_millis: 1_714_564_800_000,
             finished_millis: 1_714_564_812_500,

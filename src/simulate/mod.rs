@@ -327,6 +327,7 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                         store.as_ref(),
                         &run_id,
                         &outcome,
+                        None,
                         now,
                         scenario.backoff,
                     )

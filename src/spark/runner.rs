@@ -85,52 +85,7 @@ pub(crate) fn keep_tail(buffer: &mut Vec<u8>, bytes: &[u8]) {
 /// Longest stderr excerpt sent on in a failure.
 pub const EXCERPT_CHARS: usize = 1_200;
 
-/// Reads the object keys (bucket, key) of the files a run claimed, for an engine that must tell
-/// the run's own commit among the table's snapshots (after a lost connection or a restart).
-#[async_trait]
-pub trait ClaimedFileReader: Send + Sync {
-    async fn claimed_files(&self) -> Result<Vec<(String, String)>, String>;
-}
-
-/// The claimed files of a job, read only when needed; none known by default.
-#[derive(Clone, Default)]
-pub struct ClaimedFiles(Option<std::sync::Arc<dyn ClaimedFileReader>>);
-
-impl ClaimedFiles {
-    pub fn new(reader: std::sync::Arc<dyn ClaimedFileReader>) -> ClaimedFiles {
-        ClaimedFiles(Some(reader))
-    }
-
-    /// Claimed files known up front.
-    pub fn listed(files: Vec<(String, String)>) -> ClaimedFiles {
-        struct Listed(Vec<(String, String)>);
-        #[async_trait]
-        impl ClaimedFileReader for Listed {
-            async fn claimed_files(&self) -> Result<Vec<(String, String)>, String> {
-                Ok(self.0.clone())
-            }
-        }
-        ClaimedFiles::new(std::sync::Arc::new(Listed(files)))
-    }
-
-    /// The claimed files' (bucket, key)s; empty when none are known.
-    pub async fn read(&self) -> Result<std::collections::HashSet<(String, String)>, String> {
-        match &self.0 {
-            None => Ok(Default::default()),
-            Some(reader) => Ok(reader.claimed_files().await?.into_iter().collect()),
-        }
-    }
-}
-
-impl std::fmt::Debug for ClaimedFiles {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(if self.0.is_some() {
-            "ClaimedFiles(read when needed)"
-        } else {
-            "ClaimedFiles(none)"
-        })
-    }
-}
+pub use crate::run::{ClaimedFileReader, ClaimedFiles};
 
 /// One compaction (or reconcile) for an engine to run: the statements, each run exactly once
 /// and in order, and the Spark settings they need.

@@ -725,6 +725,7 @@ fn run_history(store: &dyn StateStore) {
         delete_rewrite: None,
         partitions: vec!["d=1".to_string()],
         maintenance_failed: None,
+        ran_on: None,
     };
     let put = |table: &str, seq: u64| Op::PutRun {
         table: table.to_string(),

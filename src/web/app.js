@@ -383,11 +383,12 @@ function chart(series, runs, now) {
 function runsTable(runs) {
   if (!runs.length) return h("p", { class: "muted" }, "No run yet.");
   return h("table", { class: "grid", id: "runs" },
-    h("thead", {}, h("tr", {}, ["Finished", "Task", "Trigger", "Outcome", "Duration", "Files before → after", "Bytes rewritten", "Partitions"].map((label) => h("th", {}, label)))),
+    h("thead", {}, h("tr", {}, ["Finished", "Task", "Trigger", "Engine", "Outcome", "Duration", "Files before → after", "Bytes rewritten", "Partitions"].map((label) => h("th", {}, label)))),
     h("tbody", {}, runs.map((run) => h("tr", { class: run.outcome === "success" ? "" : "failing" },
       h("td", { title: run.run_id }, run.finished_at.replace("T", " ").slice(0, 19)),
       h("td", {}, run.task, run.strategy && run.task === "rewrite_data_files" ? h("span", { class: "muted" }, " · " + run.strategy) : null),
       h("td", {}, run.trigger),
+      h("td", { title: run.engine_detail || "" }, run.engine || "–"),
       h("td", {}, run.outcome === "success" ? h("span", {}, pill("success", "ok"), maintenanceFailed(run)) : h("span", {}, pill(run.failure_class || "failure", "bad"), h("div", { class: "error-text" }, run.error || ""))),
       h("td", { class: "num" }, span(run.duration_ms / 1000)),
       h("td", { class: "num" }, run.rewritten_data_files !== null && run.rewritten_data_files !== undefined

@@ -343,6 +343,20 @@ impl NativeEngine {
         result
     }
 
+    /// The table as its metadata has it, rewriting nothing (a reconcile): its partition spec,
+    /// small files, files committed since the task's window began, manifests and deletes.
+    pub async fn read(&self, task: NativeTask) -> Result<NativeReport, NativeError> {
+        let context = self.context().await;
+        self.handle()
+            .spawn(async move {
+                let catalog = connect(&context, &task).await?;
+                let cache = ManifestCache::default();
+                build_report(catalog.as_ref(), &cache, &task, Tally::default()).await
+            })
+            .await
+            .map_err(|error| NativeError::Other(format!("the native read stopped: {error}")))?
+    }
+
     /// What a run committed, from the metadata alone (a run icepack lost track of: a restart,
     /// a crash): `None` when none of its snapshots is in the table, so nothing became live.
     pub async fn recover(&self, task: NativeTask) -> Result<Option<NativeReport>, NativeError> {

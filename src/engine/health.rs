@@ -1,6 +1,6 @@
-//! Whether the Spark engine answers: a probe when the service starts (for a warm engine, its
-//! warm-up: a fresh Spark Connect server's first statement takes seconds) and then at an
-//! interval. `/readyz`, the metrics and `icepack status` read what the last probe found.
+//! Whether the engine answers: a probe when the service starts (for a warm engine, its warm-up:
+//! a fresh Spark Connect server's first statement takes seconds) and then at an interval.
+//! `/readyz`, the metrics and `icepack status` read what the last probe found.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -8,11 +8,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tracing::{info, warn};
 
+use super::Engine;
 use crate::clock::{format_rfc3339, Clock};
-use crate::spark::runner::SparkRunner;
-
-#[cfg(feature = "service")]
-pub mod native;
 
 /// Between two probes.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(30);
@@ -46,12 +43,12 @@ impl EngineHealthCell {
 
 /// Probes now and then every `interval`, for as long as the runtime runs.
 pub fn spawn_probe(
-    runner: Arc<dyn SparkRunner>,
+    engine_to_probe: Arc<dyn Engine>,
     cell: Arc<EngineHealthCell>,
     clock: Arc<dyn Clock>,
     interval: Duration,
 ) {
-    let engine = runner.engine();
+    let engine = engine_to_probe.describe();
     cell.set(EngineHealth {
         engine: engine.clone(),
         ..EngineHealth::default()
@@ -61,7 +58,7 @@ pub fn spawn_probe(
         loop {
             let started = Instant::now();
             // What the engine said is shown (status, the page, logs): without the secrets it shows.
-            let result = runner
+            let result = engine_to_probe
                 .probe()
                 .await
                 .map_err(|error| crate::redact::hide_secrets(&error.to_string()));
@@ -75,12 +72,12 @@ pub fn spawn_probe(
             match (&result, answered_before) {
                 (Ok(()), Some(true)) => {}
                 (Ok(()), _) => {
-                    info!(%engine, probe_ms = health.probe_millis, "the Spark engine answers")
+                    info!(%engine, probe_ms = health.probe_millis, "the engine answers")
                 }
                 (Err(error), Some(false)) => {
-                    tracing::debug!(%engine, %error, "the Spark engine still does not answer")
+                    tracing::debug!(%engine, %error, "the engine still does not answer")
                 }
-                (Err(error), _) => warn!(%engine, %error, "the Spark engine does not answer"),
+                (Err(error), _) => warn!(%engine, %error, "the engine does not answer"),
             }
             answered_before = Some(result.is_ok());
             cell.set(health);
@@ -93,25 +90,28 @@ pub fn spawn_probe(
 mod tests {
     use super::*;
     use crate::clock::FakeClock;
-    use crate::spark::runner::{EngineError, EngineOutput, SparkJob};
+    use crate::engine::{EngineRun, RunTask};
     use async_trait::async_trait;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     struct Flaky(AtomicBool);
 
     #[async_trait]
-    impl SparkRunner for Flaky {
-        async fn run(&self, _: &SparkJob) -> Result<EngineOutput, EngineError> {
-            unreachable!()
-        }
-        fn engine(&self) -> String {
+    impl Engine for Flaky {
+        fn describe(&self) -> String {
             "connect sc://h:1".to_string()
         }
-        async fn probe(&self) -> Result<(), EngineError> {
+        async fn run(&self, _: &RunTask) -> EngineRun {
+            unreachable!()
+        }
+        async fn recover(&self, _: &RunTask) -> EngineRun {
+            unreachable!()
+        }
+        async fn probe(&self) -> Result<(), String> {
             if self.0.load(Ordering::SeqCst) {
                 Ok(())
             } else {
-                Err(EngineError::Unavailable("refused".to_string()))
+                Err("engine unavailable: refused".to_string())
             }
         }
     }

@@ -1,0 +1,567 @@
+//! One engine per run, by the table's `engine`: Spark, the native engine, or `auto` — the native
+//! engine for the runs it can do, Spark for the others. What the native engine can do is known
+//! in part before a run (the task: a bin-pack rewrite or a reconcile of a table in a REST or JDBC
+//! catalog) and in part only from the table's metadata (delete files on an input, format v3, a
+//! run over `[native] max_run_mb`): such a run goes to Spark then, and the run history says why.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use super::native::{catalog_kind, MidSizedFiles, NativeEngine, NativeError, NativeTask};
+use super::spark::SparkEngine;
+use super::{Engine, EngineRun, RanOn, RunTask};
+use crate::compaction::CompactionSettings;
+use crate::config::{Config, EngineChoice};
+use crate::run::{FailureClass, ReportSummary, RunOutcome};
+use crate::strategy::RunStrategy;
+
+/// What a run recorded as the native engine's says.
+pub const NATIVE: &str = "native";
+
+/// The engines of a deployment and the choice of each table.
+pub struct RoutedEngine {
+    /// `None` when no table may use Spark (`engine = "native"` everywhere): then no `[spark]`
+    /// is needed, and none is probed.
+    spark: Option<SparkEngine>,
+    /// `None` when no table may use the native engine.
+    native: Option<NativeEngine>,
+    config: Mutex<Arc<Config>>,
+}
+
+impl RoutedEngine {
+    pub fn new(
+        spark: Option<SparkEngine>,
+        native: Option<NativeEngine>,
+        config: Arc<Config>,
+    ) -> RoutedEngine {
+        RoutedEngine {
+            spark,
+            native,
+            config: Mutex::new(config),
+        }
+    }
+
+    fn config(&self) -> Arc<Config> {
+        self.config.lock().expect("routed engine's config").clone()
+    }
+
+    /// The native engine's task for a run, or why the native engine cannot run it (known
+    /// before reading the table).
+    fn native_task(&self, task: &RunTask) -> Result<NativeTask, String> {
+        let ticket = &task.ticket;
+        if ticket.maintenance.is_some() {
+            return Err(format!(
+                "{} is a Spark procedure",
+                ticket
+                    .maintenance
+                    .map_or("maintenance", |maintenance| maintenance.as_str())
+            ));
+        }
+        if ticket.apply_deletes {
+            return Err("applying delete files is Spark's (rewrite_position_delete_files)".into());
+        }
+        if ticket.trigger == crate::state::ORDER_READ_TRIGGER {
+            return Err("reading the table's sort order is Spark's".into());
+        }
+        if ticket.rewrite && !matches!(ticket.strategy, RunStrategy::Binpack) {
+            return Err(format!(
+                "the native engine bin-packs; {} is Spark's",
+                ticket.strategy.name()
+            ));
+        }
+        let spec = &task.spec;
+        if spec.where_filter.is_some() {
+            return Err("a table's `where` filter is Spark SQL".into());
+        }
+        if !spec.rewrite_options.is_empty() {
+            return Err("rewrite_data_files `options` are Spark's".into());
+        }
+        let config = self.config();
+        let catalog = config
+            .catalogs
+            .get(&spec.catalog)
+            .ok_or_else(|| format!("no [catalogs.{}] section", spec.catalog))?;
+        catalog_kind(catalog)?;
+        let joining = if !ticket.joins_mid_sized {
+            MidSizedFiles::Nowhere
+        } else if ticket.joining_partitions.is_empty() {
+            MidSizedFiles::Everywhere
+        } else {
+            MidSizedFiles::In(ticket.joining_partitions.clone())
+        };
+        Ok(NativeTask {
+            catalog_name: spec.catalog.clone(),
+            catalog: catalog.clone(),
+            table: spec.table.clone(),
+            partitions: ticket.partitions.clone(),
+            joining,
+            small_file_bytes: spec.thresholds.small_file_bytes,
+            target_file_bytes: spec.target_file_bytes,
+            min_input_files: if ticket.min_input_files > 0 {
+                ticket.min_input_files
+            } else {
+                spec.min_input_files
+            },
+            partial_progress: spec.partial_progress,
+            deadline: Instant::now() + task.timeout,
+            run_id: ticket.run_id.clone(),
+            committed_since_millis: crate::accumulator::committed_since_millis(
+                ticket.started_millis,
+            ),
+        })
+    }
+
+    /// Runs the task on the native engine: `Err(reason)` when it turned out, from the table,
+    /// to be one for another engine.
+    async fn run_native(
+        native: &NativeEngine,
+        task: &RunTask,
+        native_task: NativeTask,
+    ) -> Result<RunOutcome, String> {
+        let started = Instant::now();
+        let result = if task.ticket.rewrite {
+            native.run(native_task).await
+        } else {
+            native.read(native_task).await
+        };
+        let duration_millis = started.elapsed().as_millis() as u64;
+        match result {
+            Ok(report) => Ok(RunOutcome::Success {
+                report: ReportSummary::from(report),
+                duration_millis,
+                attempts: 1,
+            }),
+            Err(error) if error.needs_another_engine() => Err(error.to_string()),
+            Err(error) => Ok(failure_of(&error, duration_millis)),
+        }
+    }
+
+    fn on_native(reason: &str) -> RanOn {
+        RanOn {
+            engine: NATIVE.to_string(),
+            detail: reason.to_string(),
+        }
+    }
+
+    /// The run on Spark, `why` it went there; a failure when no table may use Spark.
+    async fn run_spark(&self, task: &RunTask, why: String) -> EngineRun {
+        match &self.spark {
+            Some(spark) => {
+                let mut ended = spark.run(task).await;
+                ended.ran_on.detail = format!("{} ({why})", ended.ran_on.detail);
+                ended
+            }
+            None => EngineRun {
+                outcome: RunOutcome::Failure {
+                    class: FailureClass::EngineUnavailable,
+                    excerpt: format!("no Spark engine is configured for this run: {why}"),
+                    duration_millis: 0,
+                    attempts: 1,
+                },
+                ran_on: RanOn {
+                    engine: super::spark::SPARK.to_string(),
+                    detail: why,
+                },
+            },
+        }
+    }
+}
+
+/// A native failure as settlement and alerts know it.
+fn failure_of(error: &NativeError, duration_millis: u64) -> RunOutcome {
+    let class = match error {
+        NativeError::InvalidInput(_) => FailureClass::InvalidInput,
+        other => other.class(),
+    };
+    RunOutcome::Failure {
+        class,
+        excerpt: error.to_string(),
+        duration_millis,
+        attempts: 1,
+    }
+}
+
+#[async_trait]
+impl Engine for RoutedEngine {
+    fn describe(&self) -> String {
+        match (&self.native, &self.spark) {
+            (Some(_), Some(spark)) => format!("native, else {}", spark.describe()),
+            (Some(_), None) => NATIVE.to_string(),
+            (None, Some(spark)) => spark.describe(),
+            (None, None) => "none".to_string(),
+        }
+    }
+
+    async fn run(&self, task: &RunTask) -> EngineRun {
+        let choice = task.spec.engine;
+        if choice == EngineChoice::Spark {
+            return self.run_spark(task, "engine = \"spark\"".to_string()).await;
+        }
+        let Some(native) = &self.native else {
+            return self
+                .run_spark(task, "the native engine is not running".to_string())
+                .await;
+        };
+        let why = match self.native_task(task) {
+            Ok(native_task) => match Self::run_native(native, task, native_task).await {
+                Ok(outcome) => {
+                    return EngineRun {
+                        outcome,
+                        ran_on: Self::on_native(&format!("engine = \"{}\"", choice.as_str())),
+                    }
+                }
+                Err(reason) => reason,
+            },
+            Err(reason) => reason,
+        };
+        if choice == EngineChoice::Auto {
+            return self.run_spark(task, format!("auto: {why}")).await;
+        }
+        EngineRun {
+            outcome: RunOutcome::Failure {
+                class: FailureClass::InvalidInput,
+                excerpt: format!(
+                    "the native engine cannot run this, and the table's engine is \"native\": {why}"
+                ),
+                duration_millis: 0,
+                attempts: 1,
+            },
+            ran_on: Self::on_native(&why),
+        }
+    }
+
+    async fn recover(&self, task: &RunTask) -> EngineRun {
+        // The native engine's commits carry the run id: the metadata says whether it committed.
+        if let (Some(native), true) = (&self.native, task.spec.engine.uses_native()) {
+            if let Ok(native_task) = self.native_task(task) {
+                let started = Instant::now();
+                match native.recover(native_task).await {
+                    Ok(Some(report)) => {
+                        return EngineRun {
+                            outcome: RunOutcome::Success {
+                                report: report.into(),
+                                duration_millis: started.elapsed().as_millis() as u64,
+                                attempts: 1,
+                            },
+                            ran_on: Self::on_native("recovered from the table's metadata"),
+                        }
+                    }
+                    Ok(None) if !task.spec.engine.uses_spark() => {
+                        return EngineRun {
+                            outcome: RunOutcome::Failure {
+                                class: FailureClass::Other,
+                                excerpt: "the run was interrupted by a restart before it committed; its files are pending again".to_string(),
+                                duration_millis: started.elapsed().as_millis() as u64,
+                                attempts: 1,
+                            },
+                            ran_on: Self::on_native("recovered from the table's metadata"),
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        return EngineRun {
+                            outcome: failure_of(&error, started.elapsed().as_millis() as u64),
+                            ran_on: Self::on_native("recovering from the table's metadata"),
+                        }
+                    }
+                }
+            }
+        }
+        match &self.spark {
+            Some(spark) => spark.recover(task).await,
+            None => EngineRun {
+                outcome: RunOutcome::Failure {
+                    class: FailureClass::Other,
+                    excerpt: "the run was interrupted by a restart and left no outcome to read; its files are pending again".to_string(),
+                    duration_millis: 0,
+                    attempts: 1,
+                },
+                ran_on: Self::on_native("recovering"),
+            },
+        }
+    }
+
+    fn reconfigure(&self, settings: &CompactionSettings) {
+        if let Some(spark) = &self.spark {
+            spark.reconfigure(settings);
+        }
+        *self.config.lock().expect("routed engine's config") = settings.config.clone();
+    }
+
+    async fn probe(&self) -> Result<(), String> {
+        match &self.spark {
+            Some(spark) => spark.probe().await,
+            // In the process: it answers whenever icepack does.
+            None => Ok(()),
+        }
+    }
+
+    async fn leftover_runs(&self) -> Result<Vec<String>, String> {
+        match &self.spark {
+            Some(spark) => spark.leftover_runs().await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    async fn discard(&self, run_id: &str) -> Result<(), String> {
+        match &self.spark {
+            Some(spark) => spark.discard(run_id).await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// The engines the configuration asks for, each table's run going to its `engine`: Spark when
+/// some table may use it (or none is configured), the native engine when some table may. Fails
+/// when a table's `engine = "native"` names a catalog the native engine cannot commit to, or the
+/// native engine cannot start.
+pub fn engine_from_config(config: &Arc<Config>) -> Result<Arc<dyn Engine>, String> {
+    use super::native::NativeLimits;
+    use crate::compaction::runner_from_config;
+    use crate::config::EngineChoice;
+    let specs = config.table_specs();
+    for spec in specs
+        .iter()
+        .filter(|spec| spec.engine == EngineChoice::Native)
+    {
+        let catalog = config
+            .catalogs
+            .get(&spec.catalog)
+            .ok_or_else(|| format!("table {}: no [catalogs.{}]", spec.table, spec.catalog))?;
+        catalog_kind(catalog).map_err(|reason| {
+            format!(
+                "table {} has engine = \"native\", but its catalog {}: {reason}",
+                spec.table, spec.catalog
+            )
+        })?;
+    }
+    let settings = CompactionSettings::from_config(config.clone());
+    let spark = (specs.is_empty() || specs.iter().any(|spec| spec.engine.uses_spark()))
+        .then(|| SparkEngine::new(runner_from_config(config), settings));
+    let native = if specs.iter().any(|spec| spec.engine.uses_native()) {
+        let bounds = &config.native;
+        Some(
+            NativeEngine::new(NativeLimits {
+                max_concurrent_runs: bounds.max_concurrent_runs.as_usize(),
+                threads: bounds.threads.as_usize(),
+                max_run_bytes: bounds.max_run_mb.get().saturating_mul(1024 * 1024),
+                ..NativeLimits::default()
+            })
+            .map_err(|error| error.to_string())?,
+        )
+    } else {
+        None
+    };
+    Ok(Arc::new(RoutedEngine::new(spark, native, config.clone())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accumulator::ClaimTicket;
+    use crate::engine::spark::SparkEngine;
+    use crate::testing::stand_in_runner::StandInRunner;
+
+    const CONFIG: &str = r#"
+[catalogs.lakehouse]
+impl = "org.apache.iceberg.rest.RESTCatalog"
+uri = "http://127.0.0.1:1"
+warehouse = "s3://lake/warehouse"
+
+[catalogs.glue]
+impl = "org.apache.iceberg.aws.glue.GlueCatalog"
+warehouse = "s3://lake/warehouse"
+
+[[tables]]
+table = "a.orders"
+bucket = "lake"
+prefix = "orders/"
+engine = "auto"
+
+[[tables]]
+table = "a.events"
+bucket = "lake"
+prefix = "events/"
+catalog = "glue"
+engine = "auto"
+
+[[tables]]
+table = "a.native"
+bucket = "lake"
+prefix = "native/"
+engine = "native"
+"#;
+
+    fn config() -> Arc<Config> {
+        Arc::new(Config::from_toml_str(CONFIG).unwrap())
+    }
+
+    fn task(table: &str, ticket: ClaimTicket) -> RunTask {
+        let spec = config()
+            .table_specs()
+            .into_iter()
+            .find(|spec| spec.table == table)
+            .unwrap();
+        RunTask {
+            spec: Arc::new(spec),
+            ticket,
+            timeout: std::time::Duration::from_secs(60),
+            claimed: Default::default(),
+        }
+    }
+
+    fn rewrite() -> ClaimTicket {
+        ClaimTicket {
+            run_id: "r1".to_string(),
+            trigger: "files".to_string(),
+            started_millis: 1_714_564_800_000,
+            files: 4,
+            bytes: 40,
+            partitions: vec!["d=2024-05-01".to_string(), "d=2024-05-02".to_string()],
+            min_input_files: 2,
+            spec: None,
+            rewrite: true,
+            joins_mid_sized: true,
+            joining_partitions: vec!["d=2024-05-01".to_string()],
+            strategy: RunStrategy::Binpack,
+            maintenance: None,
+            apply_deletes: false,
+            nonce: String::new(),
+            upto_seq: 4,
+        }
+    }
+
+    fn engines(spark: bool) -> RoutedEngine {
+        let config = config();
+        let spark = spark.then(|| {
+            SparkEngine::new(
+                Arc::new(StandInRunner::succeeding(3)),
+                CompactionSettings::from_config(config.clone()),
+            )
+        });
+        let native = NativeEngine::new(super::super::native::NativeLimits::default()).unwrap();
+        RoutedEngine::new(spark, Some(native), config)
+    }
+
+    #[test]
+    fn a_bin_pack_of_a_rest_table_is_the_native_engines_with_the_runs_own_terms() {
+        let routed = engines(true);
+        let native = routed.native_task(&task("a.orders", rewrite())).unwrap();
+        assert_eq!(native.table, "a.orders");
+        assert_eq!(native.catalog_name, "lakehouse");
+        assert_eq!(native.partitions, rewrite().partitions);
+        assert_eq!(
+            native.joining,
+            MidSizedFiles::In(vec!["d=2024-05-01".to_string()])
+        );
+        assert_eq!(native.min_input_files, 2);
+        assert_eq!(native.small_file_bytes, 64 * 1024 * 1024);
+        assert_eq!(native.run_id, "r1");
+        // A reconcile reads the table: the native engine's too.
+        let reconcile = ClaimTicket {
+            rewrite: false,
+            trigger: "reconcile".to_string(),
+            ..rewrite()
+        };
+        assert!(routed.native_task(&task("a.orders", reconcile)).is_ok());
+    }
+
+    #[test]
+    fn what_the_native_engine_cannot_do_is_refused_with_the_reason() {
+        let routed = engines(true);
+        let refused = |table: &str, ticket: ClaimTicket| {
+            routed.native_task(&task(table, ticket)).unwrap_err()
+        };
+        let sorted = ClaimTicket {
+            strategy: RunStrategy::Sort(Some("id".to_string())),
+            ..rewrite()
+        };
+        assert!(refused("a.orders", sorted).contains("bin-packs"));
+        let manifests = ClaimTicket {
+            rewrite: false,
+            maintenance: Some(crate::state::Maintenance::RewriteManifests),
+            ..rewrite()
+        };
+        assert!(refused("a.orders", manifests).contains("rewrite_manifests"));
+        let deletes = ClaimTicket {
+            apply_deletes: true,
+            ..rewrite()
+        };
+        assert!(refused("a.orders", deletes).contains("delete"));
+        let order = ClaimTicket {
+            rewrite: false,
+            trigger: crate::state::ORDER_READ_TRIGGER.to_string(),
+            ..rewrite()
+        };
+        assert!(refused("a.orders", order).contains("sort order"));
+        assert!(refused("a.events", rewrite()).contains("Glue"));
+    }
+
+    #[tokio::test]
+    async fn auto_sends_what_the_native_engine_cannot_do_to_spark_and_says_why() {
+        let routed = engines(true);
+        let sorted = ClaimTicket {
+            strategy: RunStrategy::Sort(Some("id".to_string())),
+            ..rewrite()
+        };
+        let ended = routed.run(&task("a.orders", sorted)).await;
+        assert!(
+            matches!(ended.outcome, RunOutcome::Success { .. }),
+            "{ended:?}"
+        );
+        assert_eq!(ended.ran_on.engine, "spark");
+        assert!(
+            ended
+                .ran_on
+                .detail
+                .contains("auto: the native engine bin-packs"),
+            "{:?}",
+            ended.ran_on
+        );
+        let ended = routed.run(&task("a.events", rewrite())).await;
+        assert_eq!(ended.ran_on.engine, "spark");
+        assert!(ended.ran_on.detail.contains("Glue"), "{:?}", ended.ran_on);
+    }
+
+    #[tokio::test]
+    async fn a_native_table_never_goes_to_spark() {
+        let routed = engines(true);
+        let sorted = ClaimTicket {
+            strategy: RunStrategy::Sort(Some("id".to_string())),
+            ..rewrite()
+        };
+        let ended = routed.run(&task("a.native", sorted)).await;
+        assert_eq!(ended.ran_on.engine, "native");
+        match ended.outcome {
+            RunOutcome::Failure { class, excerpt, .. } => {
+                assert_eq!(class, FailureClass::InvalidInput);
+                assert!(excerpt.contains("bin-packs"), "{excerpt}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_native_table_in_a_catalog_it_cannot_commit_to_is_refused_at_start() {
+        let text = format!("{CONFIG}\n[[tables]]\ntable = \"a.glued\"\nbucket = \"lake\"\nprefix = \"glued/\"\ncatalog = \"glue\"\nengine = \"native\"\n");
+        let config = Arc::new(Config::from_toml_str(&text).unwrap());
+        let refusal = engine_from_config(&config).err().unwrap();
+        assert!(
+            refusal.contains("a.glued") && refusal.contains("Glue"),
+            "{refusal}"
+        );
+        // Only native tables: no Spark engine to probe, nothing else needed.
+        let native_only = Arc::new(
+            Config::from_toml_str(
+                "[[tables]]\ntable = \"a.b\"\nbucket = \"lake\"\nprefix = \"b/\"\nengine = \"native\"\n[catalogs.lakehouse]\nuri = \"http://127.0.0.1:1\"\n",
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            engine_from_config(&native_only).unwrap().describe(),
+            "native"
+        );
+    }
+}
