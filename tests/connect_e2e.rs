@@ -132,6 +132,8 @@ impl Stack {
             "pacing = false                           # runs at the thresholds (the pacing has its own test)\n",
             "pacing = \"cost\"\n",
         )
+        // Cost pacing waits at most max-wait: two hours, longer than any of these tests.
+        .replace("max_wait_minutes = 0\n", "max_wait_minutes = 120\n")
         .replace(
             "min_files = 10\n",
             &format!(
