@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`.
-.PHONY: deps build test lint lint-deploy demo bench fuzz
+.PHONY: deps build test lint lint-deploy demo demo-spark bench fuzz
 
 deps:
 	./deploy/local/install-deps.sh
@@ -42,5 +42,10 @@ fuzz:
 bench: deps
 	./deploy/local/with-stack.sh bench/run-all.sh
 
+# The demo compacts with icepack's own engine and prepares no Spark; demo-spark is the same job in
+# a Spark container through the Docker Engine API.
 demo: deps
 	./deploy/local/demo.sh
+
+demo-spark: deps
+	ICEPACK_DEMO_ENGINE=spark ./deploy/local/demo.sh

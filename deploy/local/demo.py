@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""The icepack demo, run inside the local stack (deploy/local/with-stack.sh provides DOCKER_HOST,
-the Spark + Iceberg image and a host Spark):
+"""The icepack demo:
 
 1. a local S3 + SQS server (moto) with real S3 event notifications into a queue with a DLQ;
 2. Iceberg's REST catalog server (the reference's catalog, `org.apache.iceberg.rest.RESTCatalog`;
    deploy/local/rest-catalog.sh) keeping an Iceberg table whose warehouse is on that S3, written by
    a micro-batch job that commits many tiny files;
-3. icepack counting them from the notifications and compacting the table in a Spark container
-   started through the Docker Engine API when the threshold is crossed;
-4. a before/after table: data files, average file size, rows, and a scan query's time.
+3. icepack counting them from the notifications and compacting the table when the threshold is
+   crossed: with its own JVM-free engine, in its process (`ICEPACK_DEMO_ENGINE=native`, the
+   default: `make demo`), or in a Spark container started through the Docker Engine API
+   (`ICEPACK_DEMO_ENGINE=spark`: `make demo-spark`, inside deploy/local/with-stack.sh, which
+   provides DOCKER_HOST, the Spark + Iceberg image and a host Spark);
+4. a before/after table: data files, average file size, rows, a checksum of every row and a scan
+   query's time — read by PyIceberg for the native engine (an Iceberg reader independent of both
+   icepack and Spark), by Spark for the Spark demo.
 
 Exits 0 only when the compaction really happened and the data is intact."""
 
@@ -34,6 +38,7 @@ BUCKET = "lakehouse-data"
 PREFIX = "warehouse/analytics/customer_orders/"
 TABLE = "analytics.customer_orders"
 BATCHES = int(os.environ.get("ICEPACK_DEMO_BATCHES", "24"))
+ENGINE = os.environ.get("ICEPACK_DEMO_ENGINE", "native")
 ROWS_PER_BATCH = 40
 AWS = {"AWS_ACCESS_KEY_ID": "demo", "AWS_SECRET_ACCESS_KEY": "demo-secret", "AWS_REGION": "us-east-1",
        "AWS_EC2_METADATA_DISABLED": "true"}
@@ -54,9 +59,12 @@ class Demo:
         self.work = work
         self.processes = []
         self.icepack_bin = os.environ["ICEPACK_BIN"]
-        self.spark_home = os.environ["ICEPACK_TEST_SPARK_HOME"]
-        self.jars = os.environ["ICEPACK_TEST_SPARK_JARS"]
-        self.image = os.environ["ICEPACK_TEST_SPARK_IMAGE"]
+        if ENGINE == "spark":
+            self.spark_home = os.environ["ICEPACK_TEST_SPARK_HOME"]
+            self.jars = os.environ["ICEPACK_TEST_SPARK_JARS"]
+            self.image = os.environ["ICEPACK_TEST_SPARK_IMAGE"]
+        else:
+            self.python = os.environ["ICEPACK_DEMO_PYTHON"]
         self.env = dict(os.environ, **AWS, SPARK_LOCAL_IP="127.0.0.1")
 
     def start(self, args, log):
@@ -160,6 +168,16 @@ class Demo:
             raise SystemExit("spark-sql failed")
         return result.stdout, result.stderr
 
+    def pyiceberg(self, *args):
+        """demo_table.py in the PyIceberg environment; returns its stdout."""
+        env = dict(self.env, ICEPACK_DEMO_CATALOG_URI=self.catalog_uri, ICEPACK_DEMO_S3_ENDPOINT=self.endpoint)
+        result = subprocess.run([self.python, os.path.join(ROOT, "deploy", "local", "demo_table.py"), *args],
+                                capture_output=True, text=True, env=env, cwd=self.work)
+        if result.returncode != 0:
+            print(result.stderr[-3000:], file=sys.stderr)
+            raise SystemExit("PyIceberg failed")
+        return result.stdout
+
     # -- icepack -----------------------------------------------------------------------------
     def start_icepack(self):
         self.http = f"127.0.0.1:{free_port()}"
@@ -180,22 +198,15 @@ max_wait_minutes = 30
 # The pacing (docs/design.md): the run waits for the writer's burst to end (settle).
 settle_seconds = 15
 
+{'engine = "native"                      # compacted in icepack, no JVM' if ENGINE == "native" else ""}
+
 [catalogs.lakehouse]
 impl = "org.apache.iceberg.rest.RESTCatalog"
 uri = "{self.catalog_uri}"
 warehouse = "s3://{BUCKET}/warehouse"
 s3_endpoint = "{self.endpoint}"
 properties = {{ "client.region" = "us-east-1" }}
-
-[spark]
-runner = "docker"
-image = "{self.image}"
-packages = []
-network = "host"
-env = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
-conf = {{ "spark.master" = "local[2]" }}
-timeout_minutes = 10
-
+{"" if ENGINE == "native" else SPARK_SECTION.format(image=self.image)}
 [[tables]]
 table = "{TABLE}"
 bucket = "{BUCKET}"
@@ -209,6 +220,18 @@ prefix = "{PREFIX}"
         out = subprocess.run([self.icepack_bin, "status", "--config", self.config, "--json"],
                              capture_output=True, text=True, env=self.env)
         return json.loads(out.stdout)["tables"][0] if out.returncode == 0 else None
+
+
+SPARK_SECTION = """
+[spark]
+runner = "docker"
+image = "{image}"
+packages = []
+network = "host"
+env = ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"]
+conf = {{ "spark.master" = "local[2]" }}
+timeout_minutes = 10
+"""
 
 
 def stats(stdout, stderr, scans):
@@ -268,25 +291,31 @@ def main():
         step("starting Iceberg's REST catalog server (the reference's catalog)")
         demo.start_rest_catalog()
         demo.confs = demo.catalog_confs()
-        step("starting icepack (Docker runner through podman's Docker API)")
+        step("starting icepack (" + ("its native engine: compaction in its own process, no JVM" if ENGINE == "native"
+                                     else "Docker runner through podman's Docker API") + ")")
         demo.start_icepack()
         print(f"config {demo.config}; the operator page on http://{demo.http}/, its API on http://{demo.http}/v1/tables")
 
-        step(f"a micro-batch writer commits {BATCHES} small batches to {TABLE}")
-        statements = [
-            "CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics",
-            f"CREATE TABLE lakehouse.{TABLE} (order_id BIGINT, customer STRING, order_date DATE, amount DOUBLE) USING iceberg",
-        ]
-        for batch in range(BATCHES):
-            rows = ", ".join(
-                f"({batch * ROWS_PER_BATCH + i}, 'customer-{(batch * 7 + i) % 23}', DATE'2024-05-0{1 + i % 3}', {((batch + 1) * (i + 3)) % 997 / 10})"
-                for i in range(ROWS_PER_BATCH))
-            statements.append(f"INSERT INTO lakehouse.{TABLE} VALUES {rows}")
-        statements += FACTS + [SCAN] * SCANS
+        writer = "PyIceberg" if ENGINE == "native" else "Spark"
+        step(f"a micro-batch writer ({writer}) commits {BATCHES} small batches to {TABLE}")
         writer_started = time.time()
-        stdout, stderr = demo.spark_sql(statements)
-        before = stats(stdout, stderr, SCANS)
-        print(f"{BATCHES} commits in {time.time() - writer_started:.0f} s (one JVM): {before['files']} data files")
+        if ENGINE == "native":
+            demo.pyiceberg("write", str(BATCHES), str(ROWS_PER_BATCH))
+            before = json.loads(demo.pyiceberg("facts", str(SCANS)))
+        else:
+            statements = [
+                "CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics",
+                f"CREATE TABLE lakehouse.{TABLE} (order_id BIGINT, customer STRING, order_date DATE, amount DOUBLE) USING iceberg",
+            ]
+            for batch in range(BATCHES):
+                rows = ", ".join(
+                    f"({batch * ROWS_PER_BATCH + i}, 'customer-{(batch * 7 + i) % 23}', DATE'2024-05-0{1 + i % 3}', {((batch + 1) * (i + 3)) % 997 / 10})"
+                    for i in range(ROWS_PER_BATCH))
+                statements.append(f"INSERT INTO lakehouse.{TABLE} VALUES {rows}")
+            statements += FACTS + [SCAN] * SCANS
+            stdout, stderr = demo.spark_sql(statements)
+            before = stats(stdout, stderr, SCANS)
+        print(f"{BATCHES} commits in {time.time() - writer_started:.0f} s: {before['files']} data files")
         print(f"REST catalog: {demo.catalog_table()}")
 
         step("icepack counts the notifications and compacts when the threshold is crossed")
@@ -310,16 +339,22 @@ def main():
             print(open(demo.icepack_log).read()[-4000:])
             raise SystemExit(f"no successful compaction: {run}")
         print(f"  run {run['run_id']}: {run['rewritten_data_files']} files rewritten into {run['added_data_files']} "
-              f"in {run['duration_ms'] / 1000:.1f} s (trigger: {run['trigger']})")
+              f"in {run['duration_ms'] / 1000:.1f} s (trigger: {run['trigger']}; engine: {run.get('engine')}, "
+              f"{run.get('engine_detail')})")
 
         print(f"REST catalog: {demo.catalog_table()}")
 
-        step("reading the table again")
-        stdout, stderr = demo.spark_sql(FACTS + [SCAN] * SCANS)
-        after = stats(stdout, stderr, SCANS)
+        step(f"reading the table again ({writer})")
+        if ENGINE == "native":
+            after = json.loads(demo.pyiceberg("facts", str(SCANS)))
+        else:
+            stdout, stderr = demo.spark_sql(FACTS + [SCAN] * SCANS)
+            after = stats(stdout, stderr, SCANS)
 
         intact = before["rows"] == after["rows"] and before["checksum"] == after["checksum"]
         compacted = after["files"] < before["files"]
+        if ENGINE == "native" and after["snapshots"].count("replace") != 1:
+            raise SystemExit(f"FAILED: expected one replace snapshot, the table has {after['snapshots']}")
         step("before and after")
         print(f"  {'':<28}{'before':>12}{'after':>12}")
         print(f"  {'data files':<28}{before['files']:>12}{after['files']:>12}")

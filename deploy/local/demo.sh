@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The local demo (`make demo`): S3 + SQS (moto) with real event notifications, an Iceberg table in
-# Iceberg's REST catalog server written in small commits by Spark, icepack counting and compacting
-# it in a Spark container through the Docker Engine API (podman), and a before/after table.
+# Iceberg's REST catalog server written in small commits by PyIceberg, icepack counting and
+# compacting it with its own JVM-free engine, in its process, and a before/after table read by
+# PyIceberg. It prepares only that: no Spark, no container image.
+#
+# `make demo-spark` (ICEPACK_DEMO_ENGINE=spark): the same table written and read by Spark and
+# compacted in a Spark container through the Docker Engine API (podman), inside the local stack.
 # Leaves nothing running.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,4 +15,19 @@ printf '\033[1;36m==> building icepack\033[0m\n'
 cargo build --quiet --bin icepack
 export ICEPACK_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/icepack"
 
-exec ./deploy/local/with-stack.sh python3 deploy/local/demo.py
+if [ "${ICEPACK_DEMO_ENGINE:-native}" = spark ]; then
+  export ICEPACK_DEMO_ENGINE=spark
+  exec ./deploy/local/with-stack.sh python3 deploy/local/demo.py
+fi
+
+printf '\033[1;36m==> preparing the REST catalog server and PyIceberg (cached after the first time)\033[0m\n'
+./deploy/local/rest-catalog.sh prepare
+venv="${XDG_CACHE_HOME:-$HOME/.cache}/icepack/pyiceberg-venv"
+if ! "$venv/bin/python" -c 'import pyiceberg, pyarrow, s3fs' >/dev/null 2>&1; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check 'pyiceberg[pyarrow,s3fs]==0.12.0'
+fi
+export ICEPACK_DEMO_PYTHON="$venv/bin/python"
+export ICEPACK_DEMO_ENGINE=native
+exec python3 deploy/local/demo.py

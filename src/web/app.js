@@ -412,6 +412,7 @@ async function tablePage(name) {
     ["due", dueCell(table)],
     ["run in flight", runCell(table, now)],
     ["last run", lastCell(table.last_run)],
+    ["engine", table.engine || "–"],
     ["consecutive failures", String(table.consecutive_failures)],
     ["next attempt", table.next_attempt_time ? relative(table.next_attempt_time, now) : "–"],
     ["strategy", table.strategy + (table.table_sort_order ? ` (table order: ${table.table_sort_order})` : "")],

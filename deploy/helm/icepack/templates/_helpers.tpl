@@ -42,7 +42,7 @@ app.kubernetes.io/component: compactor
 {{- end -}}
 
 {{- define "icepack.image" -}}
-{{- $tag := .Values.image.tag | default (printf "%s-spark" .Chart.AppVersion) -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion -}}
 {{- printf "%s:%s" .Values.image.repository $tag -}}
 {{- end -}}
 
