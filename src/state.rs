@@ -24,6 +24,9 @@ impl PendingCounts {
         let mut counts = PendingCounts::default();
         let mut partitions: BTreeMap<String, PartitionCounts> = BTreeMap::new();
         for file in files {
+            if file.source == FileSource::Unconfirmed {
+                continue;
+            }
             counts.add_file(file.size, file.event_millis);
             let partition = partitions.entry(file.partition.clone()).or_default();
             partition.add_file(file.size, file.event_millis);
@@ -123,6 +126,12 @@ pub enum FileSource {
     Events,
     /// The table's committed metadata (a run's or a reconcile's truth).
     Metadata,
+    /// Announced by an S3 event, then absent from the metadata a run or a reconcile read after
+    /// it: uploaded but not committed (a failed attempt's outputs, a writer's failed commit, a
+    /// speculative task's leftovers), or not yet (a slow writer). It counts toward no threshold
+    /// — a run could not rewrite it — and waits for the metadata, not for events: a later read
+    /// that has it makes it pending again, one after the grace without it drops it.
+    Unconfirmed,
 }
 
 /// One table's durable record (the `tables` column family).
@@ -167,9 +176,49 @@ pub struct TableState {
     /// Sequence number of the next run kept in the table's history.
     #[serde(default)]
     pub next_run_seq: u64,
+    /// Files announced but absent from the last metadata read ([`FileSource::Unconfirmed`]).
+    #[serde(default, skip_serializing_if = "UnconfirmedFiles::is_empty")]
+    pub unconfirmed: UnconfirmedFiles,
+    /// Rewrites in a row that rewrote nothing: the table backs off as after failures.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub empty_runs: u32,
     /// How long the table's recent rewrites took: its measured run cost.
     #[serde(default, skip_serializing_if = "RunCosts::is_empty")]
     pub run_costs: RunCosts,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
+}
+
+/// The logged files waiting for the metadata to confirm them ([`FileSource::Unconfirmed`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnconfirmedFiles {
+    pub files: u64,
+    pub oldest_event_millis: Option<UnixMillis>,
+}
+
+impl UnconfirmedFiles {
+    pub fn is_empty(&self) -> bool {
+        self.files == 0
+    }
+
+    /// Those of a file log.
+    pub fn of<'a>(files: impl IntoIterator<Item = &'a FileEntry>) -> UnconfirmedFiles {
+        let mut unconfirmed = UnconfirmedFiles::default();
+        for file in files
+            .into_iter()
+            .filter(|file| file.source == FileSource::Unconfirmed)
+        {
+            unconfirmed.files += 1;
+            unconfirmed.oldest_event_millis = Some(
+                unconfirmed
+                    .oldest_event_millis
+                    .map_or(file.event_millis, |oldest| oldest.min(file.event_millis)),
+            );
+        }
+        unconfirmed
+    }
 }
 
 /// The durations of a table's last [`RunCosts::KEPT`] rewrites that succeeded at their first

@@ -40,6 +40,11 @@ pub struct TableStatus {
     pub nothing_to_rewrite: bool,
     /// Files successful runs took off the pending list since the table was first seen.
     pub compacted_files: u64,
+    /// Files announced by events but absent from the last metadata read (not committed, or not
+    /// yet): they count toward no threshold and wait for the metadata.
+    pub unconfirmed_files: u64,
+    /// Rewrites in a row that rewrote nothing (the table backs off as after failures).
+    pub empty_runs: u32,
     /// Which threshold is nearest to firing, and how far each one is.
     pub explain: Explain,
     /// The configured strategy (`binpack`, `sort`, `zorder`, `auto`) and the table's own sort
@@ -387,6 +392,8 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
             )
         },
         engine: spec.engine.as_str(),
+        unconfirmed_files: snapshot.state.unconfirmed.files,
+        empty_runs: snapshot.state.empty_runs,
         table_sort_order: snapshot
             .state
             .table_order

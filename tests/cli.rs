@@ -261,6 +261,8 @@ fn status_of_a_new_deployment_shows_empty_tables() {
             "in_flight_run": null,
             "last_run": null,
             "compacted_files": 0,
+            "unconfirmed_files": 0,
+            "empty_runs": 0,
             "consecutive_failures": 0,
             "next_attempt_time": null,
             "last_truth_time": null,

@@ -47,8 +47,9 @@ async fn partitions_left_behind_stay_pending_orphans_drop_and_reconcile_heals() 
     let lakehouse = Lakehouse::rest(dir.path(), &moto.endpoint, &bucket, &[("token", TOKEN)]).await;
 
     // Files failed writers uploaded and never committed, under the table's data prefix: one just
-    // now (its writer may still be committing: kept within the grace), one announced long ago
-    // (an orphan: dropped by the run's truth read).
+    // now (its writer may still be committing: kept within the grace, unconfirmed — it counts
+    // toward nothing until the metadata has it), one announced long ago (an orphan: dropped by
+    // the run's truth read).
     moto.put_object(
         &bucket,
         "warehouse/analytics/orders/data/order_date=2024-05-01/fresh-orphan.parquet",
@@ -165,10 +166,14 @@ prefix = "warehouse/analytics/quiet/"
     );
     assert_eq!(
         files_of("order_date=2024-05-01"),
-        2,
-        "the output, a small file itself, and the fresh orphan within the grace; the old orphan stopped counting: {orders}"
+        1,
+        "the output, a small file itself; the old orphan stopped counting: {orders}"
     );
-    assert_eq!(orders["pending_files"], 8);
+    assert_eq!(orders["pending_files"], 7);
+    assert_eq!(
+        orders["unconfirmed_files"], 1,
+        "the fresh orphan waits for the metadata within the grace: {orders}"
+    );
     assert_eq!(
         orders["due"], false,
         "the run's own output does not make the table due"

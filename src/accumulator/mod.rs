@@ -637,6 +637,22 @@ impl Accumulator {
         state.claim.is_none() && state.next_attempt_millis.is_none_or(|next| now >= next)
     }
 
+    /// When the table's unconfirmed files (announced, absent from the last metadata read) are
+    /// read again, confirming them or dropping them: once the oldest has had the writers' grace
+    /// ([`RECONCILE_GRACE_MILLIS`]), and at most once a grace after the last read.
+    pub fn unconfirmed_read_at(&self) -> Option<UnixMillis> {
+        let state = &self.snapshot.state;
+        let oldest = state.unconfirmed.oldest_event_millis?;
+        let after_last_read = state.last_truth_millis.map_or(UnixMillis::MIN, |read| {
+            read.saturating_add(RECONCILE_GRACE_MILLIS)
+        });
+        Some(
+            oldest
+                .saturating_add(RECONCILE_GRACE_MILLIS)
+                .max(after_last_read),
+        )
+    }
+
     /// When the failure back-off ends, if one is pending.
     pub fn next_attempt(&self) -> Option<UnixMillis> {
         self.snapshot.state.next_attempt_millis

@@ -48,18 +48,28 @@ fn rebuild_from_truth(
         let keep = if let Some(size) = truth.get(&id) {
             Some(FileEntry {
                 size: *size,
-                source: if outputs.contains(&id) {
-                    FileSource::Metadata
-                } else {
-                    file.source
+                source: match file.source {
+                    _ if outputs.contains(&id) => FileSource::Metadata,
+                    // The metadata has it now: pending again.
+                    FileSource::Unconfirmed => FileSource::Events,
+                    source => source,
                 },
                 ..file.clone()
             })
-        } else if (*seq >= upto_seq
-            || (file.source == FileSource::Events && file.event_millis >= keep_unconfirmed_after))
-            && !committed.contains(&id)
-        {
+        } else if committed.contains(&id) {
+            None
+        } else if *seq >= upto_seq {
+            // Announced during the run: the read may have come before its commit.
             Some(file.clone())
+        } else if file.source != FileSource::Metadata && file.event_millis >= keep_unconfirmed_after
+        {
+            // Announced before the read and not in the table: not committed, or not yet. It
+            // waits for the metadata within the grace, counting toward no threshold, so that
+            // runs do not claim it again and again and rewrite nothing.
+            Some(FileEntry {
+                source: FileSource::Unconfirmed,
+                ..file.clone()
+            })
         } else {
             None
         };
@@ -456,6 +466,23 @@ pub fn prepare_settlement(
         // (but a failed read of the order the table's runs wait for is a failed run).
         RunOutcome::Failure { .. } => {}
     }
+    // A rewrite that rewrote nothing backs the table off as a failure does: what it claimed
+    // could not be rewritten (what the metadata lacks now waits for it, unconfirmed), and the
+    // next run would rewrite nothing again until new files land.
+    if let RunOutcome::Success { report, .. } = outcome {
+        if claim.rewrite {
+            let rewrote = report.result.rewritten_data_files_count > 0
+                || report.result.removed_delete_files_count > 0;
+            state.empty_runs = if rewrote {
+                0
+            } else {
+                current.empty_runs.saturating_add(1)
+            };
+            if !rewrote {
+                state.next_attempt_millis = Some(now + backoff.delay_millis(state.empty_runs));
+            }
+        }
+    }
     // A rewrite that succeeded at its first attempt measures what a run costs the table's
     // engine (the cost pacing's run cost).
     if let RunOutcome::Success {
@@ -489,6 +516,7 @@ pub fn prepare_settlement(
     }
     let (pending, partitions) = PendingCounts::aggregate(files.values());
     state.pending = pending;
+    state.unconfirmed = crate::state::UnconfirmedFiles::of(files.values());
     let end_seq = files
         .keys()
         .next_back()

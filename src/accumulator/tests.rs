@@ -680,16 +680,24 @@ fn a_slow_writer_across_a_claim_stays_pending_and_is_not_counted_as_compacted() 
         snapshot.state.compacted_files, 2,
         "a and the orphan left; slow did not"
     );
+    // slow is not in the table yet: it waits for the metadata, counting toward no threshold
+    // (a run could not rewrite it), and is read again once its grace is over.
     assert_eq!(
         (snapshot.state.pending.files, snapshot.state.pending.bytes),
-        (2, 47)
+        (1, 40)
+    );
+    assert!(!snapshot.partitions.contains_key("d=2"));
+    assert_eq!(
+        snapshot.state.unconfirmed,
+        crate::state::UnconfirmedFiles {
+            files: 1,
+            oldest_event_millis: Some(claimed_at - 2 * MINUTE)
+        }
     );
     assert_eq!(
-        (
-            snapshot.partitions["d=2"].files,
-            snapshot.partitions["d=2"].bytes
-        ),
-        (1, 7)
+        accumulator.unconfirmed_read_at(),
+        Some(claimed_at + MINUTE + RECONCILE_GRACE_MILLIS),
+        "a grace after the last read"
     );
 
     // Its writer commits; the next run finds it in the metadata: still one file, counted once.
@@ -1519,14 +1527,23 @@ mod truth_reads {
             for entry in &entries {
                 let file = by_key[entry.key.as_str()];
                 prop_assert_eq!((entry.size, &entry.partition), (file.size, &file.partition));
+                if entry.source == FileSource::Unconfirmed {
+                    // Claimed, announced before the read, and not in the table it read: it waits
+                    // for the metadata, counting toward nothing.
+                    prop_assert!(!(file.live_at(read_at) && file.size < 100), "{:?}", file);
+                    prop_assert!(file.announced.is_some_and(|at| at < CLAIMED_AT), "{:?}", file);
+                    continue;
+                }
                 let counts = partitions.entry(entry.partition.clone()).or_default();
                 counts.0 += 1;
                 counts.1 += entry.size;
                 counts.2 += u64::from(entry.source == FileSource::Metadata);
             }
             let snapshot = accumulator.snapshot();
-            prop_assert_eq!(snapshot.state.pending.files, entries.len() as u64);
-            prop_assert_eq!(snapshot.state.pending.bytes, entries.iter().map(|entry| entry.size).sum::<u64>());
+            let counted: Vec<&FileEntry> = entries.iter().filter(|entry| entry.source != FileSource::Unconfirmed).collect();
+            prop_assert_eq!(snapshot.state.pending.files, counted.len() as u64);
+            prop_assert_eq!(snapshot.state.pending.bytes, counted.iter().map(|entry| entry.size).sum::<u64>());
+            prop_assert_eq!(snapshot.state.unconfirmed.files, (entries.len() - counted.len()) as u64);
             let recorded: BTreeMap<String, (u64, u64, u64)> = snapshot
                 .partitions
                 .iter()
@@ -1789,4 +1806,99 @@ fn a_stale_settlement_is_refused() {
             .unwrap_err(),
         SettlementStale::Replaced
     );
+}
+
+/// Issue 33: files uploaded and never committed (a failed attempt's outputs, a writer's failed
+/// commit) kept a table due, and runs claimed them again and again, rewriting nothing, for the
+/// writers' grace. After one read of the metadata they count toward nothing, their events are
+/// duplicates, a run that rewrote nothing backs the table off, and once their grace is over one
+/// read drops them.
+#[test]
+fn files_never_committed_do_not_keep_a_table_due_after_one_read() {
+    const MINUTE: i64 = 60_000;
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    let claimed_at = RECONCILE_GRACE_MILLIS + 10 * MINUTE;
+    // One real small file and four leftovers of a failed attempt, announced just before.
+    let ghosts: Vec<String> = (0..4)
+        .map(|i| format!("t/data/d=1/attempt-{i}.parquet"))
+        .collect();
+    let mut landed = vec![candidate(
+        "t/data/d=1/real.parquet",
+        10,
+        claimed_at - MINUTE,
+        "d=1",
+    )];
+    landed.extend(
+        ghosts
+            .iter()
+            .map(|key| candidate(key, 10, claimed_at - MINUTE, "d=1")),
+    );
+    stage_and_commit(&mut accumulator, &store, landed, claimed_at - MINUTE);
+    assert!(accumulator.due(claimed_at).is_some());
+    claim_and_commit(&mut accumulator, &store, "run-1", claimed_at);
+    // The run rewrites nothing (one real file is not worth it); the metadata has the real file
+    // and none of the leftovers.
+    let nothing = match truthful_success(&[("t/data/d=1/real.parquet", 10)], &[]) {
+        RunOutcome::Success {
+            mut report,
+            duration_millis,
+            attempts,
+        } => {
+            report.result = Default::default();
+            report.output_files.clear();
+            RunOutcome::Success {
+                report,
+                duration_millis,
+                attempts,
+            }
+        }
+        other => other,
+    };
+    let read_at = claimed_at + MINUTE;
+    finish(&mut accumulator, &store, "run-1", &nothing, read_at);
+    let state = accumulator.snapshot().state.clone();
+    assert_eq!(state.pending.files, 1, "the real file");
+    assert_eq!(
+        state.unconfirmed.files, 4,
+        "the leftovers wait for the metadata"
+    );
+    assert_eq!(state.empty_runs, 1);
+    assert!(
+        !accumulator.may_start_run(read_at + 1),
+        "a run that rewrote nothing backs the table off"
+    );
+    assert_eq!(
+        accumulator.due(read_at + 10 * MINUTE),
+        None,
+        "not due again"
+    );
+    // Their events again (at-least-once delivery): duplicates.
+    let again: Vec<Candidate> = ghosts
+        .iter()
+        .map(|key| candidate(key, 10, read_at, "d=1"))
+        .collect();
+    assert_eq!(
+        stage_and_commit(&mut accumulator, &store, again, read_at).num_counted,
+        0
+    );
+    // Once their grace is over, one read drops what the table still lacks.
+    let read_again = accumulator.unconfirmed_read_at().unwrap();
+    assert_eq!(read_again, read_at + RECONCILE_GRACE_MILLIS);
+    let (ops, _) = accumulator
+        .begin_claim("reconcile-1", "reconcile", read_again, true)
+        .expect("no run in flight");
+    store.commit(ops).unwrap();
+    accumulator.settle(true);
+    finish(
+        &mut accumulator,
+        &store,
+        "reconcile-1",
+        &truthful_success(&[("t/data/d=1/real.parquet", 10)], &[]),
+        read_again + MINUTE,
+    );
+    let state = &accumulator.snapshot().state;
+    assert_eq!(state.unconfirmed.files, 0);
+    assert_eq!(state.pending.files, 1);
+    assert_eq!(accumulator.unconfirmed_read_at(), None);
 }

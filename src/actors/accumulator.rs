@@ -144,11 +144,16 @@ impl TableAccumulatorActor {
         if self.accumulator.claim().is_some() || !self.active {
             return;
         }
-        // A periodic reconcile, when its time has come and no run is due.
-        let reconcile_at = self.accumulator.spec().reconcile_every_millis.map(|every| {
+        // A periodic reconcile, when its time has come and no run is due; or one that confirms
+        // (or drops) the files a read did not find in the table, once their grace is over.
+        let periodic = self.accumulator.spec().reconcile_every_millis.map(|every| {
             let state = &self.accumulator.snapshot().state;
             state.last_truth_millis.unwrap_or(self.started_millis) + every
         });
+        let reconcile_at = [periodic, self.accumulator.unconfirmed_read_at()]
+            .into_iter()
+            .flatten()
+            .min();
         if let (Some(at), None) = (reconcile_at, due) {
             if now >= at && self.ask("reconcile", true) {
                 return;

@@ -413,6 +413,7 @@ async function tablePage(name) {
     ["run in flight", runCell(table, now)],
     ["last run", lastCell(table.last_run)],
     ["engine", table.engine || "–"],
+    ["unconfirmed", table.unconfirmed_files ? `${count(table.unconfirmed_files)} files announced, not in the table (yet)` : "–"],
     ["consecutive failures", String(table.consecutive_failures)],
     ["next attempt", table.next_attempt_time ? relative(table.next_attempt_time, now) : "–"],
     ["strategy", table.strategy + (table.table_sort_order ? ` (table order: ${table.table_sort_order})` : "")],
