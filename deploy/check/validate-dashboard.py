@@ -50,6 +50,7 @@ METRICS: dict[str, set[str]] = {
     "icepack_runs_started_total": {"table"},
     "icepack_runs_succeeded_total": {"table"},
     "icepack_runs_failed_total": {"table", "class"},
+    "icepack_maintenance_failures_total": {"table", "class"},
     "icepack_run_duration_seconds": {"outcome"},  # histogram
     "icepack_notifications_sent_total": {"sink"},
     "icepack_notification_failures_total": {"sink"},
