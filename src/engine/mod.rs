@@ -36,6 +36,10 @@ pub struct RunTask {
     pub claimed: ClaimedFiles,
 }
 
+/// A recovered run that left no trace of its outcome: its files are pending again.
+pub const LEFT_NO_OUTCOME: &str =
+    "the run was interrupted by a restart and left no outcome to read; its files are pending again";
+
 /// A run's end as an engine reports it.
 #[derive(Debug, Clone)]
 pub struct EngineRun {

@@ -274,7 +274,7 @@ impl Engine for RoutedEngine {
             None => EngineRun {
                 outcome: RunOutcome::Failure {
                     class: FailureClass::Other,
-                    excerpt: "the run was interrupted by a restart and left no outcome to read; its files are pending again".to_string(),
+                    excerpt: super::LEFT_NO_OUTCOME.to_string(),
                     duration_millis: 0,
                     attempts: 1,
                 },

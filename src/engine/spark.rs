@@ -118,16 +118,10 @@ impl Engine for SparkEngine {
                 },
                 Err((class, excerpt)) => failure(class, excerpt),
             },
-            Ok(None) => failure(
-                FailureClass::Other,
-                "the run was interrupted by a restart and left no outcome to read; its files are pending again".to_string(),
-            ),
+            Ok(None) => failure(FailureClass::Other, super::LEFT_NO_OUTCOME.to_string()),
             Err(error) => failure(
                 FailureClass::EngineUnavailable,
-                crate::redact::redact(
-                    &format!("cannot recover the run: {error}"),
-                    &job.secrets(),
-                ),
+                crate::redact::redact(&format!("cannot recover the run: {error}"), &job.secrets()),
             ),
         };
         self.ended(outcome)
