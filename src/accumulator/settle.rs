@@ -17,6 +17,12 @@ use crate::run::RanOn;
 /// The log rebuilt from a truth read, its `seen` ops, and the keys it settles.
 type Rebuilt = (BTreeMap<u64, FileEntry>, Vec<Op>, HashSet<(String, String)>);
 
+/// How long before a metadata read a claimed file it lacks must have been announced to be
+/// unconfirmed: a writer commits within seconds of its upload; a file uploaded a minute before
+/// the read and not in the table was not committed (or its writer is slow, and the next read
+/// finds it).
+pub const UNCONFIRMED_AFTER_MILLIS: i64 = 60_000;
+
 #[allow(clippy::too_many_arguments)]
 fn rebuild_from_truth(
     spec: &TableSpec,
@@ -63,11 +69,17 @@ fn rebuild_from_truth(
             Some(file.clone())
         } else if file.source != FileSource::Metadata && file.event_millis >= keep_unconfirmed_after
         {
-            // Announced before the read and not in the table: not committed, or not yet. It
-            // waits for the metadata within the grace, counting toward no threshold, so that
-            // runs do not claim it again and again and rewrite nothing.
+            // Announced before the read and not in the table: not committed, or not yet. Just
+            // announced, its writer is most likely committing: it stays pending. Announced a
+            // while ago, it waits for the metadata within the grace, counting toward no
+            // threshold, so that runs do not claim it again and again and rewrite nothing.
+            let source = if file.event_millis <= now.saturating_sub(UNCONFIRMED_AFTER_MILLIS) {
+                FileSource::Unconfirmed
+            } else {
+                file.source
+            };
             Some(FileEntry {
-                source: FileSource::Unconfirmed,
+                source,
                 ..file.clone()
             })
         } else {
