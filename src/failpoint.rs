@@ -14,7 +14,11 @@
 //! - `accumulator.stage_panic`: `return(TABLE@PATH)` makes that table's accumulator panic when it
 //!   stages records, while PATH exists (`return(TABLE)`: always);
 //! - `executor.prepare_panic` and `executor.finish_panic`: `return(TABLE)` makes preparing that
-//!   table's run (its job from its claim) or reading its outcome panic, as a bug would there.
+//!   table's run (its job from its claim) or reading its outcome panic, as a bug would there;
+//! - the native engine's crash points `native.before_commit` (outputs and manifests written, the
+//!   commit not sent) and `native.after_commit` (the catalog accepted the commit, the run has not
+//!   reported it), and `native.commit_gate` (`return(RUN_ID@PATH)`: that run waits before its
+//!   commit while PATH exists).
 
 /// The variable [`setup`] reads.
 pub const ENV: &str = "ICEPACK_FAILPOINTS";

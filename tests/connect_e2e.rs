@@ -700,8 +700,9 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
 }
 
 /// Figures for BENCHMARKS.md §5, not a pass/fail check: threshold crossed → run settled for each
-/// runner on identical tables (12 small files each), alternating, `ICEPACK_BENCH_ROUNDS` rounds
-/// (3 by default; the median is printed), and the first run through a server that just started.
+/// runner, and for the native engine (in icepack's process), on identical tables (12 small files
+/// each), alternating, `ICEPACK_BENCH_ROUNDS` rounds (3 by default; the median is printed), and
+/// the first run through a server that just started.
 /// `deploy/local/with-stack.sh cargo test --release --test connect_e2e -- --ignored --nocapture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check: run it by name with --ignored --nocapture"]
@@ -725,17 +726,6 @@ async fn measure_runners_threshold_to_settled() {
         "analytics.t3",
         "analytics.t4",
     ];
-    let process_spark = || {
-        let jars: Vec<String> = support::spark::env("ICEPACK_TEST_SPARK_JARS")
-            .split(',')
-            .map(|jar| format!("\"{jar}\""))
-            .collect();
-        format!(
-            "[spark]\nrunner = \"process\"\nspark_sql = \"{}/bin/spark-sql\"\npackages = []\njars = [{}]\nconf = {{ \"spark.master\" = \"local[2]\", \"spark.driver.memory\" = \"1g\" }}\nenv = [\"AWS_ACCESS_KEY_ID\", \"AWS_SECRET_ACCESS_KEY\", \"AWS_REGION\", \"SPARK_LOCAL_IP\"]\n",
-            support::spark::env("ICEPACK_TEST_SPARK_HOME"),
-            jars.join(", ")
-        )
-    };
     struct Kind {
         name: &'static str,
         tables: Vec<Table>,
@@ -748,6 +738,7 @@ async fn measure_runners_threshold_to_settled() {
         ("connect", "cat_connect"),
         ("docker", "cat_docker"),
         ("process", "cat_process"),
+        ("native", "cat_native"),
     ] {
         let Landing {
             queue_url, bucket, ..
@@ -762,7 +753,10 @@ async fn measure_runners_threshold_to_settled() {
                 server.url
             ),
             "docker" => tables[0].lakehouse.docker_spark_toml(),
-            _ => process_spark(),
+            "process" => Lakehouse::process_spark_toml(),
+            // The native engine runs in icepack's process: a spark-sql that cannot start.
+            _ => "[spark]\nrunner = \"process\"\nspark_sql = \"/nonexistent/spark-sql\"\n"
+                .to_string(),
         };
         let mut toml = config_with(
             &moto,
@@ -773,6 +767,9 @@ async fn measure_runners_threshold_to_settled() {
             &tables.iter().collect::<Vec<_>>(),
         );
         toml = toml.replace("min_files = 10", "min_files = 12");
+        if name == "native" {
+            toml = toml.replace("min_files = 12", "min_files = 12\nengine = \"native\"");
+        }
         let mut icepack = Icepack::with_config(&toml);
         let run = icepack.spawn_run("");
         kinds.push(Kind {
@@ -833,11 +830,21 @@ async fn measure_runners_threshold_to_settled() {
     let connect = median(&kinds[0].seconds);
     let docker = median(&kinds[1].seconds);
     let process = median(&kinds[2].seconds);
+    let native = median(&kinds[3].seconds);
     eprintln!(
-        "FIGURES threshold crossed → run settled, median of {}: connect {connect:.2} s, docker {docker:.2} s, process {process:.2} s; connect/docker {:.3}, connect/process {:.3}",
+        "FIGURES threshold crossed → run settled, median of {}: connect {connect:.2} s, docker {docker:.2} s, process {process:.2} s, native {native:.2} s; connect/docker {:.3}, connect/process {:.3}, native/connect {:.3}, native/process {:.3}",
         kinds[0].seconds.len(),
         connect / docker,
-        connect / process
+        connect / process,
+        native / connect,
+        native / process
+    );
+    assert!(
+        kinds[3]
+            .icepack
+            .log(kinds[3].run)
+            .contains("native run committed"),
+        "the native kind ran on the native engine"
     );
     for kind in &mut kinds {
         assert!(kind.icepack.terminate(kind.run).await.success());

@@ -228,10 +228,33 @@ impl Config {
                     .map_or(&no_overrides, |tenant| &tenant.defaults);
                 let mut spec = table.resolve(&self.defaults, overrides, tenant);
                 spec.run_history = self.service.run_history.get();
-                spec.pacing.estimated_run_cost_millis = self.spark.runner.run_cost_seconds() * 1000;
+                spec.pacing.estimated_run_cost_millis =
+                    self.estimated_run_cost_seconds(&spec) * 1000;
                 spec
             })
             .collect()
+    }
+
+    /// What a run of the table costs before one is measured (the cost pacing's estimate): a
+    /// warm engine's when its rewrites go to the native engine (in icepack's process, no JVM to
+    /// start), else the Spark runner's. (`auto` is judged by the table's keys; its catalog may
+    /// still send its runs to Spark, whose cost the first measured run then brings.)
+    fn estimated_run_cost_seconds(&self, spec: &TableSpec) -> u64 {
+        let native = match spec.engine {
+            EngineChoice::Native => true,
+            EngineChoice::Auto => {
+                matches!(spec.strategy, crate::strategy::Strategy::Binpack)
+                    && spec.where_filter.is_none()
+                    && spec.rewrite_options.is_empty()
+                    && spec.expire_snapshots_older_than_hours.is_none()
+            }
+            EngineChoice::Spark => false,
+        };
+        if native {
+            WARM_RUN_COST_SECONDS
+        } else {
+            self.spark.runner.run_cost_seconds()
+        }
     }
 
     /// Every tenant with its settings resolved; the implicit [`DEFAULT_TENANT`] when none are

@@ -457,6 +457,26 @@ fn cost_pacing_is_opt_in_and_follows_the_measured_run_cost_unless_set() {
     ));
     assert_eq!(connect.run_cost(None), (2_000, RunCostSource::Estimated));
     assert_eq!(connect.resolve(None).fragment_percent, 100);
+    // The native engine is warm whatever `[spark]` says; `auto` too for its bin-pack rewrites.
+    for engine in ["native", "auto"] {
+        let native = pacing(&format!(
+            "[defaults]\npacing = \"cost\"\nengine = \"{engine}\"\n{table}"
+        ));
+        assert_eq!(
+            native.run_cost(None),
+            (2_000, RunCostSource::Estimated),
+            "{engine}"
+        );
+        assert_eq!(native.resolve(None).fragment_percent, 100, "{engine}");
+    }
+    let sorted = pacing(&format!(
+        "[defaults]\npacing = \"cost\"\nengine = \"auto\"\n{table}strategy = \"sort\"\nsort_order = \"id\"\n"
+    ));
+    assert_eq!(
+        sorted.run_cost(None),
+        (90_000, RunCostSource::Estimated),
+        "Spark's"
+    );
     let set = pacing(&format!(
         "[defaults]\npacing = \"cost\"\nrun_cost_seconds = 30\n{table}"
     ));

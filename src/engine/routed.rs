@@ -13,9 +13,9 @@ use super::native::{catalog_kind, MidSizedFiles, NativeEngine, NativeError, Nati
 use super::spark::SparkEngine;
 use super::{Engine, EngineRun, RanOn, RunTask};
 use crate::compaction::CompactionSettings;
-use crate::config::{Config, EngineChoice};
+use crate::config::{Config, EngineChoice, TableSpec};
 use crate::run::{FailureClass, ReportSummary, RunOutcome};
-use crate::strategy::RunStrategy;
+use crate::strategy::{RunStrategy, Strategy};
 
 /// What a run recorded as the native engine's says.
 pub const NATIVE: &str = "native";
@@ -72,11 +72,8 @@ impl RoutedEngine {
             ));
         }
         let spec = &task.spec;
-        if spec.where_filter.is_some() {
-            return Err("a table's `where` filter is Spark SQL".into());
-        }
-        if !spec.rewrite_options.is_empty() {
-            return Err("rewrite_data_files `options` are Spark's".into());
+        if let Some(reason) = spark_only_run_setting(spec, ticket.rewrite) {
+            return Err(reason);
         }
         let config = self.config();
         let catalog = config
@@ -167,6 +164,51 @@ impl RoutedEngine {
             },
         }
     }
+}
+
+/// The first of a table's settings that makes its runs (`rewrite`: its rewrites, else its
+/// reads) Spark's, as the reason; `None` when the native engine does all they ask.
+fn spark_only_run_setting(spec: &TableSpec, rewrite: bool) -> Option<String> {
+    if spec.where_filter.is_some() {
+        return Some("a table's `where` filter is Spark SQL".into());
+    }
+    if !spec.rewrite_options.is_empty() {
+        return Some("rewrite_data_files `options` are Spark's".into());
+    }
+    if rewrite && spec.expire_snapshots_older_than_hours.is_some() {
+        return Some(
+            "expire_snapshots after the rewrite (`expire_snapshots_older_than_hours`) is a Spark procedure"
+                .into(),
+        );
+    }
+    None
+}
+
+/// The first of a table's settings that asks for runs only Spark does (a strategy but bin-pack,
+/// maintenance procedures, delete files to apply, and [`spark_only_run_setting`]), as the reason
+/// a table with `engine = "native"` is refused; `None` when the native engine does all of them.
+pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
+    if !matches!(spec.strategy, Strategy::Binpack) {
+        return Some(format!(
+            "strategy = \"{}\" is Spark's (the native engine bin-packs)",
+            spec.strategy.name()
+        ));
+    }
+    if spec.max_manifests.is_some() {
+        return Some("rewrite_manifests (`max_manifests`) is a Spark procedure".into());
+    }
+    if spec.remove_orphans_every_millis.is_some() {
+        return Some(
+            "remove_orphan_files (`remove_orphans_every_hours`) is a Spark procedure".into(),
+        );
+    }
+    if spec.deletes.is_on() {
+        return Some(
+            "applying delete files (`delete_file_threshold`, `delete_ratio_threshold`) is Spark's"
+                .into(),
+        );
+    }
+    spark_only_run_setting(spec, true)
 }
 
 /// A native failure as settlement and alerts know it.
@@ -336,6 +378,12 @@ pub fn engine_from_config(config: &Arc<Config>) -> Result<Arc<dyn Engine>, Strin
                 spec.table, spec.catalog
             )
         })?;
+        if let Some(reason) = spark_only_setting(spec) {
+            return Err(format!(
+                "table {} has engine = \"native\", but {reason}: use engine = \"auto\" (with a [spark] section) or \"spark\"",
+                spec.table
+            ));
+        }
     }
     let settings = CompactionSettings::from_config(config.clone());
     let spark = (specs.is_empty() || specs.iter().any(|spec| spec.engine.uses_spark()))
@@ -541,6 +589,106 @@ engine = "native"
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// `CONFIG` with one more table, `a.extra` of `engine`, with `keys`.
+    fn config_with(engine: &str, keys: &str) -> Arc<Config> {
+        let text = format!("{CONFIG}\n[[tables]]\ntable = \"a.extra\"\nbucket = \"lake\"\nprefix = \"extra/\"\nengine = \"{engine}\"\n{keys}\n");
+        Arc::new(Config::from_toml_str(&text).unwrap())
+    }
+
+    fn extra_task(config: &Arc<Config>, ticket: ClaimTicket) -> RunTask {
+        let spec = config
+            .table_specs()
+            .into_iter()
+            .find(|spec| spec.table == "a.extra")
+            .unwrap();
+        RunTask {
+            spec: Arc::new(spec),
+            ticket,
+            timeout: std::time::Duration::from_secs(60),
+            claimed: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_rewrite_followed_by_expire_snapshots_is_sparks_and_never_skips_the_expiry() {
+        let expiring = "expire_snapshots_older_than_hours = 24";
+        let config = config_with("auto", expiring);
+        let spark = SparkEngine::new(
+            Arc::new(StandInRunner::succeeding(3)),
+            CompactionSettings::from_config(config.clone()),
+        );
+        let native = NativeEngine::new(super::super::native::NativeLimits::default()).unwrap();
+        let routed = RoutedEngine::new(Some(spark), Some(native), config.clone());
+        let ended = routed.run(&extra_task(&config, rewrite())).await;
+        assert_eq!(ended.ran_on.engine, "spark", "{:?}", ended.ran_on);
+        assert!(
+            ended.ran_on.detail.contains("auto: expire_snapshots"),
+            "{:?}",
+            ended.ran_on
+        );
+        // A read expires nothing: still the native engine's.
+        let reconcile = ClaimTicket {
+            rewrite: false,
+            trigger: "reconcile".to_string(),
+            ..rewrite()
+        };
+        assert!(routed.native_task(&extra_task(&config, reconcile)).is_ok());
+
+        // `engine = "native"`: the run fails with the reason rather than leave snapshots unexpired.
+        let config = config_with("native", expiring);
+        let native = NativeEngine::new(super::super::native::NativeLimits::default()).unwrap();
+        let routed = RoutedEngine::new(None, Some(native), config.clone());
+        let ended = routed.run(&extra_task(&config, rewrite())).await;
+        assert_eq!(ended.ran_on.engine, "native");
+        match ended.outcome {
+            RunOutcome::Failure { class, excerpt, .. } => {
+                assert_eq!(class, FailureClass::InvalidInput);
+                assert!(excerpt.contains("expire_snapshots"), "{excerpt}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_native_table_asking_for_what_only_spark_does_is_refused_at_start_with_the_key() {
+        for (keys, named) in [
+            (
+                "strategy = \"sort\"\nsort_order = \"id\"",
+                "strategy = \"sort\"",
+            ),
+            ("strategy = \"auto\"", "strategy = \"auto\""),
+            ("max_manifests = 100", "max_manifests"),
+            (
+                "remove_orphans_every_hours = 24",
+                "remove_orphans_every_hours",
+            ),
+            ("delete_file_threshold = 10", "delete_file_threshold"),
+            (
+                "expire_snapshots_older_than_hours = 24",
+                "expire_snapshots_older_than_hours",
+            ),
+            ("where = \"id > 0\"", "`where`"),
+            (
+                "options = { \"max-file-group-size-bytes\" = \"1\" }",
+                "`options`",
+            ),
+        ] {
+            let refusal = engine_from_config(&config_with("native", keys))
+                .err()
+                .unwrap_or_else(|| panic!("{keys}: accepted"));
+            assert!(
+                refusal.contains("a.extra") && refusal.contains(named),
+                "{keys}: {refusal}"
+            );
+            // The same table with `auto` sends those runs to Spark.
+            assert!(
+                engine_from_config(&config_with("auto", keys)).is_ok(),
+                "{keys}"
+            );
+        }
+        assert!(engine_from_config(&config_with("native", "min_files = 20")).is_ok());
     }
 
     #[test]

@@ -590,6 +590,11 @@ impl Icepack {
         }
     }
 
+    /// The process id of run `index` (for reading its /proc entries).
+    pub fn pid(&self, index: usize) -> u32 {
+        self.children[index].id()
+    }
+
     /// Whether run `index` is still running.
     pub fn children_alive(&mut self, index: usize) -> bool {
         self.children[index].try_wait().unwrap().is_none()

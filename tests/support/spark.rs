@@ -186,6 +186,20 @@ impl Lakehouse {
         )
     }
 
+    /// The `[spark]` section running the host spark-sql as a process (jars given, nothing
+    /// resolved at run time).
+    pub fn process_spark_toml() -> String {
+        let jars: Vec<String> = env("ICEPACK_TEST_SPARK_JARS")
+            .split(',')
+            .map(|jar| format!("\"{jar}\""))
+            .collect();
+        format!(
+            "[spark]\nrunner = \"process\"\nspark_sql = \"{}/bin/spark-sql\"\npackages = []\njars = [{}]\nconf = {{ \"spark.master\" = \"local[2]\", \"spark.driver.memory\" = \"1g\" }}\nenv = [\"AWS_ACCESS_KEY_ID\", \"AWS_SECRET_ACCESS_KEY\", \"AWS_REGION\", \"SPARK_LOCAL_IP\"]\n",
+            env("ICEPACK_TEST_SPARK_HOME"),
+            jars.join(", ")
+        )
+    }
+
     /// Runs statements with the host spark-sql; returns stdout (header lines on).
     pub fn sql(&self, statements: &str) -> String {
         let spark = SparkConfig {

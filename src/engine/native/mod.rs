@@ -737,6 +737,7 @@ async fn commit_with_retries(
         match catalog.commit(&base.table, staged.snapshot).await {
             Ok(table) => {
                 info!(table = %task.table, run = %task.run_id, snapshot = snapshot_id, attempt, "replace snapshot committed");
+                crash_after_commit();
                 return match TableState::read(table, cache).await {
                     Ok(state) => Ok((state, snapshot_id)),
                     Err(error) => Err((error, None)),
@@ -804,6 +805,12 @@ async fn commit_gate(run_id: &str) {
 /// written and before its commit is sent (the crash test).
 fn crash_before_commit() {
     crate::failpoint::crash_point!("native.before_commit");
+}
+
+/// `native.after_commit=return` kills the process once the catalog accepted a run's commit and
+/// before the run reports it (the recovery test: the outcome is read back from the metadata).
+fn crash_after_commit() {
+    crate::failpoint::crash_point!("native.after_commit");
 }
 
 /// The report, from the table as it is after the run.
