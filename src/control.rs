@@ -28,7 +28,7 @@ use crate::actors::poller::{PolledQueue, PollerSettings, SqsPoller};
 use crate::actors::router::IntakeRouter;
 use crate::clock::Clock;
 use crate::config::{Config, SqsConfig};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, TableSeries};
 use crate::queue::{queue_labels, Queue, SqsQueue};
 use crate::service::{MapReport, Pipeline};
 
@@ -255,10 +255,29 @@ impl Control {
             .apply(&config)
             .await
             .map_err(|error| format!("cannot load the state of a new table: {error}"))?;
-        // A removed table (or one moved to another tenant) leaves /metrics.
+        // A removed table (or one moved to another tenant, or no longer in `[metrics] tables`)
+        // leaves /metrics with its own series; a removed tenant with its aggregates.
         let series_after = table_series(&config);
-        for (table, tenant) in series_before.difference(&series_after) {
-            self.metrics.forget_table(table, tenant);
+        let own_before = self.metrics.series();
+        let own_after = TableSeries::from_config(&config);
+        for (table, tenant) in &series_before {
+            if own_before.own(table)
+                && (!own_after.own(table)
+                    || !series_after.contains(&(table.clone(), tenant.clone())))
+            {
+                self.metrics.forget_table(table, tenant);
+            }
+        }
+        self.metrics.set_series(own_after);
+        let tenants_after: BTreeSet<&String> =
+            series_after.iter().map(|(_, tenant)| tenant).collect();
+        let tenants_gone: BTreeSet<&String> = series_before
+            .iter()
+            .map(|(_, tenant)| tenant)
+            .filter(|tenant| !tenants_after.contains(tenant))
+            .collect();
+        for tenant in tenants_gone {
+            self.metrics.forget_tenant(tenant);
         }
         if let Some(notifier) = &self.notifier {
             notifier.do_send(SetSinks(sinks_from_config(&config)));

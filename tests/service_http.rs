@@ -70,6 +70,9 @@ runner = "docker"
 image = "localhost/icepack-spark:3.5"
 retry_attempts = 1
 
+[metrics]
+worst_tables = 1                         # the failing table's gauges; counters by tenant
+
 [slack]
 channel = "#lakehouse-alerts"
 
@@ -173,8 +176,10 @@ prefix = "warehouse/orders/"
     for expected in [
         &format!("icepack_sqs_messages_received_total{{queue=\"{queue}\"}} 1"),
         &format!("icepack_sqs_messages_deleted_total{{queue=\"{queue}\"}} 1"),
-        "icepack_records_counted_total{table=\"analytics.orders\",tenant=\"default\"} 2",
-        "icepack_runs_failed_total{table=\"analytics.orders\",tenant=\"default\",kind=\"rewrite_data_files\",class=\"engine_unavailable\"} 1",
+        "icepack_records_counted_total{tenant=\"default\"} 2",
+        "icepack_runs_failed_total{tenant=\"default\",kind=\"rewrite_data_files\",class=\"engine_unavailable\"} 1",
+        "icepack_tenant_pending_files{tenant=\"default\"} 2",
+        "icepack_tenant_tables_failing{tenant=\"default\"} 1",
         "icepack_run_duration_seconds_count{outcome=\"failure\"} 1",
         "icepack_table_pending_files{table=\"analytics.orders\",tenant=\"default\"} 2",
         "icepack_table_consecutive_failures{table=\"analytics.orders\",tenant=\"default\"} 1",

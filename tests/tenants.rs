@@ -227,7 +227,8 @@ tenant = "b"
     }
     let metrics = get_text(&format!("{base}/metrics")).await;
     assert!(
-        metrics.contains("icepack_runs_succeeded_total{table=\"team_b.orders\",tenant=\"b\",kind=\"rewrite_data_files\"} 1"),
+        metrics
+            .contains("icepack_runs_succeeded_total{tenant=\"b\",kind=\"rewrite_data_files\"} 1"),
         "{metrics}"
     );
     icepack.terminate(run).await;
@@ -251,6 +252,9 @@ pollers = 1
 pacing = false                           # runs at the thresholds (the pacing has its own test)
 max_wait_minutes = 0
 min_files = 100
+
+[metrics]
+tables = ["*"]                           # every table's own series, so that removal shows
 
 [spark]
 runner = "process"

@@ -225,8 +225,7 @@ impl CompactionPool {
                         self.metrics
                             .maintenance_failures
                             .get_or_create(&MaintenanceFailureLabels {
-                                table: spec.table.clone(),
-                                tenant: spec.tenant.clone(),
+                                at: self.metrics.table_labels(&spec.table, &spec.tenant),
                                 class: failed.class.as_str(),
                             })
                             .inc();
@@ -234,8 +233,7 @@ impl CompactionPool {
                     self.metrics
                         .runs_succeeded
                         .get_or_create(&RunLabels {
-                            table: spec.table.clone(),
-                            tenant: spec.tenant.clone(),
+                            at: self.metrics.table_labels(&spec.table, &spec.tenant),
                             kind,
                         })
                         .inc();
@@ -245,8 +243,7 @@ impl CompactionPool {
                     self.metrics
                         .runs_failed
                         .get_or_create(&FailedRunLabels {
-                            table: spec.table.clone(),
-                            tenant: spec.tenant.clone(),
+                            at: self.metrics.table_labels(&spec.table, &spec.tenant),
                             kind,
                             class: class.as_str(),
                         })
@@ -476,8 +473,7 @@ impl Handler<Claimed> for CompactionPool {
             self.metrics
                 .runs_started
                 .get_or_create(&RunLabels {
-                    table: spec.table.clone(),
-                    tenant: spec.tenant.clone(),
+                    at: self.metrics.table_labels(&spec.table, &spec.tenant),
                     kind: run_kind(&ticket),
                 })
                 .inc();

@@ -28,7 +28,7 @@ use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::failpoint;
 use crate::intake::{plan_batch, InboundMessage, IntakePlan, IntakeSummary, Verdict};
-use crate::metrics::{Metrics, ReasonLabels, TableLabels};
+use crate::metrics::{Metrics, ReasonLabels};
 use crate::routing::{IgnoreReason, Router, TableIndex};
 use crate::store::{StateStore, StoreError};
 
@@ -448,10 +448,9 @@ async fn commit_group(
             if counted > 0 {
                 metrics
                     .records_counted
-                    .get_or_create(&TableLabels {
-                        table: map.spec(table).table.clone(),
-                        tenant: map.spec(table).tenant.clone(),
-                    })
+                    .get_or_create(
+                        &metrics.table_labels(&map.spec(table).table, &map.spec(table).tenant),
+                    )
                     .inc_by(counted);
             }
         }

@@ -24,6 +24,7 @@ pub(crate) fn run(path: &Path) -> Result<()> {
             )
         };
         let metrics = Arc::new(Metrics::default());
+        metrics.set_series(icepack::metrics::TableSeries::from_config(&config));
         let compaction = compaction(&config, true)?;
         icepack::engine::spawn_probe(
             compaction.engine.clone(),

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{PacingMode, Thresholds};
 
+mod metrics;
 mod native;
 mod notify;
 mod service;
@@ -20,6 +21,7 @@ mod tables;
 mod tenants;
 mod values;
 
+pub use metrics::*;
 pub use native::*;
 pub use notify::*;
 pub use service::*;
@@ -58,6 +60,9 @@ pub struct Config {
     /// The JVM-free engine's bounds (tables choose it with `engine`).
     #[serde(default)]
     pub native: NativeConfig,
+    /// Which tables have series of their own on `/metrics` (tenants' always).
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     #[serde(default)]
     pub slack: SlackConfig,
     /// Generic JSON webhooks (schema `icepack.run/v1`) for other chat or paging tools.
@@ -81,6 +86,7 @@ impl Default for Config {
             catalogs: default_catalogs(),
             spark: SparkConfig::default(),
             native: NativeConfig::default(),
+            metrics: MetricsConfig::default(),
             slack: SlackConfig::default(),
             webhooks: Vec::new(),
             tenants: BTreeMap::new(),
@@ -117,6 +123,7 @@ impl Config {
             catalog.validate(name)?;
         }
         self.spark.validate()?;
+        self.metrics.validate(&self.tables)?;
         const URL_HINT: &str = " (the URL itself never goes in this file)";
         check_env_name(
             "slack.webhook_url_env",

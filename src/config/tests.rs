@@ -529,3 +529,33 @@ fn errors_never_repeat_a_secret_value() {
     assert!(error.contains("spark.timeout_minutes"), "{error}");
     assert!(!error.contains("MINUTESPW"), "{error}");
 }
+
+#[test]
+fn metrics_list_configured_tables_or_all_and_bound_the_worst() {
+    let config = Config::from_toml_str(EXAMPLE).unwrap();
+    assert!(
+        config.metrics.tables.is_empty(),
+        "per-table series are opt-in"
+    );
+    assert_eq!(config.metrics.worst_tables, 0);
+    let listed = Config::from_toml_str(&format!(
+        "[metrics]\ntables = [\"analytics.events\"]\nworst_tables = 10\n{EXAMPLE}"
+    ))
+    .unwrap();
+    assert!(!listed.metrics.all_tables());
+    assert!(
+        Config::from_toml_str(&format!("[metrics]\ntables = [\"*\"]\n{EXAMPLE}"))
+            .unwrap()
+            .metrics
+            .all_tables()
+    );
+    let unknown = error_of(&format!(
+        "[metrics]\ntables = [\"analytics.event\"]\n{EXAMPLE}"
+    ));
+    assert!(
+        unknown.contains("metrics.tables[0]") && unknown.contains("analytics.event"),
+        "{unknown}"
+    );
+    let too_many = error_of(&format!("[metrics]\nworst_tables = 100000\n{EXAMPLE}"));
+    assert!(too_many.contains("worst_tables"), "{too_many}");
+}

@@ -4,14 +4,17 @@
 //! The exposition is OpenMetrics text, which Prometheus scrapes as it is.
 
 mod process;
+pub mod series;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::{encode_eof, encode_registry};
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabel, EncodeLabelSet, EncodeMetric, LabelSetEncoder,
+};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -24,6 +27,7 @@ use crate::run::FailureClass;
 use crate::state::Maintenance;
 
 pub use process::ProcessSample;
+pub use series::TableSeries;
 
 /// The `Content-Type` of [`Metrics::render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -31,36 +35,66 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// The kind label of a run that rewrites data files (maintenance runs carry their task's name).
 pub const REWRITE_KIND: &str = "rewrite_data_files";
 
-/// A table's series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// A table's series, or (no `table`) its tenant's for the tables without their own
+/// ([`series::TableSeries`]). `sum by (tenant)` adds both up without counting a run twice.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct TableLabels {
-    pub table: String,
+    pub table: Option<String>,
     pub tenant: String,
 }
 
-/// A run's series: its table and what it did (`rewrite_data_files` or a maintenance task).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+impl EncodeLabelSet for TableLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(table) = &self.table {
+            ("table", table.as_str()).encode(encoder.encode_label())?;
+        }
+        ("tenant", self.tenant.as_str()).encode(encoder.encode_label())
+    }
+}
+
+/// A run's series: its table (or tenant) and what it did (`rewrite_data_files` or a maintenance
+/// task).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct RunLabels {
-    pub table: String,
-    pub tenant: String,
+    pub at: TableLabels,
     pub kind: &'static str,
 }
 
-/// A failed run's series: its table, what it did and why it failed.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+impl EncodeLabelSet for RunLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        self.at.encode(encoder)?;
+        ("kind", self.kind).encode(encoder.encode_label())
+    }
+}
+
+/// A failed run's series: its table (or tenant), what it did and why it failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct FailedRunLabels {
-    pub table: String,
-    pub tenant: String,
+    pub at: TableLabels,
     pub kind: &'static str,
     pub class: &'static str,
 }
 
-/// A step that failed after a run's rewrite committed: its table and why it failed.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+impl EncodeLabelSet for FailedRunLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        self.at.encode(encoder)?;
+        ("kind", self.kind).encode(encoder.encode_label())?;
+        ("class", self.class).encode(encoder.encode_label())
+    }
+}
+
+/// A step that failed after a run's rewrite committed: its table (or tenant) and why it failed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct MaintenanceFailureLabels {
-    pub table: String,
-    pub tenant: String,
+    pub at: TableLabels,
     pub class: &'static str,
+}
+
+impl EncodeLabelSet for MaintenanceFailureLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        self.at.encode(encoder)?;
+        ("class", self.class).encode(encoder.encode_label())
+    }
 }
 
 /// A run duration's series.
@@ -87,6 +121,11 @@ impl SinkLabels {
             sink: sink.to_string(),
         }
     }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TenantLabels {
+    tenant: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -171,6 +210,8 @@ pub struct Metrics {
     accumulators_down: Mutex<BTreeMap<String, i64>>,
     /// Accumulators restarted by the supervisor.
     pub accumulator_restarts: Counter,
+    /// Which tables have series of their own (`[metrics]`); the others count into their tenant's.
+    series: RwLock<Arc<TableSeries>>,
 }
 
 impl Default for Metrics {
@@ -197,6 +238,7 @@ impl Default for Metrics {
             store_recoveries: Counter::default(),
             accumulators_down: Mutex::default(),
             accumulator_restarts: Counter::default(),
+            series: RwLock::new(Arc::new(TableSeries::default())),
         };
         metrics.register();
         metrics
@@ -231,7 +273,7 @@ impl Metrics {
         let registry = &mut self.registry;
         registry.register(
             "icepack_records_counted",
-            "Small files counted, by table.",
+            "Small files counted, by tenant (and table for [metrics] tables).",
             Described(self.records_counted.clone()),
         );
         registry.register(
@@ -261,22 +303,22 @@ impl Metrics {
         );
         registry.register(
             "icepack_runs_started",
-            "Compaction and maintenance runs started, by table and kind.",
+            "Compaction and maintenance runs started, by tenant (and table for [metrics] tables) and kind.",
             Described(self.runs_started.clone()),
         );
         registry.register(
             "icepack_runs_succeeded",
-            "Compaction runs that succeeded, by table.",
+            "Compaction and maintenance runs that succeeded, by tenant (and table for [metrics] tables) and kind.",
             Described(self.runs_succeeded.clone()),
         );
         registry.register(
             "icepack_runs_failed",
-            "Compaction runs that failed, by table and failure class.",
+            "Compaction and maintenance runs that failed, by tenant (and table for [metrics] tables), kind and failure class.",
             Described(self.runs_failed.clone()),
         );
         registry.register(
             "icepack_maintenance_failures",
-            "Steps after a committed rewrite that failed (snapshot expiry, a metadata read, the deadline), by table and failure class; the run itself succeeded.",
+            "Steps after a committed rewrite that failed (snapshot expiry, a metadata read, the deadline), by tenant (and table for [metrics] tables) and failure class; the run itself succeeded.",
             Described(self.maintenance_failures.clone()),
         );
         registry.register_with_unit(
@@ -303,33 +345,66 @@ impl Metrics {
         registry.register_collector(Box::new(process::ProcessCollector));
     }
 
-    /// A reload removed the table (or moved it to another tenant): its counted series go, so a
-    /// dashboard shows no table that is not configured and label sets do not pile up.
+    /// Which tables have series of their own from now on (start-up and every reload). A table
+    /// that loses its own series leaves the exposition ([`Metrics::forget_table`] it); what it
+    /// counts from now on goes to its tenant's series.
+    pub fn set_series(&self, series: TableSeries) {
+        *self.series.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(series);
+    }
+
+    /// The selection in force.
+    pub fn series(&self) -> Arc<TableSeries> {
+        self.series
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The labels a table's counts go to: its own, or its tenant's.
+    pub fn table_labels(&self, table: &str, tenant: &str) -> TableLabels {
+        TableLabels {
+            table: self.series().own(table).then(|| table.to_string()),
+            tenant: tenant.to_string(),
+        }
+    }
+
+    /// A reload removed the table (or moved it to another tenant, or took its own series
+    /// away): its own counted series go, so a dashboard shows no table that is not configured
+    /// and label sets do not pile up. Its tenant's series keep what it counted into them.
     pub fn forget_table(&self, table: &str, tenant: &str) {
-        let (table, tenant) = (table.to_string(), tenant.to_string());
-        self.records_counted.remove(&TableLabels {
-            table: table.clone(),
-            tenant: tenant.clone(),
+        self.forget(TableLabels {
+            table: Some(table.to_string()),
+            tenant: tenant.to_string(),
         });
+    }
+
+    /// A tenant a reload removed: its aggregate series go.
+    pub fn forget_tenant(&self, tenant: &str) {
+        self.forget(TableLabels {
+            table: None,
+            tenant: tenant.to_string(),
+        });
+    }
+
+    /// Removes every counted series of `at`.
+    fn forget(&self, at: TableLabels) {
+        self.records_counted.remove(&at);
         for class in FailureClass::ALL {
             self.maintenance_failures.remove(&MaintenanceFailureLabels {
-                table: table.clone(),
-                tenant: tenant.clone(),
+                at: at.clone(),
                 class: class.as_str(),
             });
         }
         for kind in run_kinds() {
             let run = RunLabels {
-                table: table.clone(),
-                tenant: tenant.clone(),
+                at: at.clone(),
                 kind,
             };
             self.runs_started.remove(&run);
             self.runs_succeeded.remove(&run);
             for class in FailureClass::ALL {
                 self.runs_failed.remove(&FailedRunLabels {
-                    table: table.clone(),
-                    tenant: tenant.clone(),
+                    at: at.clone(),
                     kind,
                     class: class.as_str(),
                 });
@@ -378,7 +453,12 @@ impl Metrics {
                 .map(|answering| (engine.engine, answering, engine.probe_millis.unwrap_or(0))),
             writable: self.store.is_writable(),
             accumulators_down: self.accumulators_down().len() as u64,
-            tables: tables.to_vec(),
+            tenants: series::by_tenant(tables)
+                .into_iter()
+                .map(|(tenant, sums)| (tenant.to_string(), sums))
+                .collect(),
+            tables: self.series().pick(tables).into_iter().cloned().collect(),
+            tables_due: tables.iter().filter(|table| table.due).count() as u64,
         };
         let mut per_scrape = Registry::default();
         per_scrape.register_collector(Box::new(scrape));
@@ -399,7 +479,12 @@ struct Scrape {
     engine: Option<(String, bool, u64)>,
     writable: bool,
     accumulators_down: u64,
+    /// Every tenant's tables added up.
+    tenants: Vec<(String, series::TenantGauges)>,
+    /// The tables whose own gauges this scrape exports ([`TableSeries::pick`]).
     tables: Vec<TableGauges>,
+    /// Tables due, of all.
+    tables_due: u64,
 }
 
 /// Encodes one family of series read now: a descriptor, then a value per label set.
@@ -472,11 +557,12 @@ impl Collector for Scrape {
             "Table accumulators stopped and not restarted yet.",
             ConstGauge::new(self.accumulators_down),
         )?;
+        self.encode_tenants(encoder)?;
         let tables = |value: fn(&TableGauges) -> u64| {
             self.tables.iter().map(move |table| {
                 (
                     TableLabels {
-                        table: table.table.clone(),
+                        table: Some(table.table.clone()),
                         tenant: table.tenant.clone(),
                     },
                     ConstGauge::new(value(table)),
@@ -486,35 +572,35 @@ impl Collector for Scrape {
         family(
             encoder,
             "icepack_table_pending_files",
-            "Pending small files, by table.",
+            "Pending small files, by table ([metrics] tables and worst_tables).",
             MetricType::Gauge,
             tables(|t| t.pending_files),
         )?;
         family(
             encoder,
             "icepack_table_pending_bytes",
-            "Bytes of pending small files, by table.",
+            "Bytes of pending small files, by table ([metrics] tables and worst_tables).",
             MetricType::Gauge,
             tables(|t| t.pending_bytes),
         )?;
         family(
             encoder,
             "icepack_table_due",
-            "1 when the table is due for compaction.",
+            "1 when the table is due for compaction ([metrics] tables and worst_tables).",
             MetricType::Gauge,
             tables(|t| u64::from(t.due)),
         )?;
         family(
             encoder,
             "icepack_table_run_in_flight",
-            "1 while a compaction of the table runs.",
+            "1 while a compaction of the table runs ([metrics] tables and worst_tables).",
             MetricType::Gauge,
             tables(|t| u64::from(t.run_in_flight)),
         )?;
         family(
             encoder,
             "icepack_table_consecutive_failures",
-            "Failed runs in a row, by table.",
+            "Failed runs in a row, by table ([metrics] tables and worst_tables).",
             MetricType::Gauge,
             tables(|t| u64::from(t.consecutive_failures)),
         )?;
@@ -522,12 +608,68 @@ impl Collector for Scrape {
             encoder,
             "icepack_tables_due",
             "Tables due for compaction.",
-            ConstGauge::new(self.tables.iter().filter(|t| t.due).count() as u64),
+            ConstGauge::new(self.tables_due),
         )
     }
 }
 
 impl Scrape {
+    /// Every tenant's sums, whatever `[metrics]` exports by table.
+    fn encode_tenants(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let tenants = |value: fn(&series::TenantGauges) -> u64| {
+            self.tenants.iter().map(move |(tenant, sums)| {
+                (
+                    TenantLabels {
+                        tenant: tenant.clone(),
+                    },
+                    ConstGauge::new(value(sums)),
+                )
+            })
+        };
+        family(
+            encoder,
+            "icepack_tenant_tables",
+            "Configured tables, by tenant.",
+            MetricType::Gauge,
+            tenants(|t| t.tables),
+        )?;
+        family(
+            encoder,
+            "icepack_tenant_pending_files",
+            "Pending small files of the tenant's tables.",
+            MetricType::Gauge,
+            tenants(|t| t.pending_files),
+        )?;
+        family(
+            encoder,
+            "icepack_tenant_pending_bytes",
+            "Bytes of pending small files of the tenant's tables.",
+            MetricType::Gauge,
+            tenants(|t| t.pending_bytes),
+        )?;
+        family(
+            encoder,
+            "icepack_tenant_tables_due",
+            "The tenant's tables due for compaction.",
+            MetricType::Gauge,
+            tenants(|t| t.tables_due),
+        )?;
+        family(
+            encoder,
+            "icepack_tenant_runs_in_flight",
+            "Compactions of the tenant's tables running.",
+            MetricType::Gauge,
+            tenants(|t| t.runs_in_flight),
+        )?;
+        family(
+            encoder,
+            "icepack_tenant_tables_failing",
+            "The tenant's tables whose last run failed.",
+            MetricType::Gauge,
+            tenants(|t| t.tables_failing),
+        )
+    }
+
     /// The per-queue series, labelled by queue; a queue a reload removed has none.
     fn encode_queues(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let counters = |value: fn(&QueueSnapshot) -> u64| {
@@ -608,7 +750,7 @@ mod tests {
 
     fn table(name: &str) -> TableLabels {
         TableLabels {
-            table: name.to_string(),
+            table: Some(name.to_string()),
             tenant: "default".to_string(),
         }
     }
@@ -616,6 +758,7 @@ mod tests {
     #[test]
     fn exposition_has_types_labels_and_histogram_buckets() {
         let metrics = Metrics::default();
+        metrics.set_series(TableSeries::every_table());
         let landing = metrics
             .queues
             .register("http://sqs/1/landing", "landing", None, 2, 0);
@@ -641,8 +784,7 @@ mod tests {
         metrics
             .runs_failed
             .get_or_create(&FailedRunLabels {
-                table: "a.b".to_string(),
-                tenant: "default".to_string(),
+                at: metrics.table_labels("a.b", "default"),
                 kind: REWRITE_KIND,
                 class: "timeout",
             })
@@ -700,6 +842,7 @@ mod tests {
     #[test]
     fn a_removed_table_loses_its_counted_series_and_others_keep_theirs() {
         let metrics = Metrics::default();
+        metrics.set_series(TableSeries::every_table());
         for name in ["n.gone", "n.kept"] {
             metrics
                 .records_counted
@@ -707,8 +850,7 @@ mod tests {
                 .inc_by(3);
             for kind in [REWRITE_KIND, "rewrite_manifests"] {
                 let run = RunLabels {
-                    table: name.to_string(),
-                    tenant: "default".to_string(),
+                    at: table(name),
                     kind,
                 };
                 metrics.runs_started.get_or_create(&run).inc();
@@ -717,8 +859,7 @@ mod tests {
             metrics
                 .runs_failed
                 .get_or_create(&FailedRunLabels {
-                    table: name.to_string(),
-                    tenant: "default".to_string(),
+                    at: table(name),
                     kind: "remove_orphan_files",
                     class: "commit_conflict",
                 })
@@ -732,5 +873,208 @@ mod tests {
         // The same table under another tenant is another series: forgetting it leaves this one.
         metrics.forget_table("n.kept", "other");
         assert_eq!(count(&metrics.records_counted, &table("n.kept")), 3);
+    }
+
+    fn config(metrics: &str) -> crate::config::Config {
+        let tables: String = ["a.one", "a.two", "b.one"]
+            .iter()
+            .enumerate()
+            .map(|(index, name)| {
+                format!(
+                    "[[tables]]\ntable = \"{name}\"\nbucket = \"lake\"\nprefix = \"t{index}/\"\n"
+                )
+            })
+            .collect();
+        crate::config::Config::from_toml_str(&format!(
+            "[sqs]\nqueue_url = \"http://localhost:9324/000000000000/q\"\n{metrics}\n{tables}"
+        ))
+        .unwrap()
+    }
+
+    fn gauges(table: &str, tenant: &str, pending_files: u64, failures: u32) -> TableGauges {
+        TableGauges {
+            table: table.to_string(),
+            tenant: tenant.to_string(),
+            pending_files,
+            pending_bytes: pending_files * 1_000,
+            due: pending_files >= 10,
+            run_in_flight: false,
+            consecutive_failures: failures,
+        }
+    }
+
+    #[test]
+    fn by_default_a_table_counts_into_its_tenant_and_listed_tables_have_their_own_series() {
+        let metrics = Metrics::default();
+        metrics.set_series(TableSeries::from_config(&config("")));
+        for name in ["a.one", "a.two"] {
+            metrics
+                .records_counted
+                .get_or_create(&metrics.table_labels(name, "default"))
+                .inc_by(2);
+            metrics
+                .runs_started
+                .get_or_create(&RunLabels {
+                    at: metrics.table_labels(name, "default"),
+                    kind: REWRITE_KIND,
+                })
+                .inc();
+        }
+        let text = metrics.render(&[
+            gauges("a.one", "default", 12, 0),
+            gauges("a.two", "default", 3, 2),
+        ]);
+        let has = |text: &str, line: &str| assert!(text.contains(line), "no `{line}` in:\n{text}");
+        has(
+            &text,
+            "icepack_records_counted_total{tenant=\"default\"} 4\n",
+        );
+        has(
+            &text,
+            "icepack_runs_started_total{tenant=\"default\",kind=\"rewrite_data_files\"} 2\n",
+        );
+        has(
+            &text,
+            "icepack_tenant_pending_files{tenant=\"default\"} 15\n",
+        );
+        has(
+            &text,
+            "icepack_tenant_pending_bytes{tenant=\"default\"} 15000\n",
+        );
+        has(&text, "icepack_tenant_tables{tenant=\"default\"} 2\n");
+        has(&text, "icepack_tenant_tables_due{tenant=\"default\"} 1\n");
+        has(
+            &text,
+            "icepack_tenant_tables_failing{tenant=\"default\"} 1\n",
+        );
+        has(&text, "icepack_tables_due 1\n");
+        assert!(!text.contains("table=\""), "no table's own series:\n{text}");
+        // Still described, so a dashboard's families exist on a fresh process.
+        has(&text, "# TYPE icepack_table_pending_files gauge\n");
+
+        // A listed table has its own series from now on; the tenant's keep the rest.
+        metrics.set_series(TableSeries::from_config(&config(
+            "[metrics]\ntables = [\"a.one\"]\n",
+        )));
+        for name in ["a.one", "a.two"] {
+            metrics
+                .records_counted
+                .get_or_create(&metrics.table_labels(name, "default"))
+                .inc();
+        }
+        let text = metrics.render(&[
+            gauges("a.one", "default", 12, 0),
+            gauges("a.two", "default", 3, 2),
+        ]);
+        has(
+            &text,
+            "icepack_records_counted_total{table=\"a.one\",tenant=\"default\"} 1\n",
+        );
+        has(
+            &text,
+            "icepack_records_counted_total{tenant=\"default\"} 5\n",
+        );
+        has(
+            &text,
+            "icepack_table_pending_files{table=\"a.one\",tenant=\"default\"} 12\n",
+        );
+        assert!(!text.contains("table=\"a.two\""), "{text}");
+        has(
+            &text,
+            "icepack_tenant_pending_files{tenant=\"default\"} 15\n",
+        );
+        // "*": every table.
+        let all = TableSeries::from_config(&config("[metrics]\ntables = [\"*\"]\n"));
+        assert!(all.own("a.two") && all.own("b.one"));
+        // A tenant a reload removed: its aggregates go, a listed table's own series stay.
+        metrics.forget_tenant("default");
+        let text = metrics.render(&[]);
+        assert!(!text.contains("tenant=\"default\"} 5"), "{text}");
+        has(
+            &text,
+            "icepack_records_counted_total{table=\"a.one\",tenant=\"default\"} 1\n",
+        );
+    }
+
+    #[test]
+    fn the_worst_tables_are_those_failing_then_with_most_pending_files() {
+        let series = TableSeries::from_config(&config(
+            "[metrics]\ntables = [\"a.one\"]\nworst_tables = 2\n",
+        ));
+        let tables = [
+            gauges("a.one", "default", 0, 0),
+            gauges("a.two", "default", 50, 0),
+            gauges("b.one", "default", 5, 1),
+            gauges("c.idle", "default", 0, 0),
+            gauges("c.many", "default", 40, 0),
+        ];
+        let picked: Vec<&str> = series
+            .pick(&tables)
+            .iter()
+            .map(|table| table.table.as_str())
+            .collect();
+        assert_eq!(picked, ["a.one", "b.one", "a.two"]);
+        // Idle tables are never the worst.
+        let idle = [gauges("c.idle", "default", 0, 0)];
+        assert_eq!(series.pick(&idle).len(), 0);
+        assert!(TableSeries::default().pick(&tables).is_empty());
+    }
+
+    /// Issue 34: `/metrics` at 100,000 tables in 1,000 tenants stays under 1 MiB by default
+    /// (every tenant with runs started, succeeded and failed, records counted, maintenance
+    /// failed); with `worst_tables = 20`, 100 more series. The figure is printed.
+    #[test]
+    fn the_exposition_is_bounded_by_the_tenants_not_the_tables() {
+        let metrics = Metrics::default();
+        let tables: Vec<TableGauges> = (0..100_000)
+            .map(|index| {
+                gauges(
+                    &format!("ns_{}.table_{index:06}", index % 1_000),
+                    &format!("tenant_{:04}", index % 1_000),
+                    (index % 37) as u64,
+                    u32::from(index % 1_001 == 0),
+                )
+            })
+            .collect();
+        for table in &tables {
+            let at = metrics.table_labels(&table.table, &table.tenant);
+            metrics.records_counted.get_or_create(&at).inc();
+            let run = RunLabels {
+                at: at.clone(),
+                kind: REWRITE_KIND,
+            };
+            metrics.runs_started.get_or_create(&run).inc();
+            metrics.runs_succeeded.get_or_create(&run).inc();
+            metrics
+                .runs_failed
+                .get_or_create(&FailedRunLabels {
+                    at: at.clone(),
+                    kind: REWRITE_KIND,
+                    class: "commit_conflict",
+                })
+                .inc();
+            metrics
+                .maintenance_failures
+                .get_or_create(&MaintenanceFailureLabels {
+                    at,
+                    class: "timeout",
+                })
+                .inc();
+        }
+        let text = metrics.render(&tables);
+        let series = text.lines().filter(|line| !line.starts_with('#')).count();
+        println!(
+            "/metrics at 100,000 tables, 1,000 tenants: {} bytes, {series} series",
+            text.len()
+        );
+        assert!(text.len() < 1 << 20, "{} bytes", text.len());
+        assert!(series < 12_000, "{series} series");
+        metrics.set_series(TableSeries {
+            worst: 20,
+            ..TableSeries::default()
+        });
+        let worst = metrics.render(&tables);
+        let with_worst = worst.lines().filter(|line| !line.starts_with('#')).count();
+        assert_eq!(with_worst, series + 20 * 5, "five gauges each");
     }
 }
