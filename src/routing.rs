@@ -118,8 +118,14 @@ impl Router {
         if spec.max_manifests.is_some() && is_manifest_key(&spec.prefix, &record.key) {
             return Disposition::Manifest { table };
         }
-        if spec.deletes.is_on() && is_delete_file_key(&record.key) {
-            return Disposition::DeleteFile { table };
+        if is_delete_file_key(&record.key) {
+            // Never a small data file: merging it as one would fail or, worse, be tried again
+            // and again. Counted as what it is when the table is due by its deletes.
+            return if spec.deletes.is_on() {
+                Disposition::DeleteFile { table }
+            } else {
+                Disposition::Ignore(IgnoreReason::NotDataFile)
+            };
         }
         if !spec
             .file_suffixes
@@ -147,14 +153,19 @@ pub fn is_manifest_key(prefix: &str, key: &str) -> bool {
         })
 }
 
-/// Whether `key` is a delete file as Spark's and Flink's Iceberg writers name them
-/// (`...-deletes.parquet`, `...-deletes.orc`, `...-deletes.avro`).
+/// Whether `key` is a delete file as Iceberg's own writers (Spark's, Flink's, through its
+/// `OutputFileFactory` with the `deletes` suffix) name them: position and equality deletes
+/// (`...-deletes.parquet`, `...-deletes.orc`, `...-deletes.avro`) and format v3's deletion
+/// vectors (`...-deletes.puffin`). Writers that name them otherwise are told apart by the
+/// metadata: their files are absent from the data files a truth read lists.
 pub fn is_delete_file_key(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
-    [".parquet", ".orc", ".avro"].iter().any(|suffix| {
-        name.strip_suffix(suffix)
-            .is_some_and(|stem| stem.ends_with("-deletes"))
-    })
+    [".parquet", ".orc", ".avro", ".puffin"]
+        .iter()
+        .any(|suffix| {
+            name.strip_suffix(suffix)
+                .is_some_and(|stem| stem.ends_with("-deletes"))
+        })
 }
 
 /// The partition path of a data file: the `k=v/...` directories between the table prefix (and
@@ -213,6 +224,11 @@ mod tests {
             "w/o/data/d=1/00000-5-abc-00001-deletes.parquet"
         ));
         assert!(is_delete_file_key("w/o/data/00000-5-abc-00001-deletes.orc"));
+        // Format v3's deletion vectors (Spark 4.0, Iceberg 1.10).
+        assert!(is_delete_file_key(
+            "w/o/data/d=1/00000-9-0f1e-00001-deletes.puffin"
+        ));
+        assert!(!is_delete_file_key("w/o/metadata/123-4f5e.stats"));
         assert!(!is_delete_file_key("w/o/data/00000-5-abc-00001.parquet"));
         assert!(!is_delete_file_key("w/o/data/deletes/00000.parquet"));
     }
@@ -326,6 +342,37 @@ mod tests {
             )),
             Disposition::Candidate { table: 0, size: 99 }
         );
+    }
+
+    #[test]
+    fn a_delete_file_is_never_a_small_data_file() {
+        let mut deleting = spec("a.d", "b", "d/");
+        deleting.deletes.files = Some(10);
+        let tables = vec![spec("a.t", "b", "t/"), deleting];
+        let router = Router::new(&tables);
+        for name in [
+            "00000-5-abc-00001-deletes.parquet",
+            "00000-5-abc-00001-deletes.puffin",
+        ] {
+            let created = |prefix: &str| {
+                record(
+                    "ObjectCreated:Put",
+                    "b",
+                    &format!("{prefix}data/p=1/{name}"),
+                    Some(10),
+                )
+            };
+            assert_eq!(
+                router.classify(&tables, &created("t/")),
+                Disposition::Ignore(IgnoreReason::NotDataFile),
+                "{name}: a table not due by its deletes ignores them"
+            );
+            assert_eq!(
+                router.classify(&tables, &created("d/")),
+                Disposition::DeleteFile { table: 1 },
+                "{name}"
+            );
+        }
     }
 
     #[test]
