@@ -20,7 +20,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::actors::messages::{Forget, GetPoolStatus, RequestCompaction};
+use crate::actors::messages::{Forget, GetPoolStatus, GetStatus, RequestCompaction};
 use crate::clock::Clock;
 use crate::listing::TableQuery;
 use crate::metrics::{Metrics, TableGauges};
@@ -281,22 +281,33 @@ async fn pool_status(state: &ApiState) -> crate::actors::messages::PoolStatus {
         .unwrap_or_default()
 }
 
-async fn statuses(state: &ApiState) -> Vec<TableStatus> {
-    state.pipeline.status().await.tables
+/// Every configured table's summary from the board, in the configuration's order: no
+/// accumulator is asked.
+fn summaries(
+    map: &crate::actors::TableMap,
+    board: &crate::board::StatusBoard,
+) -> Vec<(usize, crate::board::TableSummary)> {
+    board.read(
+        map.active()
+            .map(|(index, spec)| (index, spec.table.as_str())),
+    )
 }
 
 async fn metrics(State(state): State<ApiState>) -> Response {
-    let gauges: Vec<TableGauges> = statuses(&state)
-        .await
+    let map = state.pipeline.map();
+    let gauges: Vec<TableGauges> = summaries(&map, &state.metrics.board)
         .into_iter()
-        .map(|status| TableGauges {
-            run_in_flight: status.in_flight_run.is_some(),
-            table: status.table,
-            tenant: status.tenant,
-            pending_files: status.pending_files,
-            pending_bytes: status.pending_bytes,
-            due: status.due,
-            consecutive_failures: status.consecutive_failures,
+        .map(|(index, summary)| {
+            let spec = map.spec(index);
+            TableGauges {
+                table: spec.table.clone(),
+                tenant: spec.tenant.clone(),
+                pending_files: summary.pending_files,
+                pending_bytes: summary.pending_bytes,
+                due: summary.due,
+                run_in_flight: summary.running,
+                consecutive_failures: summary.consecutive_failures,
+            }
         })
         .collect();
     (
@@ -412,20 +423,19 @@ struct TenantSums {
 /// Per tenant: its tables, pending backlog, due tables, runs waiting and in flight, and its
 /// latest failed runs. One pass over the tables and the pool, whatever the number of tenants.
 async fn tenants(State(state): State<ApiState>) -> Response {
-    let statuses = statuses(&state).await;
     let pool = pool_status(&state).await;
     let map = state.pipeline.map();
     let mut sums: HashMap<&str, TenantSums> = map
         .tenants()
         .map(|tenant| (tenant.name.as_str(), TenantSums::default()))
         .collect();
-    for status in &statuses {
-        if let Some(sums) = sums.get_mut(status.tenant.as_str()) {
+    for (index, summary) in summaries(&map, &state.metrics.board) {
+        if let Some(sums) = sums.get_mut(map.spec(index).tenant.as_str()) {
             sums.tables += 1;
-            sums.pending_files += status.pending_files;
-            sums.pending_bytes += status.pending_bytes;
-            sums.due_tables += usize::from(status.due);
-            sums.tables_failing += usize::from(status.consecutive_failures > 0);
+            sums.pending_files = sums.pending_files.saturating_add(summary.pending_files);
+            sums.pending_bytes = sums.pending_bytes.saturating_add(summary.pending_bytes);
+            sums.due_tables += usize::from(summary.due);
+            sums.tables_failing += usize::from(summary.consecutive_failures > 0);
         }
     }
     for &table in &pool.waiting {
@@ -530,9 +540,9 @@ async fn tables(State(state): State<ApiState>, query: Query<TableQuery>) -> Resp
     if let Err(reason) = query.validate() {
         return (StatusCode::BAD_REQUEST, Json(json!({"error": reason}))).into_response();
     }
-    let page = query.select(statuses(&state).await);
-    let engine = state.metrics.engine.get();
+    let page = state.pipeline.list(&query).await;
     let map = state.pipeline.map();
+    let engine = state.metrics.engine.get();
     let removed: Vec<&str> = (0..map.len())
         .filter(|&index| !map.is_active(index))
         .map(|index| map.spec(index).table.as_str())
@@ -562,13 +572,19 @@ async fn ui(State(state): State<ApiState>) -> Response {
     Json(json!({"mutations": mutations})).into_response()
 }
 
+/// One table: its accumulator is asked, not every table's.
 async fn table(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
-    let statuses = statuses(&state).await;
-    let all = with_queue_positions(&state, statuses).await;
-    match all
-        .into_iter()
-        .find(|status| status["table"] == table.as_str())
-    {
+    let Some(index) = state.pipeline.table_index(&table) else {
+        return not_found(&table);
+    };
+    let Ok(status) = state.pipeline.accumulator(index).send(GetStatus).await else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": "the table's accumulator stopped"})),
+        )
+            .into_response();
+    };
+    match with_queue_positions(&state, vec![status]).await.pop() {
         Some(status) => Json(status).into_response(),
         None => not_found(&table),
     }

@@ -5,6 +5,7 @@ pub mod accumulator;
 #[cfg(feature = "service")]
 pub mod actors;
 pub mod backoff;
+pub mod board;
 #[cfg(feature = "service")]
 pub mod bridge;
 pub mod clock;

@@ -1,9 +1,19 @@
-//! Which tables a listing shows: filtered, sorted and paged on the server, so a page of 50 out of
-//! 10,000 tables is all that is serialized and sent.
+//! Which tables a listing shows: filtered, sorted and paged on the server from every table's
+//! [`TableSummary`](crate::board::TableSummary), so a page of 50 out of 100,000 tables is all
+//! whose full status is asked for, serialized and sent.
 
 use serde::Deserialize;
 
-use crate::status::TableStatus;
+use crate::board::TableSummary;
+
+/// A table as the listing sees it: its place in the table map, its names and its summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row<'a> {
+    pub index: usize,
+    pub table: &'a str,
+    pub tenant: &'a str,
+    pub summary: TableSummary,
+}
 
 /// The query string of `GET /v1/tables` (every part optional; none: every table, in the
 /// configuration's order).
@@ -41,8 +51,8 @@ const SORTS: [&str; 7] = [
 
 /// One page of tables and how many matched.
 #[derive(Debug)]
-pub struct Page {
-    pub tables: Vec<TableStatus>,
+pub struct Page<'a> {
+    pub tables: Vec<Row<'a>>,
     /// Tables matching the filters, across all pages.
     pub matched: usize,
     /// Every table listed before filtering.
@@ -86,34 +96,35 @@ impl TableQuery {
         Ok(())
     }
 
-    fn keeps(&self, status: &TableStatus, needle: Option<&str>) -> bool {
+    fn keeps(&self, row: &Row<'_>, needle: Option<&str>) -> bool {
         if self
             .tenant
             .as_ref()
-            .is_some_and(|tenant| *tenant != status.tenant)
+            .is_some_and(|tenant| tenant != row.tenant)
         {
             return false;
         }
-        if needle.is_some_and(|needle| !status.table.to_lowercase().contains(needle)) {
+        if needle.is_some_and(|needle| !row.table.to_lowercase().contains(needle)) {
             return false;
         }
+        let summary = &row.summary;
         match self.state.as_deref() {
-            Some("due") => status.due,
-            Some("failing") => status.consecutive_failures > 0,
-            Some("running") => status.in_flight_run.is_some(),
-            Some("pending") => status.pending_files > 0,
+            Some("due") => summary.due,
+            Some("failing") => summary.consecutive_failures > 0,
+            Some("running") => summary.running,
+            Some("pending") => summary.pending_files > 0,
             _ => true,
         }
     }
 
-    /// The page of `statuses` this query asks for; [`validate`](Self::validate) it first (an
+    /// The page of `rows` this query asks for; [`validate`](Self::validate) it first (an
     /// unknown sort keeps the configuration's order).
-    pub fn select(&self, statuses: Vec<TableStatus>) -> Page {
-        let total = statuses.len();
+    pub fn select<'a>(&self, rows: Vec<Row<'a>>) -> Page<'a> {
+        let total = rows.len();
         let needle = self.q.as_ref().map(|q| q.to_lowercase());
-        let mut kept: Vec<TableStatus> = statuses
+        let mut kept: Vec<Row<'a>> = rows
             .into_iter()
-            .filter(|status| self.keeps(status, needle.as_deref()))
+            .filter(|row| self.keeps(row, needle.as_deref()))
             .collect();
         let Some(sort) = self.sort.as_deref() else {
             return self.page(kept, total);
@@ -122,35 +133,29 @@ impl TableQuery {
             Some(order) => order == "desc",
             None => !matches!(sort, "name" | "tenant"),
         };
-        let last_run = |status: &TableStatus| {
-            status
-                .last_run
-                .as_ref()
-                .map(|run| run.finished_at.clone())
-                .unwrap_or_default()
-        };
         kept.sort_by(|a, b| {
+            let (x, y) = (&a.summary, &b.summary);
             let by = match sort {
-                "name" => a.table.cmp(&b.table),
-                "tenant" => a.tenant.cmp(&b.tenant),
-                "pending_files" => a.pending_files.cmp(&b.pending_files),
-                "pending_bytes" => a.pending_bytes.cmp(&b.pending_bytes),
-                "failures" => a.consecutive_failures.cmp(&b.consecutive_failures),
-                "last_run" => last_run(a).cmp(&last_run(b)),
-                "due" => a.due.cmp(&b.due),
+                "name" => a.table.cmp(b.table),
+                "tenant" => a.tenant.cmp(b.tenant),
+                "pending_files" => x.pending_files.cmp(&y.pending_files),
+                "pending_bytes" => x.pending_bytes.cmp(&y.pending_bytes),
+                "failures" => x.consecutive_failures.cmp(&y.consecutive_failures),
+                "last_run" => x.last_run_millis.cmp(&y.last_run_millis),
+                "due" => x.due.cmp(&y.due),
                 _ => std::cmp::Ordering::Equal,
             };
             let by = if descending { by.reverse() } else { by };
             // Ties by name, so pages never overlap.
-            by.then_with(|| a.table.cmp(&b.table))
+            by.then_with(|| a.table.cmp(b.table))
         });
         self.page(kept, total)
     }
 
-    fn page(&self, kept: Vec<TableStatus>, total: usize) -> Page {
+    fn page<'a>(&self, kept: Vec<Row<'a>>, total: usize) -> Page<'a> {
         let matched = kept.len();
         let offset = self.offset.unwrap_or(0).min(matched);
-        let tables: Vec<TableStatus> = match self.limit {
+        let tables: Vec<Row<'a>> = match self.limit {
             Some(limit) => kept.into_iter().skip(offset).take(limit).collect(),
             None => kept.into_iter().skip(offset).collect(),
         };
@@ -167,16 +172,8 @@ impl TableQuery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::TableSpec;
-    use crate::status::table_status;
 
-    fn statuses() -> Vec<TableStatus> {
-        let thresholds = crate::policy::Thresholds {
-            small_file_bytes: 64 << 20,
-            min_files: 10,
-            min_total_bytes: 256 << 20,
-            max_wait_millis: None,
-        };
+    fn statuses() -> Vec<Row<'static>> {
         [
             "sales.orders",
             "sales.refunds",
@@ -186,29 +183,29 @@ mod tests {
         ]
         .iter()
         .enumerate()
-        .map(|(n, table)| {
-            let mut spec = TableSpec::for_tests(table, "lake", table, thresholds);
-            spec.tenant = table.split('.').next().unwrap().to_string();
-            let mut snapshot = crate::state::TableSnapshot::default();
-            snapshot.state.pending.files = n as u64 * 3;
-            snapshot.state.pending.bytes = 1000 - n as u64;
-            snapshot.state.consecutive_failures = u32::from(n == 1);
-            table_status(&spec, &snapshot, 1_700_000_000_000)
+        .map(|(n, table)| Row {
+            index: n,
+            table,
+            tenant: table.split('.').next().unwrap(),
+            summary: TableSummary {
+                pending_files: n as u64 * 3,
+                pending_bytes: 1000 - n as u64,
+                consecutive_failures: u32::from(n == 1),
+                last_run_millis: (n % 2 == 0).then_some(1_700_000_000_000 + n as i64),
+                ..TableSummary::default()
+            },
         })
         .collect()
     }
 
-    fn names(page: &Page) -> Vec<&str> {
-        page.tables
-            .iter()
-            .map(|status| status.table.as_str())
-            .collect()
+    fn names<'a>(page: &Page<'a>) -> Vec<&'a str> {
+        page.tables.iter().map(|row| row.table).collect()
     }
 
     #[test]
     fn without_a_query_every_table_in_the_configurations_order_and_by_name_when_asked() {
         let all = statuses();
-        let configured: Vec<String> = all.iter().map(|status| status.table.clone()).collect();
+        let configured: Vec<&str> = all.iter().map(|row| row.table).collect();
         let page = TableQuery::default().select(all);
         assert_eq!(page.matched, configured.len());
         assert_eq!(names(&page), configured);
@@ -232,18 +229,18 @@ mod tests {
             ..TableQuery::default()
         };
         let all = statuses();
-        let mut by_files: Vec<(u64, String)> = all
+        let mut by_files: Vec<(u64, &str)> = all
             .iter()
-            .map(|status| (status.pending_files, status.table.clone()))
+            .map(|row| (row.summary.pending_files, row.table))
             .collect();
-        by_files.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        by_files.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
         let page = query.select(all);
         assert_eq!(page.tables.len(), 2);
         assert_eq!(
             names(&page),
             by_files[1..3]
                 .iter()
-                .map(|(_, name)| name.as_str())
+                .map(|(_, name)| *name)
                 .collect::<Vec<_>>()
         );
 
@@ -253,11 +250,21 @@ mod tests {
         }
         .select(statuses());
         assert_eq!(failing.matched, 1);
-        assert_eq!(failing.tables[0].consecutive_failures, 1);
+        assert_eq!(failing.tables[0].summary.consecutive_failures, 1);
+        let last_run = TableQuery {
+            sort: Some("last_run".to_string()),
+            ..TableQuery::default()
+        }
+        .select(statuses());
+        assert_eq!(
+            names(&last_run)[..3],
+            ["web.clicks", "ops.logs", "sales.orders"],
+            "latest first; never run last"
+        );
 
         let all = statuses();
-        let tenant = all[0].tenant.clone();
-        let expected = all.iter().filter(|status| status.tenant == tenant).count();
+        let tenant = all[0].tenant.to_string();
+        let expected = all.iter().filter(|row| row.tenant == tenant).count();
         let needle = all[0].table[..3].to_uppercase();
         let by_tenant = TableQuery {
             tenant: Some(tenant.clone()),
@@ -266,8 +273,11 @@ mod tests {
         }
         .select(all);
         assert!(by_tenant.matched >= 1 && by_tenant.matched <= expected);
-        assert!(by_tenant.tables.iter().all(|status| status.tenant == tenant
-            && status.table.to_lowercase().contains(&needle.to_lowercase())));
+        assert!(by_tenant
+            .tables
+            .iter()
+            .all(|row| row.tenant == tenant
+                && row.table.to_lowercase().contains(&needle.to_lowercase())));
     }
 
     #[test]

@@ -23,10 +23,11 @@ use crate::actors::TableMap;
 use crate::clock::Clock;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
+use crate::listing::{Row, TableQuery};
 use crate::metrics::Metrics;
 use crate::routing::TableIndex;
 use crate::spark::runner::SparkRunner;
-use crate::status::StatusReport;
+use crate::status::{StatusReport, TableStatus};
 use crate::store::{StateStore, StoreError};
 use crate::table_map::plan_changes;
 
@@ -98,7 +99,10 @@ pub fn start_pipeline(
         notifier,
     )
     .start();
-    let workers = Arc::new(Workers::start(config.service.worker_threads.as_usize()));
+    let workers = Arc::new(
+        Workers::start(config.service.worker_threads.as_usize())
+            .publishing_to(metrics.board.clone()),
+    );
     // One copy of each table's spec, shared by the router, the pool and its accumulator.
     let specs: Vec<_> = config.table_specs().into_iter().map(Arc::new).collect();
     let mut accumulators = Vec::with_capacity(specs.len());
@@ -170,6 +174,19 @@ fn start_accumulator(
     )
 }
 
+/// A page of the table listing ([`Pipeline::list`]).
+#[derive(Debug)]
+pub struct Listing {
+    /// The page's tables, in the query's order.
+    pub tables: Vec<TableStatus>,
+    /// Tables matching the filters, across all pages.
+    pub matched: usize,
+    /// Every table listed before filtering.
+    pub total: usize,
+    pub offset: usize,
+    pub limit: Option<usize>,
+}
+
 /// What a reload changed in the table map.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct MapReport {
@@ -212,6 +229,47 @@ impl Pipeline {
         .await;
         StatusReport {
             tables: statuses.into_iter().filter_map(Result::ok).collect(),
+        }
+    }
+
+    /// A page of the table listing: filtered, sorted and paged from the board's summaries
+    /// (no accumulator asked), then only the page's tables asked for their full status.
+    pub async fn list(&self, query: &TableQuery) -> Listing {
+        let map = self.map();
+        let rows: Vec<Row<'_>> = self
+            .metrics
+            .board
+            .read(
+                map.active()
+                    .map(|(index, spec)| (index, spec.table.as_str())),
+            )
+            .into_iter()
+            .map(|(index, summary)| {
+                let spec = map.spec(index);
+                Row {
+                    index,
+                    table: &spec.table,
+                    tenant: &spec.tenant,
+                    summary,
+                }
+            })
+            .collect();
+        let page = query.select(rows);
+        let tables = join_all(
+            page.tables
+                .iter()
+                .map(|row| map.accumulator(row.index).send(GetStatus)),
+        )
+        .await
+        .into_iter()
+        .filter_map(Result::ok)
+        .collect();
+        Listing {
+            tables,
+            matched: page.matched,
+            total: page.total,
+            offset: page.offset,
+            limit: page.limit,
         }
     }
 

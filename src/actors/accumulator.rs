@@ -21,6 +21,7 @@ use crate::accumulator::{
     object_keys, prepare_settlement, Accumulator, FailureBackoff, Settlement, SettlementStale,
     Staged,
 };
+use crate::board::{StatusBoard, TableSummary};
 use crate::clock::Clock;
 use crate::policy::DueReason;
 use crate::routing::TableIndex;
@@ -69,6 +70,8 @@ pub struct TableAccumulatorActor {
     /// Status requests that wait for the settlement in progress (a status read after a run's
     /// end shows it settled, as `icepack compact` expects).
     settled_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Where the table's summary is published at every evaluation (listing, tenants, metrics).
+    board: Option<Arc<StatusBoard>>,
 }
 
 impl TableAccumulatorActor {
@@ -98,6 +101,7 @@ impl TableAccumulatorActor {
             prepared: None,
             reserve_hint: None,
             settled_waiters: Vec::new(),
+            board: None,
         }
     }
 
@@ -105,6 +109,12 @@ impl TableAccumulatorActor {
     /// [`Stage`] looks the keys up itself.
     pub fn restarted(mut self) -> Self {
         self.lookups_stale = true;
+        self
+    }
+
+    /// Publishes the table's summary to `board` at every evaluation.
+    pub fn publishing_to(mut self, board: Arc<StatusBoard>) -> Self {
+        self.board = Some(board);
         self
     }
 
@@ -137,6 +147,12 @@ impl TableAccumulatorActor {
                 None => info!(table = %self.table(), "table is no longer due"),
             }
             self.reported_due = due;
+        }
+        if let Some(board) = &self.board {
+            board.publish(
+                self.table(),
+                TableSummary::of(self.accumulator.snapshot(), due.is_some()),
+            );
         }
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);

@@ -1,14 +1,19 @@
 //! The threads the table accumulators run on.
 
+use std::sync::Arc;
+
 use actix::{Actor, Addr, Arbiter, ArbiterHandle};
 
 use super::accumulator::TableAccumulatorActor;
+use crate::board::StatusBoard;
 use crate::routing::TableIndex;
 
 /// The threads the accumulators run on: one actix arbiter each.
 pub struct Workers {
     arbiters: Vec<Arbiter>,
     thread_ids: Vec<std::thread::ThreadId>,
+    /// Where the accumulators started here publish their tables' summaries.
+    board: Option<Arc<StatusBoard>>,
 }
 
 impl Workers {
@@ -32,7 +37,14 @@ impl Workers {
         Workers {
             arbiters,
             thread_ids,
+            board: None,
         }
+    }
+
+    /// The accumulators started here (restarted ones too) publish to `board`.
+    pub fn publishing_to(mut self, board: Arc<StatusBoard>) -> Workers {
+        self.board = Some(board);
+        self
     }
 
     pub fn len(&self) -> usize {
@@ -54,6 +66,10 @@ impl Workers {
         table: TableIndex,
         actor: TableAccumulatorActor,
     ) -> Addr<TableAccumulatorActor> {
+        let actor = match &self.board {
+            Some(board) => actor.publishing_to(board.clone()),
+            None => actor,
+        };
         TableAccumulatorActor::start_in_arbiter(&self.for_table(table), move |_ctx| actor)
     }
 }

@@ -212,6 +212,9 @@ pub struct Metrics {
     pub accumulator_restarts: Counter,
     /// Which tables have series of their own (`[metrics]`); the others count into their tenant's.
     series: RwLock<Arc<TableSeries>>,
+    /// Every table's summary as its accumulator last published it: what the listing, the
+    /// tenants' sums and the gauges read without asking every accumulator.
+    pub board: Arc<crate::board::StatusBoard>,
 }
 
 impl Default for Metrics {
@@ -239,6 +242,7 @@ impl Default for Metrics {
             accumulators_down: Mutex::default(),
             accumulator_restarts: Counter::default(),
             series: RwLock::new(Arc::new(TableSeries::default())),
+            board: Arc::default(),
         };
         metrics.register();
         metrics
