@@ -1277,3 +1277,125 @@ async fn measure_native_threshold_to_settled() {
         assert!(icepack.terminate(run).await.success());
     }
 }
+
+/// Issue 33 item 1, through `icepack run`: a Spark writer commits 30 small INSERTs back to back
+/// (about one a second, a streaming writer's cadence) into the two partitions icepack compacts
+/// natively from their events, at its thresholds (no pacing). Nothing is lost or doubled (rows,
+/// distinct ids and the id sum against the writer's own tally), every run succeeds or retries to
+/// success, and icepack's pending state stays truthful: once the queue is drained and no run is
+/// due, its pending files are exactly the table's small data files (files that landed during a
+/// run stay pending, none is counted twice). The figures are printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+async fn icepack_compacts_beside_an_appending_writer_and_loses_nothing() {
+    if !stack_available("icepack_compacts_beside_an_appending_writer_and_loses_nothing") {
+        return;
+    }
+    const COMMITS: u32 = 30;
+    let moto = Moto::start().await;
+    let landing = moto.landing(5).await;
+    let dir = tempfile::tempdir().unwrap();
+    let lakehouse = std::sync::Arc::new(
+        lakehouse_in(Catalog::RestToken, dir.path(), &moto, &landing.bucket).await,
+    );
+    let (spark, tripwire) = tripwire_spark(dir.path());
+    let config = service_config(
+        &moto,
+        &landing,
+        &lakehouse,
+        ("native", AT_THRESHOLD),
+        &spark,
+        &[table_section(&landing.bucket, EVENTS, 4, "")],
+    );
+    let mut icepack = Icepack::with_config(&config);
+    let run = icepack.spawn_run("");
+    let started = Instant::now();
+    // The writer: the table, then its commits alternating between two partitions.
+    let mut statements = partitioned_commits(EVENTS, 0, 0);
+    statements.extend((1..=COMMITS).map(|batch| {
+        let region = if batch % 2 == 0 { "eu" } else { "us" };
+        insert_into(EVENTS, batch, region, "2024-05-01", None)
+    }));
+    let writer = tokio::task::spawn_blocking({
+        let lakehouse = lakehouse.clone();
+        move || lakehouse.sql(&(statements.join(";\n") + ";"))
+    });
+    // Runs start while the writer commits (its commits alone would make seven of them due).
+    let during = status_once(&icepack, EVENTS, "a run while the writer commits", |_| true).await;
+    writer.await.unwrap();
+    let writer_seconds = started.elapsed().as_secs_f64();
+    assert!(
+        during["last_run"].is_object(),
+        "no run during the writes: {during}"
+    );
+
+    // After the writer: the queue drained, no run in flight and none due.
+    drained(&moto, &landing.queue_url).await;
+    let settled = wait_until(
+        "the table to settle after the writer",
+        Duration::from_secs(300),
+        || {
+            let status = table_status(&icepack, EVENTS);
+            let idle = status["in_flight_run"].is_null() && status["due"] == false;
+            async move { idle.then_some(status) }
+        },
+    )
+    .await;
+    let runs = run_history(&icepack, EVENTS);
+    assert!(icepack.terminate(run).await.success());
+    let log = icepack.log(run);
+    let failed: Vec<&serde_json::Value> = runs
+        .iter()
+        .filter(|run| run["outcome"] != "success")
+        .collect();
+    let conflicted_runs = failed
+        .iter()
+        .filter(|run| run["failure_class"] == "commit_conflict")
+        .count();
+    let conflicts_retried = log.matches("commit conflict, reloading").count();
+    assert!(
+        failed
+            .iter()
+            .all(|run| run["failure_class"] == "commit_conflict"),
+        "only lost races may fail: {failed:?}\n{log}"
+    );
+    assert_eq!(
+        settled["consecutive_failures"], 0,
+        "the last run succeeded: {settled}"
+    );
+    assert_eq!(settled["unconfirmed_files"], 0, "{settled}");
+    assert!(!tripwire.exists(), "a native table's run started spark-sql");
+
+    // The writer's tally against what Spark reads, and icepack's pending files against the
+    // table's data files (every file here is small, the outputs too).
+    let ids: u64 = (1..=COMMITS as u64)
+        .map(|batch| (0..3).map(|row| batch * 10 + row).sum::<u64>())
+        .sum();
+    let read = lakehouse.sql(&format!(
+        "SELECT count(*) AS rows_now, count(DISTINCT id) AS ids_now, sum(id) AS id_sum FROM lakehouse.{EVENTS};\n\
+         SELECT count(*) AS files_now FROM lakehouse.{EVENTS}.files;"
+    ));
+    let rows = row_with(&read, "rows_now");
+    let files_now: u64 = row_with(&read, "files_now")["files_now"].parse().unwrap();
+    let succeeded = runs.len() - failed.len();
+    println!(
+        "FIGURES beside an appending writer ({COMMITS} commits in {writer_seconds:.0} s): {} runs, {succeeded} succeeded, \
+         {conflicted_runs} lost to a conflict, {conflicts_retried} conflicts retried within runs; \
+         {files_now} data files left (all small), {} pending, {} compacted",
+        runs.len(),
+        settled["pending_files"],
+        settled["compacted_files"],
+    );
+    assert_eq!(rows["rows_now"], (3 * COMMITS).to_string(), "none lost");
+    assert_eq!(rows["ids_now"], (3 * COMMITS).to_string(), "none doubled");
+    assert_eq!(rows["id_sum"], ids.to_string());
+    assert!(succeeded >= 1, "{runs:?}");
+    assert_eq!(
+        settled["pending_files"], files_now,
+        "pending files are the table's small files, each once: {settled}"
+    );
+    assert!(
+        files_now < u64::from(COMMITS),
+        "the runs compacted the writer's files: {files_now} left"
+    );
+}
