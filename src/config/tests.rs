@@ -559,3 +559,75 @@ fn metrics_list_configured_tables_or_all_and_bound_the_worst() {
     let too_many = error_of(&format!("[metrics]\nworst_tables = 100000\n{EXAMPLE}"));
     assert!(too_many.contains("worst_tables"), "{too_many}");
 }
+
+/// Issue 35: the annotated example shows every key the configuration takes (set, or commented
+/// out with its default), so that it cannot drift from the code again. Every key of a parse of
+/// the example, absent ones included (serialized as null), must appear in it as `key =`.
+#[test]
+fn the_example_configuration_shows_every_key() {
+    let read = |example: &str| {
+        std::fs::read_to_string(format!("{}/{example}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    };
+    let missing = unshown_keys(&read("config/icepack.toml"));
+    assert!(
+        missing.is_empty(),
+        "config/icepack.toml does not show {missing:?}"
+    );
+    // The tenants' example shows what only tenants have (their defaults are [defaults]' keys).
+    let missing: Vec<String> = unshown_keys(&read("config/tenants.toml"))
+        .into_iter()
+        .filter(|key| key.starts_with("tenants.") && !key.starts_with("tenants.*.defaults."))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "config/tenants.toml does not show {missing:?}"
+    );
+}
+
+/// The keys of a parse of `text`, absent ones included (serialized as null), that `text` does
+/// not show, set or in a comment, as `key =` or a section (`[key`, `.key]`).
+fn unshown_keys(text: &str) -> Vec<String> {
+    let config = Config::from_toml_str(text).unwrap();
+    let value = serde_json::to_value(&config).unwrap();
+    /// Maps whose keys are names the user chooses, not configuration keys.
+    const FREE_MAPS: [&str; 5] = ["properties", "options", "conf", "catalogs", "tenants"];
+    fn walk(path: &str, value: &serde_json::Value, keys: &mut Vec<String>) {
+        let serde_json::Value::Object(map) = value else {
+            return;
+        };
+        for (key, value) in map {
+            let here = if path.is_empty() {
+                key.clone()
+            } else {
+                format!("{path}.{key}")
+            };
+            match value {
+                serde_json::Value::Object(_) if FREE_MAPS.contains(&key.as_str()) => {
+                    keys.push(here.clone());
+                    for inner in value.as_object().unwrap().values() {
+                        if key == "catalogs" || key == "tenants" {
+                            walk(&format!("{here}.*"), inner, keys);
+                        }
+                    }
+                }
+                serde_json::Value::Object(_) => walk(&here, value, keys),
+                serde_json::Value::Array(items) if items.first().is_some_and(|i| i.is_object()) => {
+                    keys.push(here.clone());
+                    walk(&format!("{here}[]"), &items[0], keys);
+                }
+                _ => keys.push(here),
+            }
+        }
+    }
+    let mut keys = Vec::new();
+    walk("", &value, &mut keys);
+    assert!(keys.len() > 80, "{} keys: {keys:?}", keys.len());
+    keys.into_iter()
+        .filter(|key| {
+            let leaf = key.rsplit('.').next().unwrap().trim_end_matches("[]");
+            ![format!("{leaf} ="), format!("[{leaf}"), format!(".{leaf}]")]
+                .iter()
+                .any(|shown| text.contains(shown.as_str()))
+        })
+        .collect()
+}
