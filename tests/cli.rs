@@ -43,9 +43,12 @@ fn the_example_configurations_are_valid() {
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(stdout.contains(expected), "{file}: {stdout}");
     }
-    // The README shows the tenant example as it is in the file.
-    let readme =
-        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    // The configuration reference shows the tenant example as it is in the file.
+    let reference = std::fs::read_to_string(format!(
+        "{}/docs/configuration.md",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
     let tenants = std::fs::read_to_string(format!(
         "{}/config/tenants.toml",
         env!("CARGO_MANIFEST_DIR")
@@ -53,8 +56,8 @@ fn the_example_configurations_are_valid() {
     .unwrap();
     let example = &tenants[tenants.find("[spark]").unwrap()..];
     assert!(
-        readme.contains(example),
-        "README and config/tenants.toml differ"
+        reference.contains(example),
+        "docs/configuration.md and config/tenants.toml differ"
     );
 }
 

@@ -159,7 +159,7 @@ took "compose checks"
 
 # ------------------------------------------------------------------ grafana
 run "grafana dashboard deploy/grafana/icepack.json${BIN:+ (+ metric names exported by icepack run)}" \
-  python3 deploy/check/validate-dashboard.py deploy/grafana/icepack.json README.md ${BIN:+--binary "$BIN"}
+  python3 deploy/check/validate-dashboard.py deploy/grafana/icepack.json docs/operations.md ${BIN:+--binary "$BIN"}
 took "dashboard checks"
 
 if [[ -z "$BIN" ]]; then

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Static validation of the Grafana dashboard deploy/grafana/icepack.json.
 
-    python3 deploy/check/validate-dashboard.py deploy/grafana/icepack.json [README.md] [--binary ICEPACK]
+    python3 deploy/check/validate-dashboard.py deploy/grafana/icepack.json [docs/operations.md] [--binary ICEPACK]
 
 Fails (exit 1) when: the JSON does not parse; it is not a dashboard (title, uid, panels,
 schemaVersion >= 36); it has no Prometheus data-source variable; a panel has no query, a
 duplicate id or no gridPos; a panel or query uses a data source other than ${datasource}; any
 PromQL expression (panels and template variables) references a metric that icepack does not
-export (the list below, from README.md's metric section), or a label that metric does not have.
-With README.md given, metric names it documents but this list lacks (or the reverse) are
+export (the list below, from docs/operations.md's metric section), or a label that metric does not have.
+With docs/operations.md given, metric names it documents but this list lacks (or the reverse) are
 reported as warnings, so that a renamed metric is noticed. With --binary, `icepack run` is
 started on loopback only (queue endpoint 127.0.0.1:9, which refuses; process runner; dummy AWS
 keys and IMDS off, so nothing leaves the machine), /metrics is scraped, and every metric of the

@@ -1,5 +1,5 @@
 //! What a run event looks like in Slack (the reference workflow's attachments: a coloured bar and
-//! short fields) and in the generic JSON webhook (schema `icepack.run/v1`, documented in the README).
+//! short fields) and in the generic JSON webhook (schema `icepack.run/v1`, documented in docs/operations.md).
 
 use serde_json::{json, Value};
 
