@@ -43,6 +43,18 @@ pub enum RunOutcome {
     },
 }
 
+/// How the names of the data files icepack's own engine writes begin (`icepack-{run id}-…`):
+/// such a file is committed by its run or never, so one that a metadata read after the run does
+/// not find is an abandoned attempt's output, never a pending small file.
+pub const OUTPUT_FILE_PREFIX: &str = "icepack-";
+
+/// Whether `key` names a data file icepack's own engine wrote ([`OUTPUT_FILE_PREFIX`]).
+pub fn is_own_output(key: &str) -> bool {
+    key.rsplit('/')
+        .next()
+        .is_some_and(|name| name.starts_with(OUTPUT_FILE_PREFIX))
+}
+
 /// Which engine ran a run, and why that one: status, the run history, the page and alerts say.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RanOn {

@@ -62,7 +62,10 @@ fn rebuild_from_truth(
                 },
                 ..file.clone()
             })
-        } else if committed.contains(&id) {
+        } else if committed.contains(&id) || crate::run::is_own_output(&file.key) {
+            // Committed and gone since; or an output of icepack's own engine that the read,
+            // made after its run, does not have: an abandoned attempt's (a failed or killed
+            // run's), never committed, whenever its event came.
             None
         } else if *seq >= upto_seq {
             // Announced during the run: the read may have come before its commit.

@@ -1917,3 +1917,48 @@ fn files_never_committed_do_not_keep_a_table_due_after_one_read() {
     assert_eq!(state.pending.files, 1, "fresh was never committed either");
     assert_eq!(accumulator.unconfirmed_read_at(), None);
 }
+
+/// Issue 33: icepack knows its own attempts' outputs. A native run killed before its commit
+/// leaves its Parquet files uploaded (`icepack-{run id}-…`); their events arrive, the next run
+/// claims them, and the metadata read after it does not have them. However fresh their events,
+/// they are dropped, not kept pending for a writer that will never commit them.
+#[test]
+fn an_abandoned_attempts_outputs_never_stay_pending() {
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    let claimed_at = RECONCILE_GRACE_MILLIS + 600_000;
+    let abandoned = "t/data/d=1/icepack-run-0-1f2e3d4c-00000.parquet";
+    stage_and_commit(
+        &mut accumulator,
+        &store,
+        vec![
+            candidate("t/data/d=1/a.parquet", 10, claimed_at - 9_000, "d=1"),
+            candidate("t/data/d=1/b.parquet", 10, claimed_at - 8_000, "d=1"),
+            candidate(abandoned, 10, claimed_at - 2_000, "d=1"),
+        ],
+        claimed_at - 2_000,
+    );
+    claim_and_commit(&mut accumulator, &store, "run-1", claimed_at);
+    // The run merged a and b into its own output; the table has that output alone.
+    let merged = truthful_success(
+        &[("t/data/d=1/icepack-run-1-00aa11bb-00000.parquet", 20)],
+        &["t/data/d=1/a.parquet", "t/data/d=1/b.parquet"],
+    );
+    finish(
+        &mut accumulator,
+        &store,
+        "run-1",
+        &merged,
+        claimed_at + 3_000,
+    );
+    let state = &accumulator.snapshot().state;
+    assert_eq!(state.pending.files, 1, "the run's committed output only");
+    assert_eq!(state.unconfirmed.files, 0, "the abandoned output is gone");
+    let keys: Vec<String> = store
+        .files(&spec().table)
+        .unwrap()
+        .into_iter()
+        .map(|(_, file)| file.key)
+        .collect();
+    assert!(!keys.iter().any(|key| key == abandoned), "{keys:?}");
+}

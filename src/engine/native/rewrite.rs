@@ -250,7 +250,11 @@ impl WriteSettings {
             properties: writer_properties(properties)?,
             target_file_bytes,
             data_location: data_location(properties, metadata.location()),
-            file_prefix: format!("icepack-{safe_run_id}-{:08x}", fastrand::u32(..)),
+            file_prefix: format!(
+                "{}{safe_run_id}-{:08x}",
+                crate::run::OUTPUT_FILE_PREFIX,
+                fastrand::u32(..)
+            ),
             name_mapping,
         })
     }
