@@ -1920,3 +1920,142 @@ async fn the_operator_page_in_a_real_browser_shows_tables_runs_failures_and_the_
         icepack.log(run)
     );
 }
+
+/// Issue 33 item 3, format v3 on Spark 4.0 with Iceberg 1.10: a v3 merge-on-read table's small
+/// files are compacted through Spark Connect into one `replace` snapshot with the rows and their
+/// checksum unchanged, the table still v3 and every row's lineage (`_row_id`,
+/// `_last_updated_sequence_number`) as it was; then DELETEs write deletion vectors (Puffin
+/// files), which icepack counts from their S3 events; the run due by them leaves what the
+/// metadata then has (one vector a data file) counted, the rows and their lineage unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
+async fn a_format_v3_table_keeps_its_row_lineage_and_its_deletion_vectors_are_applied() {
+    let test = "a_format_v3_table_keeps_its_row_lineage_and_its_deletion_vectors_are_applied";
+    if !connect_available(test) {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let stack = Stack::start(None).await;
+    let (moto, queue_url, bucket, server, writer) = stack.parts();
+    let table = stack.table("lakehouse", "analytics.lineage");
+    let name = table.qualified();
+    table
+        .sql(
+            writer,
+            &[
+                format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
+                format!(
+                    "CREATE TABLE {name} (id BIGINT, order_date STRING, amount DOUBLE) USING iceberg \
+                     TBLPROPERTIES ('format-version' = '3', 'write.delete.mode' = 'merge-on-read')"
+                ),
+            ],
+        )
+        .await;
+    let lineage = |name: &str| {
+        vec![
+            format!("REFRESH TABLE {name}"),
+            format!(
+                "SELECT count(*) AS row_count, sum(hash(id, order_date, amount)) AS checksum, \
+                 sum(hash(id, _row_id, _last_updated_sequence_number)) AS lineage, \
+                 count(DISTINCT _row_id) AS row_ids FROM {name}"
+            ),
+            format!("SELECT count(*) AS data_files FROM {name}.files WHERE content = 0"),
+            format!("SELECT count(*) AS delete_files FROM {name}.delete_files"),
+            format!("SHOW TBLPROPERTIES {name} ('format-version')"),
+        ]
+    };
+    let config = config(moto, queue_url, bucket, &server.url, "", &[&table]).replace(
+        "min_files = 10\n",
+        "min_files = 10\ndelete_file_threshold = 3\n",
+    );
+    let mut icepack = Icepack::with_config(&config);
+    let run = icepack.spawn_run("");
+    let context = |icepack: &Icepack| format!("{}\n{}", icepack.log(run), server.log());
+
+    table.sql(writer, &inserts(&name, 0, 12)).await;
+    let before = table.sql(writer, &lineage(&name)).await;
+    assert_eq!(value(&before, "row_count"), "60", "{before:?}");
+    assert_eq!(
+        value(&before, "row_ids"),
+        "60",
+        "every row has its id: {before:?}"
+    );
+    assert_eq!(value(&before, "data_files"), "12", "{before:?}");
+    // A run that starts while the last INSERTs commit rewrites what is committed (or nothing,
+    // below min-input-files): the table is compacted once a run has rewritten all twelve.
+    let status = wait_until(
+        "a run that rewrote the twelve files",
+        Duration::from_secs(300),
+        || {
+            let status = table_status(&icepack, table.name);
+            async move {
+                let compacted = status["compacted_files"].as_u64()? >= 12;
+                let idle = status["in_flight_run"].is_null();
+                (compacted && idle).then_some(status)
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        status["last_run"]["outcome"],
+        "success",
+        "{status}\n{}",
+        context(&icepack)
+    );
+    let compacted = table.sql(writer, &lineage(&name)).await;
+    assert_eq!(value(&compacted, "data_files"), "1", "{compacted:?}");
+    assert_eq!(value(&compacted, "checksum"), value(&before, "checksum"));
+    assert_eq!(
+        value(&compacted, "lineage"),
+        value(&before, "lineage"),
+        "row ids and their sequence numbers survive the rewrite: {before:?} {compacted:?}"
+    );
+    assert!(
+        format!("{compacted:?}").contains("\"3\""),
+        "still format v3: {compacted:?}"
+    );
+
+    // Three DELETEs: deletion vectors (one live per data file, each replacing the last), three
+    // Puffin uploads whose events make the table due by its deletes.
+    let deleting = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    let deletes: Vec<String> = [2, 22, 42]
+        .iter()
+        .map(|id| format!("DELETE FROM {name} WHERE id = {id}"))
+        .collect();
+    table.sql(writer, &deletes).await;
+    let deleted = table.sql(writer, &lineage(&name)).await;
+    assert_eq!(value(&deleted, "row_count"), "57", "{deleted:?}");
+    assert!(
+        value(&deleted, "delete_files").parse::<u64>().unwrap() >= 1,
+        "a deletion vector is live: {deleted:?}"
+    );
+    // Few deleted rows (3 of 60): the run merges delete files (`rewrite_position_delete_files`);
+    // a v3 table already holds one deletion vector a data file, so what is left is read back
+    // from the metadata, and the events counted meanwhile are settled by it.
+    let status = success_after(&icepack, table.name, &deleting).await;
+    let last = &status["last_run"];
+    assert_eq!(
+        last["task"],
+        "rewrite_position_delete_files",
+        "{status}\n{}",
+        context(&icepack)
+    );
+    let after = table.sql(writer, &lineage(&name)).await;
+    let live: u64 = value(&after, "delete_files").parse().unwrap();
+    assert!(
+        live <= 1,
+        "at most one deletion vector a data file: {after:?}"
+    );
+    assert_eq!(value(&after, "row_count"), "57");
+    assert_eq!(value(&after, "checksum"), value(&deleted, "checksum"));
+    assert_eq!(
+        value(&after, "lineage"),
+        value(&deleted, "lineage"),
+        "lineage survives the deletes' run"
+    );
+    let deletes = &table_status(&icepack, table.name)["deletes"];
+    assert_eq!(deletes["position_files"], live, "{deletes}");
+    assert_eq!(deletes["announced_since_read"], 0, "{deletes}");
+    assert_eq!(deletes["due"], false, "{deletes}");
+    assert!(icepack.terminate(run).await.success());
+}
