@@ -281,21 +281,11 @@ async fn pool_status(state: &ApiState) -> crate::actors::messages::PoolStatus {
         .unwrap_or_default()
 }
 
-/// Every configured table's summary from the board, in the configuration's order: no
-/// accumulator is asked.
-fn summaries(
-    map: &crate::actors::TableMap,
-    board: &crate::board::StatusBoard,
-) -> Vec<(usize, crate::board::TableSummary)> {
-    board.read(
-        map.active()
-            .map(|(index, spec)| (index, spec.table.as_str())),
-    )
-}
-
 async fn metrics(State(state): State<ApiState>) -> Response {
     let map = state.pipeline.map();
-    let gauges: Vec<TableGauges> = summaries(&map, &state.metrics.board)
+    let gauges: Vec<TableGauges> = state
+        .pipeline
+        .summaries(&map)
         .into_iter()
         .map(|(index, summary)| {
             let spec = map.spec(index);
@@ -429,7 +419,7 @@ async fn tenants(State(state): State<ApiState>) -> Response {
         .tenants()
         .map(|tenant| (tenant.name.as_str(), TenantSums::default()))
         .collect();
-    for (index, summary) in summaries(&map, &state.metrics.board) {
+    for (index, summary) in state.pipeline.summaries(&map) {
         if let Some(sums) = sums.get_mut(map.spec(index).tenant.as_str()) {
             sums.tables += 1;
             sums.pending_files = sums.pending_files.saturating_add(summary.pending_files);

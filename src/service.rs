@@ -20,6 +20,7 @@ use crate::actors::notifier::Notifier;
 use crate::actors::router::IntakeRouter;
 use crate::actors::supervisor::AccumulatorSupervisor;
 use crate::actors::TableMap;
+use crate::board::TableSummary;
 use crate::clock::Clock;
 use crate::compaction::CompactionSettings;
 use crate::config::Config;
@@ -249,17 +250,21 @@ impl Pipeline {
         }
     }
 
+    /// Every table of `map` with its summary from the board, in the map's order: no
+    /// accumulator is asked.
+    pub fn summaries(&self, map: &TableMap) -> Vec<(usize, TableSummary)> {
+        self.metrics.board.read(
+            map.active()
+                .map(|(index, spec)| (index, spec.table.as_str())),
+        )
+    }
+
     /// A page of the table listing: filtered, sorted and paged from the board's summaries
     /// (no accumulator asked), then only the page's tables asked for their full status.
     pub async fn list(&self, query: &TableQuery) -> Listing {
         let map = self.map();
         let rows: Vec<Row<'_>> = self
-            .metrics
-            .board
-            .read(
-                map.active()
-                    .map(|(index, spec)| (index, spec.table.as_str())),
-            )
+            .summaries(&map)
             .into_iter()
             .map(|(index, summary)| {
                 let spec = map.spec(index);
