@@ -828,23 +828,57 @@ async fn drained(moto: &Moto, queue_url: &str) {
     .await;
 }
 
+/// What the tests of `icepack run` with a native `EVENTS` table start from: moto with a
+/// notifying landing bucket, `catalog`'s warehouse in it, a `[spark]` that must never start (its
+/// mark: `tripwire`), and icepack configured with `pacing`, the table due at `min_files` (not
+/// running yet).
+struct NativeService {
+    moto: Moto,
+    landing: Landing,
+    lakehouse: std::sync::Arc<Lakehouse>,
+    tripwire: std::path::PathBuf,
+    icepack: Icepack,
+    /// The catalog's directory, kept for the test's length.
+    _dir: tempfile::TempDir,
+}
+
+impl NativeService {
+    async fn start(catalog: Catalog, pacing: &str, min_files: u32) -> NativeService {
+        let moto = Moto::start().await;
+        let landing = moto.landing(5).await;
+        let dir = tempfile::tempdir().unwrap();
+        let lakehouse = lakehouse_in(catalog, dir.path(), &moto, &landing.bucket).await;
+        let (spark, tripwire) = tripwire_spark(dir.path());
+        let config = service_config(
+            &moto,
+            &landing,
+            &lakehouse,
+            ("native", pacing),
+            &spark,
+            &[table_section(&landing.bucket, EVENTS, min_files, "")],
+        );
+        NativeService {
+            icepack: Icepack::with_config(&config),
+            moto,
+            landing,
+            lakehouse: std::sync::Arc::new(lakehouse),
+            tripwire,
+            _dir: dir,
+        }
+    }
+}
+
 /// The done-when: `engine = "native"` compacts a table in `catalog` end to end from S3
 /// events through `icepack run`, in icepack's process, and the state settles from its report.
 async fn native_runs_from_s3_events(catalog: Catalog, eu: u32, us: u32) {
-    let moto = Moto::start().await;
-    let landing = moto.landing(5).await;
-    let dir = tempfile::tempdir().unwrap();
-    let lakehouse = lakehouse_in(catalog, dir.path(), &moto, &landing.bucket).await;
-    let (spark, tripwire) = tripwire_spark(dir.path());
-    let config = service_config(
-        &moto,
-        &landing,
-        &lakehouse,
-        ("native", SETTLE),
-        &spark,
-        &[table_section(&landing.bucket, EVENTS, eu + us, "")],
-    );
-    let mut icepack = Icepack::with_config(&config);
+    let NativeService {
+        moto,
+        landing,
+        lakehouse,
+        tripwire,
+        mut icepack,
+        _dir,
+    } = NativeService::start(catalog, SETTLE, eu + us).await;
     let run = icepack.spawn_run("");
     // A writer committing small files while icepack watches the bucket's events.
     let files = u64::from(eu + us);
@@ -1037,20 +1071,14 @@ async fn icepack_killed_before_and_after_a_native_commit_recovers_the_run_from_t
         return;
     }
     use std::os::unix::process::ExitStatusExt;
-    let moto = Moto::start().await;
-    let landing = moto.landing(5).await;
-    let dir = tempfile::tempdir().unwrap();
-    let lakehouse = lakehouse_in(Catalog::RestToken, dir.path(), &moto, &landing.bucket).await;
-    let (spark, tripwire) = tripwire_spark(dir.path());
-    let config = service_config(
-        &moto,
-        &landing,
-        &lakehouse,
-        ("native", SETTLE),
-        &spark,
-        &[table_section(&landing.bucket, EVENTS, 7, "")],
-    );
-    let mut icepack = Icepack::with_config(&config);
+    let NativeService {
+        moto,
+        landing,
+        lakehouse,
+        tripwire,
+        mut icepack,
+        _dir,
+    } = NativeService::start(Catalog::RestToken, SETTLE, 7).await;
 
     // 1. Killed with the outputs written, the commit not sent.
     let first = icepack.spawn_run("native.before_commit=return");
@@ -1292,22 +1320,14 @@ async fn icepack_compacts_beside_an_appending_writer_and_loses_nothing() {
         return;
     }
     const COMMITS: u32 = 30;
-    let moto = Moto::start().await;
-    let landing = moto.landing(5).await;
-    let dir = tempfile::tempdir().unwrap();
-    let lakehouse = std::sync::Arc::new(
-        lakehouse_in(Catalog::RestToken, dir.path(), &moto, &landing.bucket).await,
-    );
-    let (spark, tripwire) = tripwire_spark(dir.path());
-    let config = service_config(
-        &moto,
-        &landing,
-        &lakehouse,
-        ("native", AT_THRESHOLD),
-        &spark,
-        &[table_section(&landing.bucket, EVENTS, 4, "")],
-    );
-    let mut icepack = Icepack::with_config(&config);
+    let NativeService {
+        moto,
+        landing,
+        lakehouse,
+        tripwire,
+        mut icepack,
+        _dir,
+    } = NativeService::start(Catalog::RestToken, AT_THRESHOLD, 4).await;
     let run = icepack.spawn_run("");
     let started = Instant::now();
     // The writer: the table, then its commits alternating between two partitions.
