@@ -46,23 +46,26 @@ async fn partitions_left_behind_stay_pending_orphans_drop_and_reconcile_heals() 
     // Iceberg's REST catalog, its client authenticating with a bearer token (never shown).
     let lakehouse = Lakehouse::rest(dir.path(), &moto.endpoint, &bucket, &[("token", TOKEN)]).await;
 
-    // Files failed writers uploaded and never committed, under the table's data prefix: one just
-    // now (its writer may still be committing: kept within the grace, unconfirmed — it counts
-    // toward nothing until the metadata has it), one announced long ago (an orphan: dropped by
-    // the run's truth read).
-    moto.put_object(
-        &bucket,
-        "warehouse/analytics/orders/data/order_date=2024-05-01/fresh-orphan.parquet",
-        900,
-    )
-    .await;
-    moto.send(
-        &queue_url,
-        &format!(
-            r#"{{"Records":[{{"eventVersion":"2.1","eventSource":"aws:s3","eventTime":"2024-05-01T12:00:00.000Z","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"{bucket}"}},"object":{{"key":"warehouse/analytics/orders/data/order_date=2024-05-01/orphan.parquet","size":900}}}}}}]}}"#
-        ),
-    )
-    .await;
+    // Files failed writers uploaded and never committed, under the table's data prefix: one
+    // announced three minutes ago (past the minute a committing writer gets, within the grace a
+    // slow one gets: unconfirmed after the run's read — it counts toward nothing until the
+    // metadata has it), one announced long ago (an orphan: dropped by the run's truth read). The
+    // event times are explicit so that the outcome does not depend on how long the run takes.
+    let three_minutes_ago = (chrono::Utc::now() - chrono::Duration::minutes(3))
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string();
+    for (event_time, name) in [
+        (three_minutes_ago.as_str(), "fresh-orphan"),
+        ("2024-05-01T12:00:00.000Z", "orphan"),
+    ] {
+        moto.send(
+            &queue_url,
+            &format!(
+                r#"{{"Records":[{{"eventVersion":"2.1","eventSource":"aws:s3","eventTime":"{event_time}","eventName":"ObjectCreated:Put","s3":{{"bucket":{{"name":"{bucket}"}},"object":{{"key":"warehouse/analytics/orders/data/order_date=2024-05-01/{name}.parquet","size":900}}}}}}]}}"#
+            ),
+        )
+        .await;
+    }
     let mut statements = vec![
         "CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics".to_string(),
         "CREATE TABLE lakehouse.analytics.orders (id BIGINT, order_date STRING, amount DOUBLE) USING iceberg PARTITIONED BY (order_date)".to_string(),
