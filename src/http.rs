@@ -20,7 +20,7 @@ use axum::{Json, Router};
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::actors::messages::{Forget, GetPoolStatus, GetStatus, RequestCompaction};
+use crate::actors::messages::{Forget, GetPoolStatus, RequestCompaction};
 use crate::clock::Clock;
 use crate::listing::TableQuery;
 use crate::metrics::{Metrics, TableGauges};
@@ -562,12 +562,13 @@ async fn ui(State(state): State<ApiState>) -> Response {
     Json(json!({"mutations": mutations})).into_response()
 }
 
-/// One table: its accumulator is asked, not every table's.
+/// One table: its accumulator is asked (an idle table's state is read from the store), not every
+/// table's.
 async fn table(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
     let Some(index) = state.pipeline.table_index(&table) else {
         return not_found(&table);
     };
-    let Ok(status) = state.pipeline.accumulator(index).send(GetStatus).await else {
+    let Some(status) = state.pipeline.table_status(index).await else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(json!({"error": "the table's accumulator stopped"})),

@@ -8,17 +8,19 @@
 //! system's thread. Each table still has exactly one accumulator, its state's only writer.
 
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use actix::{Actor, Addr};
 use futures::future::join_all;
 
-use crate::accumulator::{Accumulator, FailureBackoff};
-use crate::actors::accumulator::TableAccumulatorActor;
+use crate::accumulator::Accumulator;
 use crate::actors::executor::{CompactionPool, SetSettings};
-use crate::actors::messages::{GetStatus, SetTableMap, UpdateSpec};
+use crate::actors::handle::{Starter, TableHandle};
+use crate::actors::messages::{GetStatus, SetTableMap};
 use crate::actors::notifier::Notifier;
 use crate::actors::router::IntakeRouter;
 use crate::actors::supervisor::AccumulatorSupervisor;
+use crate::actors::waker::{WakeAt, Waker};
 use crate::actors::TableMap;
 use crate::board::TableSummary;
 use crate::clock::Clock;
@@ -46,10 +48,10 @@ pub struct Pipeline {
     pub pool: Addr<CompactionPool>,
     pub supervisor: Addr<AccumulatorSupervisor>,
     pub metrics: Arc<Metrics>,
+    pub waker: Addr<Waker>,
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
-    backoff: FailureBackoff,
-    workers: Arc<Workers>,
+    starter: Arc<Starter>,
 }
 
 pub use crate::actors::workers::Workers;
@@ -80,13 +82,31 @@ impl Compaction {
     }
 }
 
-/// Loads every table's state and starts its actors; must run inside an actix system.
+/// Loads every table's state and starts the actors (an accumulator for each table that has
+/// something to do); must run inside an actix system.
 pub fn start_pipeline(
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     compaction: Compaction,
     metrics: Arc<Metrics>,
     notifier: Option<Addr<Notifier>>,
+) -> Result<Pipeline, StoreError> {
+    let idle_after = match compaction.settings.config.service.idle_table_seconds.get() {
+        0 => None,
+        seconds => Some(Duration::from_secs(seconds)),
+    };
+    start_pipeline_idling(store, clock, compaction, metrics, notifier, idle_after)
+}
+
+/// [`start_pipeline`] with accumulators stopping after `idle_after` of idleness (`None`: never)
+/// whatever the configuration says (tests and benchmarks use shorter ones than a second).
+pub fn start_pipeline_idling(
+    store: Arc<dyn StateStore>,
+    clock: Arc<dyn Clock>,
+    compaction: Compaction,
+    metrics: Arc<Metrics>,
+    notifier: Option<Addr<Notifier>>,
+    idle_after: Option<Duration>,
 ) -> Result<Pipeline, StoreError> {
     let config = compaction.settings.config.clone();
     let backoff = compaction.settings.backoff;
@@ -104,40 +124,43 @@ pub fn start_pipeline(
         Workers::start(config.service.worker_threads.as_usize())
             .publishing_to(metrics.board.clone()),
     );
+    let map = Arc::new(RwLock::new(Arc::new(TableMap::default())));
+    let waker = Waker::new(map.clone(), clock.clone()).start();
+    let starter = Arc::new(Starter {
+        workers,
+        store: store.clone(),
+        clock: clock.clone(),
+        pool: Some(pool.clone()),
+        backoff,
+        idle_after,
+        started_millis: clock.now_millis(),
+        waker: Some(waker.clone()),
+        metrics: metrics.clone(),
+    });
     // One copy of each table's spec, shared by the router, the pool and its accumulator.
     let specs: Vec<_> = config.table_specs().into_iter().map(Arc::new).collect();
-    let mut accumulators = Vec::with_capacity(specs.len());
+    let mut handles = Vec::with_capacity(specs.len());
     for (index, spec) in specs.iter().enumerate() {
         let accumulator = Accumulator::load(spec.clone(), store.as_ref())?;
-        accumulators.push(start_accumulator(
-            &workers,
-            index,
-            accumulator,
-            &store,
-            &clock,
-            &pool,
-            backoff,
-        ));
+        handles.push(handle_of(&starter, index, accumulator));
     }
-    let map = Arc::new(TableMap::new(specs, accumulators, config.tenant_specs()));
-    pool.do_send(SetTableMap(map.clone()));
+    let table_map = Arc::new(TableMap::new(specs, handles, config.tenant_specs()));
+    *map.write().expect("table map lock") = table_map.clone();
+    pool.do_send(SetTableMap(table_map.clone()));
     let router = IntakeRouter::new(
-        map.clone(),
+        table_map,
         store.clone(),
         clock.clone(),
         config.service.dedup_retention_days.get(),
         metrics.clone(),
     )
     .start();
-    let map = Arc::new(RwLock::new(map));
     let supervisor = AccumulatorSupervisor::new(
         map.clone(),
         store.clone(),
         clock.clone(),
         pool.clone(),
-        backoff,
         metrics.clone(),
-        workers.clone(),
     )
     .start();
     Ok(Pipeline {
@@ -146,33 +169,32 @@ pub fn start_pipeline(
         pool,
         supervisor,
         metrics,
+        waker,
         store,
         clock,
-        backoff,
-        workers,
+        starter,
     })
 }
 
-fn start_accumulator(
-    workers: &Workers,
-    index: TableIndex,
-    accumulator: Accumulator,
-    store: &Arc<dyn StateStore>,
-    clock: &Arc<dyn Clock>,
-    pool: &Addr<CompactionPool>,
-    backoff: FailureBackoff,
-) -> Addr<TableAccumulatorActor> {
-    workers.start_accumulator(
-        index,
-        TableAccumulatorActor::new(
-            index,
-            accumulator,
-            store.clone(),
-            clock.clone(),
-            Some(pool.clone()),
-            backoff,
-        ),
-    )
+/// The handle of a table with this loaded state: a table at rest gets no accumulator (its
+/// summary goes on the board, its scheduled work to the waker); any other starts one now.
+fn handle_of(starter: &Arc<Starter>, index: TableIndex, accumulator: Accumulator) -> TableHandle {
+    let now = starter.clock.now_millis();
+    if starter.idle_after.is_none() || !accumulator.at_rest(now) {
+        return TableHandle::started(index, accumulator, starter.clone());
+    }
+    starter.metrics.board.publish(
+        &accumulator.spec().table,
+        TableSummary::of(accumulator.snapshot(), false),
+    );
+    if let (Some(at), Some(waker), Some(_)) = (
+        accumulator.scheduled_at(starter.started_millis),
+        &starter.waker,
+        &starter.pool,
+    ) {
+        waker.do_send(WakeAt { table: index, at });
+    }
+    TableHandle::idle(index, accumulator.spec_arc(), true, starter.clone())
 }
 
 /// Requests joined at once when many tables are asked for their status: one join of 100,000
@@ -182,18 +204,46 @@ const STATUS_CHUNK: usize = 512;
 
 /// The statuses of the tables at `indices`, in that order (a table whose accumulator is down is
 /// left out).
-async fn statuses_of(map: &TableMap, indices: &[usize]) -> Vec<TableStatus> {
+async fn statuses_of(
+    map: &TableMap,
+    indices: &[usize],
+    store: &Arc<dyn StateStore>,
+    clock: &Arc<dyn Clock>,
+) -> Vec<TableStatus> {
     let mut statuses = Vec::with_capacity(indices.len());
     for chunk in indices.chunks(STATUS_CHUNK) {
-        let answered = join_all(
-            chunk
-                .iter()
-                .map(|&index| map.accumulator(index).send(GetStatus)),
-        )
+        let answered = join_all(chunk.iter().map(|&index| {
+            let handle = map.accumulator(index);
+            async move { status_of(&handle, store, clock).await }
+        }))
         .await;
-        statuses.extend(answered.into_iter().filter_map(Result::ok));
+        statuses.extend(answered.into_iter().flatten());
     }
     statuses
+}
+
+/// A table's status: its live accumulator's, or — for an idle table, which is not started for
+/// it — read from the store (`None`: its accumulator is down, or its state cannot be read).
+async fn status_of(
+    handle: &TableHandle,
+    store: &Arc<dyn StateStore>,
+    clock: &Arc<dyn Clock>,
+) -> Option<TableStatus> {
+    let Some(spec) = handle.resting_spec() else {
+        return handle.send(GetStatus).await.ok();
+    };
+    let (store, clock) = (store.clone(), clock.clone());
+    tokio::task::spawn_blocking(move || {
+        let accumulator = Accumulator::load(spec, store.as_ref()).ok()?;
+        Some(crate::status::table_status(
+            accumulator.spec(),
+            accumulator.snapshot(),
+            clock.now_millis(),
+        ))
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// A page of the table listing ([`Pipeline::list`]).
@@ -246,7 +296,7 @@ impl Pipeline {
         let map = self.map();
         let indices: Vec<usize> = map.active().map(|(index, _)| index).collect();
         StatusReport {
-            tables: statuses_of(&map, &indices).await,
+            tables: statuses_of(&map, &indices, &self.store, &self.clock).await,
         }
     }
 
@@ -278,7 +328,7 @@ impl Pipeline {
             .collect();
         let page = query.select(rows);
         let indices: Vec<usize> = page.tables.iter().map(|row| row.index).collect();
-        let tables = statuses_of(&map, &indices).await;
+        let tables = statuses_of(&map, &indices, &self.store, &self.clock).await;
         Listing {
             tables,
             matched: page.matched,
@@ -301,7 +351,7 @@ impl Pipeline {
         let map = self.map();
         let stopped: Vec<&str> = map
             .active()
-            .filter(|(index, _)| !map.accumulator(*index).connected())
+            .filter(|(index, _)| map.accumulator(*index).is_down())
             .map(|(_, spec)| spec.table.as_str())
             .collect();
         for table in stopped.iter().take(NAMED) {
@@ -323,8 +373,13 @@ impl Pipeline {
         self.map().active_index_of(table)
     }
 
-    pub fn accumulator(&self, table: usize) -> Addr<TableAccumulatorActor> {
+    pub fn accumulator(&self, table: usize) -> TableHandle {
         self.map().accumulator(table)
+    }
+
+    /// One table's status, without starting an idle table's accumulator.
+    pub async fn table_status(&self, table: usize) -> Option<TableStatus> {
+        status_of(&self.map().accumulator(table), &self.store, &self.clock).await
     }
 
     /// Applies a new (validated) configuration's tables, tenants and Spark settings: new tables
@@ -338,8 +393,7 @@ impl Pipeline {
         let current = self.map();
         let (changes, started) = {
             let (current, config) = (current.clone(), config.clone());
-            let (store, clock, pool) = (self.store.clone(), self.clock.clone(), self.pool.clone());
-            let (workers, backoff) = (self.workers.clone(), self.backoff);
+            let (store, starter) = (self.store.clone(), self.starter.clone());
             tokio::task::spawn_blocking(move || {
                 let changes = plan_changes(&current, config.table_specs());
                 // Every new table is loaded before anything starts or changes: a failure leaves
@@ -353,15 +407,7 @@ impl Pipeline {
                     .into_iter()
                     .enumerate()
                     .map(|(offset, accumulator)| {
-                        start_accumulator(
-                            &workers,
-                            current.len() + offset,
-                            accumulator,
-                            &store,
-                            &clock,
-                            &pool,
-                            backoff,
-                        )
+                        handle_of(&starter, current.len() + offset, accumulator)
                     })
                     .collect();
                 Ok::<_, StoreError>((changes, started))
@@ -376,16 +422,12 @@ impl Pipeline {
             .do_send(SetSettings(CompactionSettings::from_config(config.clone())));
         self.pool.do_send(SetTableMap(next.clone()));
         for &index in &changes.changed {
-            next.accumulator(index).do_send(UpdateSpec {
-                spec: next.spec(index).clone(),
-                active: true,
-            });
+            next.accumulator(index)
+                .update(next.spec(index).clone(), true);
         }
         for &index in &changes.removed {
-            next.accumulator(index).do_send(UpdateSpec {
-                spec: next.spec(index).clone(),
-                active: false,
-            });
+            next.accumulator(index)
+                .update(next.spec(index).clone(), false);
         }
         self.router.do_send(SetTableMap(next.clone()));
         *self.map.write().expect("table map lock") = next.clone();

@@ -6,29 +6,27 @@
 //! next slot; a table that comes back gets its old slot again. Actors hold an `Arc<TableMap>`
 //! snapshot and are handed a new one when the configuration changes.
 //!
-//! A slot's accumulator address is shared by every snapshot: when the supervisor restarts a
-//! table's accumulator, every holder of any snapshot reaches the new one.
+//! A slot's accumulator handle is shared by every snapshot: when the table's accumulator is
+//! started (lazily, or again after a panic) or stops, every holder of any snapshot sees it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use crate::config::{TableSpec, TenantSpec};
 use crate::routing::TableIndex;
 
-/// Where a table's accumulator is now (`A`: its address); shared by every snapshot of the map.
-type AccumulatorSlot<A> = Arc<RwLock<A>>;
-
-/// The tables and, for each, the address `A` of its accumulator: generic, so this catalogue
-/// knows nothing of the actors (`actors::TableMap` is the one the pipeline uses).
+/// The tables and, for each, the handle `A` of its accumulator (shared by every snapshot of the
+/// map): generic, so this catalogue knows nothing of the actors (`actors::TableMap` is the one
+/// the pipeline uses).
 pub struct TableMap<A> {
     specs: Vec<Arc<TableSpec>>,
     active: Vec<bool>,
-    accumulators: Vec<AccumulatorSlot<A>>,
+    accumulators: Vec<A>,
     by_name: HashMap<String, TableIndex>,
     tenants: BTreeMap<String, Arc<TenantSpec>>,
 }
 
-impl<A> Clone for TableMap<A> {
+impl<A: Clone> Clone for TableMap<A> {
     fn clone(&self) -> Self {
         TableMap {
             specs: self.specs.clone(),
@@ -68,10 +66,7 @@ impl<A: Clone> TableMap<A> {
         TableMap {
             active: vec![true; specs.len()],
             specs,
-            accumulators: accumulators
-                .into_iter()
-                .map(|addr| Arc::new(RwLock::new(addr)))
-                .collect(),
+            accumulators,
             by_name,
             tenants: tenants
                 .into_iter()
@@ -99,17 +94,7 @@ impl<A: Clone> TableMap<A> {
     }
 
     pub fn accumulator(&self, table: TableIndex) -> A {
-        self.accumulators[table]
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// A restarted accumulator takes the slot: every snapshot of the map reaches it from now on.
-    pub fn replace_accumulator(&self, table: TableIndex, accumulator: A) {
-        *self.accumulators[table]
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = accumulator;
+        self.accumulators[table].clone()
     }
 
     pub fn is_active(&self, table: TableIndex) -> bool {
@@ -161,7 +146,7 @@ impl<A: Clone> TableMap<A> {
             next.by_name.insert(spec.table.clone(), next.specs.len());
             next.specs.push(spec.clone());
             next.active.push(true);
-            next.accumulators.push(Arc::new(RwLock::new(accumulator)));
+            next.accumulators.push(accumulator);
         }
         next.tenants = tenants
             .into_iter()

@@ -770,6 +770,40 @@ impl Accumulator {
         )
     }
 
+    /// Whether the table has nothing to do but wait for events and its schedule: no file pending
+    /// or unconfirmed, no claim, no back-off running, no change being committed or settled,
+    /// nothing due.
+    /// Such a table needs no live accumulator; [`Self::scheduled_at`] says when it must be woken.
+    pub fn at_rest(&self, now: UnixMillis) -> bool {
+        let state = &self.snapshot.state;
+        state.pending.files == 0
+            && state.unconfirmed.files == 0
+            && state.claim.is_none()
+            && state.next_attempt_millis.is_none_or(|next| now >= next)
+            && self.staged.is_none()
+            && self.settling.is_none()
+            && !self.deletes_due()
+            && !self.manifests_due()
+            && self.due(now).is_none()
+    }
+
+    /// When the table's scheduled work is next due — a periodic reconcile (counted from the last
+    /// metadata read, or from `started_millis` if none), a read of unconfirmed files, a
+    /// `remove_orphan_files` — if it has any.
+    pub fn scheduled_at(&self, started_millis: UnixMillis) -> Option<UnixMillis> {
+        let periodic = self.spec.reconcile_every_millis.map(|every| {
+            self.snapshot
+                .state
+                .last_truth_millis
+                .unwrap_or(started_millis)
+                .saturating_add(every)
+        });
+        [periodic, self.unconfirmed_read_at(), self.next_orphan_run()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     pub fn due(&self, now: UnixMillis) -> Option<DueReason> {
         match self.decision(now) {
             Decision::Due { reason, .. } => Some(reason),

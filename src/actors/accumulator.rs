@@ -7,16 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{
-    Actor, ActorFutureExt, Addr, AsyncContext, AtomicResponse, Context, Handler, SpawnHandle,
-    WrapFuture,
+    Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, AtomicResponse, Context, Handler,
+    Message, SpawnHandle, WrapFuture,
 };
 use tracing::{error, info, warn};
 
 use super::executor::CompactionPool;
+use super::handle::SlotCell;
 use super::messages::{
-    Claimed, Forget, GetStatus, NotClaimed, RecoverRun, Reload, RequestCompaction, RunFinished,
-    Settle, Stage, StartRun, Tick, UpdateSpec,
+    Claimed, Counted, Forget, GetStatus, NotClaimed, RecoverRun, Reload, RequestCompaction,
+    RunFinished, Settle, Stage, StartRun, Tick, UpdateSpec,
 };
+use super::waker::{WakeAt, Waker};
 use crate::accumulator::{
     object_keys, prepare_settlement, Accumulator, FailureBackoff, Settlement, SettlementStale,
     Staged,
@@ -72,7 +74,33 @@ pub struct TableAccumulatorActor {
     settled_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
     /// Where the table's summary is published at every evaluation (listing, tenants, metrics).
     board: Option<Arc<StatusBoard>>,
+    /// The table's slot, when this accumulator may stop for idleness ([`super::handle`]).
+    slot: Option<Idling>,
+    /// Messages received through the table's handle.
+    received: u64,
+    /// Replies in flight that are not atomic (a status, a forget): no stopping before they end.
+    busy: usize,
+    /// The pool was asked for a run and has not started it (nor ended the table's run, which
+    /// makes it ignore requests): its start must find this actor.
+    asked: bool,
 }
+
+/// How an accumulator stops when its table is idle.
+struct Idling {
+    cell: Arc<SlotCell>,
+    after: Duration,
+    waker: Option<Addr<Waker>>,
+    live: prometheus_client::metrics::gauge::Gauge,
+    /// The check armed, and the messages received when it was.
+    timer: Option<(SpawnHandle, u64)>,
+    /// The slot granted the stop: this accumulator handles nothing more.
+    retired: bool,
+}
+
+/// The accumulator's own check whether its table has been idle long enough to stop.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Retire;
 
 impl TableAccumulatorActor {
     pub fn new(
@@ -102,7 +130,39 @@ impl TableAccumulatorActor {
             reserve_hint: None,
             settled_waiters: Vec::new(),
             board: None,
+            slot: None,
+            received: 0,
+            busy: 0,
+            asked: false,
         }
+    }
+
+    /// Counts the first periodic reconcile of a table never read from `millis` (the pipeline's
+    /// start) rather than from this actor's.
+    pub fn started_at(mut self, millis: i64) -> Self {
+        self.started_millis = self.started_millis.min(millis);
+        self
+    }
+
+    /// Stops once its table has been idle for `idle_after` (`None`: never), leaving `cell`
+    /// empty and telling `waker` when the table's scheduled work is due; `live` counts the
+    /// accumulators running.
+    pub fn in_slot(
+        mut self,
+        cell: Arc<SlotCell>,
+        idle_after: Option<Duration>,
+        waker: Option<Addr<Waker>>,
+        live: prometheus_client::metrics::gauge::Gauge,
+    ) -> Self {
+        self.slot = idle_after.map(|after| Idling {
+            cell,
+            after,
+            waker,
+            live,
+            timer: None,
+            retired: false,
+        });
+        self
     }
 
     /// A restarted accumulator: a commit its predecessor sent may still land, so its first
@@ -129,9 +189,39 @@ impl TableAccumulatorActor {
         &self.accumulator.spec().table
     }
 
-    /// Checks the thresholds, asks for a run when due, and arms the timer for the next moment
-    /// something changes by itself (max-wait reached, back-off over).
+    /// Checks the thresholds, asks for a run when due, arms the timer for the next moment
+    /// something changes by itself (max-wait reached, back-off over), and the check for
+    /// idleness when the table has nothing to do.
     fn evaluate(&mut self, ctx: &mut Context<Self>) {
+        self.decide(ctx);
+        self.arm_retire(ctx);
+    }
+
+    /// Whether this accumulator may stop now: its table at rest, nothing asked of the pool,
+    /// nothing in flight.
+    fn may_retire(&self) -> bool {
+        self.slot.is_some()
+            && !self.asked
+            && self.busy == 0
+            && !self.preparing
+            && self.prepared.is_none()
+            && self.deferred.is_empty()
+            && self.settled_waiters.is_empty()
+            && self.accumulator.at_rest(self.clock.now_millis())
+    }
+
+    /// Arms the idleness check, unless it is armed already or the table has work.
+    fn arm_retire(&mut self, ctx: &mut Context<Self>) {
+        if !self.may_retire() {
+            return;
+        }
+        let received = self.received;
+        if let Some(slot) = self.slot.as_mut().filter(|slot| slot.timer.is_none()) {
+            slot.timer = Some((ctx.notify_later(Retire, slot.after), received));
+        }
+    }
+
+    fn decide(&mut self, ctx: &mut Context<Self>) {
         let now = self.clock.now_millis();
         let due = self.accumulator.due(now);
         if due != self.reported_due {
@@ -227,10 +317,11 @@ impl TableAccumulatorActor {
 
     /// Asks the pool for a run (again: the pool ignores a request of a table that waits or runs
     /// already, so this actor keeps no "asked" flag). `false` when it counts only.
-    fn ask(&self, trigger: &str, force: bool) -> bool {
+    fn ask(&mut self, trigger: &str, force: bool) -> bool {
         let Some(pool) = &self.pool else {
             return false;
         };
+        self.asked = true;
         pool.do_send(RequestCompaction {
             table: self.index,
             trigger: trigger.to_string(),
@@ -456,6 +547,10 @@ impl Actor for TableAccumulatorActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        if let Some(slot) = &self.slot {
+            slot.live.inc();
+            slot.cell.enter(&self.accumulator.spec().table);
+        }
         if let (Some(ticket), Some(pool)) = (self.accumulator.claim_ticket(), &self.pool) {
             info!(table = %self.table(), run_id = %ticket.run_id, "a run was in flight when icepack stopped; recovering it");
             pool.do_send(RecoverRun {
@@ -464,6 +559,83 @@ impl Actor for TableAccumulatorActor {
             });
         }
         self.evaluate(ctx);
+    }
+
+    fn stopped(&mut self, _ctx: &mut Context<Self>) {
+        if let Some(slot) = &self.slot {
+            slot.live.dec();
+            if !slot.retired {
+                slot.cell.leave();
+            }
+        }
+    }
+}
+
+/// Every message sent through the table's handle: counted, then handled as itself.
+macro_rules! counted {
+    ($($message:ty),* $(,)?) => {$(
+        impl Handler<Counted<$message>> for TableAccumulatorActor {
+            type Result = <Self as Handler<$message>>::Result;
+
+            fn handle(
+                &mut self,
+                Counted(message): Counted<$message>,
+                ctx: &mut Context<Self>,
+            ) -> Self::Result {
+                self.received += 1;
+                <Self as Handler<$message>>::handle(self, message, ctx)
+            }
+        }
+    )*};
+}
+
+counted!(
+    Stage,
+    Settle,
+    StartRun,
+    RunFinished,
+    Tick,
+    UpdateSpec,
+    Forget,
+    Reload,
+    GetStatus
+);
+#[cfg(test)]
+counted!(Crash, Idleness);
+
+impl Handler<Retire> for TableAccumulatorActor {
+    type Result = ();
+
+    /// Stops when the table stayed idle through the whole check (no message received since it
+    /// was armed) and the slot grants it: every message sent through the handle was received.
+    fn handle(&mut self, _message: Retire, ctx: &mut Context<Self>) {
+        let Some(armed) = self.slot.as_mut().and_then(|slot| slot.timer.take()) else {
+            return;
+        };
+        if !self.may_retire() {
+            return;
+        }
+        let received = self.received;
+        let Some(slot) = self.slot.as_mut() else {
+            return;
+        };
+        if armed.1 != received || !slot.cell.retire(&ctx.address(), received) {
+            return self.arm_retire(ctx);
+        }
+        slot.retired = true;
+        let slot = &self.slot.as_ref().expect("the slot just granted the stop");
+        let wake_at = self
+            .accumulator
+            .scheduled_at(self.started_millis)
+            .filter(|_| self.active && self.pool.is_some());
+        if let (Some(at), Some(waker)) = (wake_at, &slot.waker) {
+            waker.do_send(WakeAt {
+                table: self.index,
+                at,
+            });
+        }
+        super::handle::log_retired(self.table(), wake_at);
+        ctx.stop();
     }
 }
 
@@ -525,6 +697,7 @@ impl Handler<StartRun> for TableAccumulatorActor {
     type Result = ();
 
     fn handle(&mut self, message: StartRun, ctx: &mut Context<Self>) {
+        self.asked = false;
         self.deferred.push_back(Deferred::Start(message));
         self.run_deferred(ctx);
     }
@@ -534,6 +707,9 @@ impl Handler<RunFinished> for TableAccumulatorActor {
     type Result = ();
 
     fn handle(&mut self, message: RunFinished, ctx: &mut Context<Self>) {
+        // The pool ignored what this actor asked while it ran the table (a request made as the
+        // claim was being committed): nothing it was asked waits for a start now.
+        self.asked = false;
         self.deferred.push_back(Deferred::Finish(message));
         self.run_deferred(ctx);
     }
@@ -589,6 +765,7 @@ impl Handler<Forget> for TableAccumulatorActor {
         }
         let store = self.store.clone();
         let spec = self.accumulator.spec_arc();
+        self.busy += 1;
         let forget = async move {
             tokio::task::spawn_blocking(move || {
                 let summary = store.forget_table(&spec.table)?;
@@ -596,7 +773,9 @@ impl Handler<Forget> for TableAccumulatorActor {
             })
             .await
         };
-        Box::pin(forget.into_actor(self).map(|result, actor, _ctx| {
+        Box::pin(forget.into_actor(self).map(|result, actor, ctx| {
+            actor.busy -= 1;
+            actor.arm_retire(ctx);
             // Even a forget that failed may have deleted some of the `seen` entries.
             actor.lookups_stale = true;
             match result {
@@ -659,6 +838,32 @@ impl Handler<Reload> for TableAccumulatorActor {
     }
 }
 
+/// Tests: what keeps the accumulator from stopping.
+#[cfg(test)]
+#[derive(Debug, actix::Message)]
+#[rtype(result = "String")]
+pub struct Idleness;
+
+#[cfg(test)]
+impl Handler<Idleness> for TableAccumulatorActor {
+    type Result = String;
+
+    fn handle(&mut self, _message: Idleness, _ctx: &mut Context<Self>) -> String {
+        format!(
+            "asked {} busy {} preparing {} prepared {} deferred {} waiters {} at_rest {} received {} armed {:?}",
+            self.asked,
+            self.busy,
+            self.preparing,
+            self.prepared.is_some(),
+            self.deferred.len(),
+            self.settled_waiters.len(),
+            self.accumulator.at_rest(self.clock.now_millis()),
+            self.received,
+            self.slot.as_ref().map(|slot| slot.timer.as_ref().map(|timer| timer.1)),
+        )
+    }
+}
+
 /// Tests: the accumulator panics, as a violated invariant would.
 #[cfg(test)]
 #[derive(Debug, actix::Message)]
@@ -689,7 +894,10 @@ impl Handler<GetStatus> for TableAccumulatorActor {
                 let _ = settled.await;
             }
         };
-        Box::pin(wait.into_actor(self).map(|(), actor, _ctx| {
+        self.busy += 1;
+        Box::pin(wait.into_actor(self).map(|(), actor, ctx| {
+            actor.busy -= 1;
+            actor.arm_retire(ctx);
             table_status(
                 actor.accumulator.spec(),
                 actor.accumulator.snapshot(),
@@ -995,7 +1203,8 @@ mod tests {
             .into_iter()
             .enumerate()
             .map(|(index, accumulator)| {
-                workers.start_accumulator(
+                let spec = accumulator.spec_arc();
+                let addr = workers.start_accumulator(
                     index,
                     TableAccumulatorActor::new(
                         index,
@@ -1005,7 +1214,8 @@ mod tests {
                         None,
                         BACKOFF,
                     ),
-                )
+                );
+                crate::actors::handle::TableHandle::fixed(index, spec, addr)
             })
             .collect();
         let map = Arc::new(crate::actors::TableMap::new(

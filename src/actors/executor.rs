@@ -102,7 +102,7 @@ pub struct CompactionPool {
     /// Read for a run's claimed files only ([`StoredClaimedFiles`]).
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
-    core: PoolCore<Addr<super::accumulator::TableAccumulatorActor>>,
+    core: PoolCore<super::handle::TableHandle>,
     /// Whoever waits for a manual run of a table ([`Effect::Answer`] answers them all).
     manual: HashMap<TableIndex, Vec<oneshot::Sender<Result<RunResult, String>>>>,
     idle_waiters: Vec<oneshot::Sender<()>>,

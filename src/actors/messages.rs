@@ -11,6 +11,16 @@ use crate::store::StoreError;
 
 pub use crate::pool::{FailureNote, PoolStatus, RunResult};
 
+/// Any message to a table's accumulator, sent through its handle ([`super::handle`]): the
+/// accumulator counts what it received, and stops for idleness only once it has received every
+/// message sent to it.
+#[derive(Debug)]
+pub struct Counted<M>(pub M);
+
+impl<M: Message> Message for Counted<M> {
+    type Result = M::Result;
+}
+
 /// Router → accumulator: count these candidates (duplicates excluded) and return the store ops.
 /// The accumulator holds the change until [`Settle`].
 #[derive(Debug, Message)]

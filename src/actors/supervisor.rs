@@ -12,12 +12,10 @@ use std::time::Duration;
 use actix::{Actor, ActorFutureExt, Addr, AsyncContext, Context, WrapFuture};
 use tracing::{error, info, warn};
 
-use super::accumulator::TableAccumulatorActor;
 use super::executor::CompactionPool;
 use super::messages::AccumulatorRestarted;
-use super::workers::Workers;
 use super::TableMap;
-use crate::accumulator::{Accumulator, FailureBackoff};
+use crate::accumulator::Accumulator;
 use crate::backoff::Backoff;
 use crate::clock::Clock;
 use crate::metrics::Metrics;
@@ -46,10 +44,7 @@ pub struct AccumulatorSupervisor {
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     pool: Addr<CompactionPool>,
-    backoff: FailureBackoff,
     metrics: Arc<Metrics>,
-    /// Where each table's accumulator runs: a restarted one runs on the same worker.
-    workers: Arc<Workers>,
     restarts: HashMap<TableIndex, Restarts>,
 }
 
@@ -59,18 +54,14 @@ impl AccumulatorSupervisor {
         store: Arc<dyn StateStore>,
         clock: Arc<dyn Clock>,
         pool: Addr<CompactionPool>,
-        backoff: FailureBackoff,
         metrics: Arc<Metrics>,
-        workers: Arc<Workers>,
     ) -> Self {
         AccumulatorSupervisor {
             map,
             store,
             clock,
             pool,
-            backoff,
             metrics,
-            workers,
             restarts: HashMap::new(),
         }
     }
@@ -86,7 +77,7 @@ impl AccumulatorSupervisor {
         let map = self.map();
         let now = self.clock.now_millis();
         for table in 0..map.len() {
-            if map.accumulator(table).connected() {
+            if !map.accumulator(table).is_down() {
                 continue;
             }
             let name = map.spec(table).table.clone();
@@ -141,17 +132,11 @@ impl AccumulatorSupervisor {
                 table,
                 claimed_run: accumulator.claim_ticket().map(|ticket| ticket.run_id),
             });
-            let actor = TableAccumulatorActor::new(
-                table,
-                accumulator,
-                supervisor.store.clone(),
-                supervisor.clock.clone(),
-                Some(supervisor.pool.clone()),
-                supervisor.backoff,
-            )
-            .with_active(map.is_active(table))
-            .restarted();
-            map.replace_accumulator(table, supervisor.workers.start_accumulator(table, actor));
+            // In the slot (which keeps the table's settings and whether it is configured), unless
+            // it was started meanwhile.
+            if !map.accumulator(table).restart(accumulator) {
+                return;
+            }
             supervisor.metrics.accumulator_up(&name);
             supervisor
                 .metrics

@@ -26,10 +26,20 @@ pub struct ServiceConfig {
     /// Runs kept per table in its durable history (`GET /v1/tables/{table}/runs`).
     #[serde(default = "default_run_history")]
     pub run_history: Int<1, 10_000>,
+    /// A table with nothing pending, claimed or due for this long keeps no live accumulator: its
+    /// state stays in the store and its summary on the board, and its next event, API call or
+    /// scheduled work starts it again. 0: every table's accumulator runs for the life of the
+    /// process.
+    #[serde(default = "default_idle_table_seconds")]
+    pub idle_table_seconds: DaySeconds,
 }
 
 pub(super) fn default_worker_threads() -> Int<0, 1_024> {
     Int::new(0)
+}
+
+pub(super) fn default_idle_table_seconds() -> DaySeconds {
+    Int::new(300)
 }
 
 pub(super) fn default_run_history() -> Int<1, 10_000> {
@@ -61,6 +71,7 @@ impl Default for ServiceConfig {
             shutdown_timeout_seconds: default_shutdown_timeout_seconds(),
             worker_threads: default_worker_threads(),
             run_history: default_run_history(),
+            idle_table_seconds: default_idle_table_seconds(),
         }
     }
 }

@@ -210,6 +210,8 @@ pub struct Metrics {
     accumulators_down: Mutex<BTreeMap<String, i64>>,
     /// Accumulators restarted by the supervisor.
     pub accumulator_restarts: Counter,
+    /// Tables whose accumulator runs now (an idle table has none).
+    pub accumulators_live: prometheus_client::metrics::gauge::Gauge,
     /// Which tables have series of their own (`[metrics]`); the others count into their tenant's.
     series: RwLock<Arc<TableSeries>>,
     /// Every table's summary as its accumulator last published it: what the listing, the
@@ -241,6 +243,7 @@ impl Default for Metrics {
             store_recoveries: Counter::default(),
             accumulators_down: Mutex::default(),
             accumulator_restarts: Counter::default(),
+            accumulators_live: Default::default(),
             series: RwLock::new(Arc::new(TableSeries::default())),
             board: Arc::default(),
         };
@@ -299,6 +302,11 @@ impl Metrics {
             "icepack_accumulator_restarts",
             "Table accumulators restarted from the stored state after they stopped (a bug).",
             self.accumulator_restarts.clone(),
+        );
+        registry.register(
+            "icepack_accumulators_live",
+            "Tables whose accumulator runs now; an idle table keeps none (service.idle_table_seconds).",
+            self.accumulators_live.clone(),
         );
         registry.register(
             "icepack_state_recoveries",
