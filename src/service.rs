@@ -203,7 +203,8 @@ fn handle_of(starter: &Arc<Starter>, index: TableIndex, accumulator: Accumulator
 const STATUS_CHUNK: usize = 512;
 
 /// The statuses of the tables at `indices`, in that order (a table whose accumulator is down is
-/// left out).
+/// left out): a live accumulator's own; an idle table's read from the store (a chunk's in one
+/// blocking task), not started for it.
 async fn statuses_of(
     map: &TableMap,
     indices: &[usize],
@@ -212,38 +213,45 @@ async fn statuses_of(
 ) -> Vec<TableStatus> {
     let mut statuses = Vec::with_capacity(indices.len());
     for chunk in indices.chunks(STATUS_CHUNK) {
-        let answered = join_all(chunk.iter().map(|&index| {
-            let handle = map.accumulator(index);
-            async move { status_of(&handle, store, clock).await }
-        }))
-        .await;
-        statuses.extend(answered.into_iter().flatten());
+        let handles: Vec<TableHandle> = chunk.iter().map(|&index| map.accumulator(index)).collect();
+        let resting: Vec<Option<Arc<crate::config::TableSpec>>> =
+            handles.iter().map(TableHandle::resting_spec).collect();
+        let asked = join_all(handles.iter().zip(&resting).map(|(handle, resting)| {
+            let request = resting.is_none().then(|| handle.send(GetStatus));
+            async move {
+                match request {
+                    Some(request) => request.await.ok(),
+                    None => None,
+                }
+            }
+        }));
+        let specs: Vec<_> = resting.iter().flatten().cloned().collect();
+        let (store, clock) = (store.clone(), clock.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let now = clock.now_millis();
+            specs
+                .into_iter()
+                .map(|spec| {
+                    let accumulator = Accumulator::load(spec, store.as_ref()).ok()?;
+                    Some(crate::status::table_status(
+                        accumulator.spec(),
+                        accumulator.snapshot(),
+                        now,
+                    ))
+                })
+                .collect::<Vec<_>>()
+        });
+        let (asked, read) = futures::join!(asked, read);
+        let mut read = read.unwrap_or_default().into_iter();
+        for (asked, resting) in asked.into_iter().zip(&resting) {
+            let status = match resting {
+                Some(_) => read.next().flatten(),
+                None => asked,
+            };
+            statuses.extend(status);
+        }
     }
     statuses
-}
-
-/// A table's status: its live accumulator's, or — for an idle table, which is not started for
-/// it — read from the store (`None`: its accumulator is down, or its state cannot be read).
-async fn status_of(
-    handle: &TableHandle,
-    store: &Arc<dyn StateStore>,
-    clock: &Arc<dyn Clock>,
-) -> Option<TableStatus> {
-    let Some(spec) = handle.resting_spec() else {
-        return handle.send(GetStatus).await.ok();
-    };
-    let (store, clock) = (store.clone(), clock.clone());
-    tokio::task::spawn_blocking(move || {
-        let accumulator = Accumulator::load(spec, store.as_ref()).ok()?;
-        Some(crate::status::table_status(
-            accumulator.spec(),
-            accumulator.snapshot(),
-            clock.now_millis(),
-        ))
-    })
-    .await
-    .ok()
-    .flatten()
 }
 
 /// A page of the table listing ([`Pipeline::list`]).
@@ -379,7 +387,9 @@ impl Pipeline {
 
     /// One table's status, without starting an idle table's accumulator.
     pub async fn table_status(&self, table: usize) -> Option<TableStatus> {
-        status_of(&self.map().accumulator(table), &self.store, &self.clock).await
+        statuses_of(&self.map(), &[table], &self.store, &self.clock)
+            .await
+            .pop()
     }
 
     /// Applies a new (validated) configuration's tables, tenants and Spark settings: new tables

@@ -68,6 +68,7 @@ METRICS: dict[str, set[str]] = {
     "icepack_state_recoveries_total": set(),
     "icepack_accumulator_restarts_total": set(),
     "icepack_accumulators_down": set(),
+    "icepack_accumulators_live": set(),
     # The standard process metrics (Linux).
     "process_cpu_seconds_total": set(),
     "process_resident_memory_bytes": set(),

@@ -265,6 +265,25 @@ impl TableHandle {
         }
     }
 
+    /// Sends `message` to the table's live accumulator and answers with its reply; `None` when
+    /// the table has none (nothing is started for it).
+    pub fn send_if_live<M>(
+        &self,
+        message: M,
+    ) -> Option<impl Future<Output = Result<M::Result, MailboxError>>>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        TableAccumulatorActor: Handler<Counted<M>>,
+        <TableAccumulatorActor as actix::Actor>::Context:
+            ToEnvelope<TableAccumulatorActor, Counted<M>>,
+    {
+        let mut slot = self.cell.lock();
+        let addr = slot.addr.clone()?;
+        slot.sent += 1;
+        Some(addr.send(Counted(message)))
+    }
+
     /// Sends `message` to the table's accumulator (starting it if the table has none), without
     /// waiting for a reply.
     pub fn do_send<M>(&self, message: M)

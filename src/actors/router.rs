@@ -115,8 +115,12 @@ impl IntakeRouter {
             tokio::task::spawn_blocking(move || store.recover())
                 .await
                 .map_err(|error| StoreError::Write(error.to_string()))??;
-            let reloads = join_all((0..map.len()).map(|table| map.accumulator(table).send(Reload)));
-            for (table, reloaded) in reloads.await.into_iter().enumerate() {
+            // An idle table has nothing in memory to correct: only live accumulators reload.
+            let live: Vec<_> = (0..map.len())
+                .filter_map(|table| Some((table, map.accumulator(table).send_if_live(Reload)?)))
+                .collect();
+            let (tables, reloads): (Vec<_>, Vec<_>) = live.into_iter().unzip();
+            for (table, reloaded) in tables.into_iter().zip(join_all(reloads).await) {
                 match reloaded {
                     Ok(Ok(())) => {}
                     Ok(Err(error)) => return Err(error),
