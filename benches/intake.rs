@@ -2,7 +2,10 @@
 //! commit, in process, beside the same number of bare synced RocksDB writes of the same sizes
 //! (the storage limit on this disk).
 //!
-//!   cargo bench --bench intake [-- --records N --repeats N --tables 1,100 --pollers 1,32]
+//!   cargo bench --bench intake [-- --records N --repeats N --tables 1,100 --pollers 1,32 --hot N]
+//!
+//! `--hot N`: the records go to N of the configured tables only (skewed intake); all of them
+//! otherwise.
 //!
 //! Batches are what SQS hands a poller: 10 messages of one S3 record each. `pollers` batches are in
 //! flight at once (concurrent receive loops); batches that wait while a commit is in flight share
@@ -28,10 +31,10 @@ struct Figures {
     writing_share: f64,
 }
 
-fn measure(tables: usize, pollers: usize, records: u64, seed: u64) -> Figures {
+fn measure(tables: usize, hot: usize, pollers: usize, records: u64, seed: u64) -> Figures {
     let work = tempfile::tempdir().unwrap();
     let config = Config::from_toml_str(&config_toml(tables, "")).unwrap();
-    let batches = Arc::new(batches(records, tables, 10, seed));
+    let batches = Arc::new(batches(records, hot, 10, seed));
     let store = Arc::new(WeighingStore::open(&work.path().join("state")));
     let system = actix::System::new();
     let elapsed = system.block_on({
@@ -94,15 +97,24 @@ fn main() {
     };
     let pollers = list("--pollers", if full { &[1, 8, 32] } else { &[4] });
     let tables_list = list("--tables", &[1, 100, 10_000]);
+    let hot: usize = arg("--hot").map_or(0, |value| value.parse().expect("--hot N"));
     println!(
         "intake ceiling: {records} records (10 messages × 1 record per batch), median of {repeats}; \
          bare = the same number of synced RocksDB writes of the same sizes"
     );
     println!(
-        "{:>7} {:>8} {:>14} {:>16} {:>9} {:>15} {:>15}",
-        "tables", "pollers", "records/s", "bare records/s", "ratio", "records/commit", "in writes"
+        "{:>7} {:>9} {:>8} {:>14} {:>16} {:>9} {:>15} {:>15}",
+        "tables",
+        "to tables",
+        "pollers",
+        "records/s",
+        "bare records/s",
+        "ratio",
+        "records/commit",
+        "in writes"
     );
     for &tables in &tables_list {
+        let to = if hot == 0 { tables } else { hot.min(tables) };
         for &pollers in &pollers {
             let mut rates = Vec::new();
             let mut bare = Vec::new();
@@ -110,7 +122,7 @@ fn main() {
             let mut per_commit = Vec::new();
             let mut writing = Vec::new();
             for repeat in 0..repeats {
-                let figures = measure(tables, pollers, records, 7 + repeat as u64);
+                let figures = measure(tables, to, pollers, records, 7 + repeat as u64);
                 rates.push(figures.records_per_sec);
                 bare.push(figures.bare_records_per_sec);
                 ratios.push(figures.records_per_sec / figures.bare_records_per_sec);
@@ -118,8 +130,9 @@ fn main() {
                 writing.push(figures.writing_share * 100.0);
             }
             println!(
-                "{:>7} {:>8} {:>14.0} {:>16.0} {:>9.2} {:>15.1} {:>14.0}%",
+                "{:>7} {:>9} {:>8} {:>14.0} {:>16.0} {:>9.2} {:>15.1} {:>14.0}%",
                 tables,
+                to,
                 pollers,
                 median(&mut rates),
                 median(&mut bare),

@@ -55,7 +55,8 @@ fn child(tables: usize, pending: u64) {
         let before = rss_kib();
         let started = Instant::now();
         let pipeline = pipeline(&config, store, None);
-        // Every accumulator has started once the status of all tables comes back.
+        // The pipeline is up once the status of all tables comes back (an idle table's is read from
+        // the store: it has no accumulator).
         let status = pipeline.status().await;
         assert_eq!(status.tables.len(), tables);
         drop(status);
@@ -691,7 +692,7 @@ fn main() {
     );
     println!(
         "per idle table: {per_table:.2} KiB of process ({tables} tables − 1 table, / {}), of which \
-         {:.2} KiB the parsed configuration and {:.2} KiB the pipeline (actor, state, routing)",
+         {:.2} KiB the parsed configuration and {:.2} KiB the pipeline (spec, handle, board summary, routing; an idle table has no actor)",
         tables - 1,
         (many.config as f64 - one.config as f64) / (tables - 1) as f64,
         ((many.idle - many.before) as f64 - (one.idle - one.before) as f64) / (tables - 1) as f64

@@ -467,7 +467,8 @@ fn child(tenants: usize, per_tenant: usize, reloads: bool) {
         let before = settled().await;
         let started = Instant::now();
         let pipeline = shared_pipeline(&config, store, None);
-        // Every accumulator has started once the status of all tables comes back.
+        // The pipeline is up once the status of all tables comes back (an idle table's is read from
+        // the store: it has no accumulator).
         let status = pipeline.status().await;
         assert_eq!(status.tables.len(), tables);
         figure("pipeline_start_ms", millis(started.elapsed()));
@@ -778,8 +779,8 @@ fn main() {
         |step: &str, kind: &str| extra(&format!("{step}_{kind}_kib")) / (tables - 1) as f64;
     let per_tenant_kib = |kind: &str| extra(&format!("pollers_{kind}_kib")) / (tenants - 1) as f64;
     println!(
-        "KiB/table (configuration with its tenant's share + pipeline: accumulator actor, state, \
-         routing): rss {:.2} ({:.2} + {:.2}), heap {:.2} ({:.2} + {:.2}); \
+        "KiB/table (configuration with its tenant's share + pipeline: spec, handle, board \
+         summary, routing; an idle table has no actor): rss {:.2} ({:.2} + {:.2}), heap {:.2} ({:.2} + {:.2}); \
          KiB/tenant (queue + 1 poller): rss {:.2}, heap {:.2}; whole process: {:.2} KiB rss per \
          table ({tables}-table row − 1-table row, / {} tables or / {} tenants)",
         per_table("config", "rss") + per_table("pipeline", "rss"),
