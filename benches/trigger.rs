@@ -4,7 +4,9 @@
 //! reload (`Pipeline::apply`) adds 10,000 tables: one trigger every 2 ms from a thread of its own,
 //! the figures over the triggers sent while the reload ran (`--reload-only`: that case alone).
 //!
-//!   cargo bench --bench trigger [-- --tables N --reload-tables N --repeats N --reload-only]
+//!   cargo bench --bench trigger [-- --tables N --idle-tables N --reload-tables N --repeats N --reload-only]
+//!
+//! `--idle-tables N`: N more tables configured that get no event (the rest of a large fleet).
 //!
 //! The path measured: parse and route, stage, the synced intake commit, the accumulator's decision,
 //! the pool's dispatch, the claim's synced commit, building the job, the runner's `run`.
@@ -58,7 +60,7 @@ async fn nine_files_each(pipeline: &icepack::service::Pipeline, tables: usize) -
 
 /// `tables` tables get 9 files each (not due at min_files = 10), then one table at a time its
 /// 10th; returns the latencies in milliseconds.
-fn measure(tables: usize, under_load: bool) -> Vec<f64> {
+fn measure(tables: usize, idle: usize, under_load: bool) -> Vec<f64> {
     let work = tempfile::tempdir().unwrap();
     // The flood goes to tables of its own, with thresholds it never reaches.
     let flood_tables = 100;
@@ -66,6 +68,12 @@ fn measure(tables: usize, under_load: bool) -> Vec<f64> {
         tables,
         "[defaults]\npacing = false\nmin_files = 10\n[spark]\nmax_concurrent = 4\nretry_attempts = 1\n",
     );
+    // Tables that get no event: the rest of a large fleet.
+    for table in 0..idle {
+        toml.push_str(&format!(
+            "[[tables]]\ntable = \"idle.t{table}\"\nbucket = \"idle\"\nprefix = \"warehouse/t{table}/\"\n"
+        ));
+    }
     for table in 0..flood_tables {
         toml.push_str(&format!(
             "[[tables]]\ntable = \"flood.t{table}\"\nbucket = \"flood\"\nprefix = \"warehouse/t{table}/\"\nmin_files = 100000000\nmin_total_mb = 100000000\nmax_wait_minutes = 100000\n"
@@ -205,14 +213,19 @@ fn main() {
     let tables: usize = arg("--tables")
         .map(|value| value.parse().expect("--tables N"))
         .unwrap_or(if full { 1_000 } else { 20 });
-    println!("trigger latency: event that makes a table due → runner called, {tables} tables");
+    let idle: usize =
+        arg("--idle-tables").map_or(0, |value| value.parse().expect("--idle-tables N"));
+    println!(
+        "trigger latency: event that makes a table due → runner called, {tables} tables (and {idle} \
+         more configured that get no event)"
+    );
     println!(
         "{:<26} {:>9} {:>9} {:>9}",
         "intake", "p50 ms", "p99 ms", "max ms"
     );
     let reload_only = std::env::args().any(|arg| arg == "--reload-only");
     for under_load in [false, true].into_iter().filter(|_| !reload_only) {
-        let mut latencies = measure(tables, under_load);
+        let mut latencies = measure(tables, idle, under_load);
         latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
         println!(
             "{:<26} {:>9.2} {:>9.2} {:>9.2}",
