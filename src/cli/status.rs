@@ -2,28 +2,59 @@
 
 use super::*;
 
+/// The running service's status of every table, asked a page of [`icepack::listing::MAX_LIMIT`]
+/// tables at a time (one request for 100,000 tables would take longer than a status should
+/// wait for its first answer); `None` when no service answers.
 pub(crate) fn status_from_service(config: &Config) -> Option<serde_json::Value> {
     if config.service.http_listen.is_empty() {
         return None;
     }
-    let url = format!("http://{}/v1/tables", config.service.http_listen);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .ok()?;
     runtime.block_on(async {
-        let response = reqwest::Client::new()
-            .get(&url)
-            .timeout(Duration::from_secs(2))
-            .send()
-            .await
-            .ok()?;
-        response
-            .error_for_status()
-            .ok()?
-            .json::<serde_json::Value>()
-            .await
-            .ok()
+        let client = reqwest::Client::new();
+        let mut report: Option<serde_json::Value> = None;
+        let mut tables: Vec<serde_json::Value> = Vec::new();
+        loop {
+            let url = format!(
+                "http://{}/v1/tables?offset={}&limit={}",
+                config.service.http_listen,
+                tables.len(),
+                icepack::listing::MAX_LIMIT
+            );
+            let mut page = client
+                .get(&url)
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+                .ok()?
+                .error_for_status()
+                .ok()?
+                .json::<serde_json::Value>()
+                .await
+                .ok()?;
+            let got = match page.get_mut("tables").map(serde_json::Value::take) {
+                Some(serde_json::Value::Array(got)) => got,
+                _ => return None,
+            };
+            let matched = page.get("matched").and_then(serde_json::Value::as_u64)?;
+            let empty = got.is_empty();
+            tables.extend(got);
+            report.get_or_insert(page);
+            if empty || tables.len() as u64 >= matched {
+                break;
+            }
+        }
+        let mut report = report?;
+        report["tables"] = serde_json::Value::Array(tables);
+        for paging in ["offset", "limit"] {
+            if let Some(fields) = report.as_object_mut() {
+                fields.remove(paging);
+            }
+        }
+        Some(report)
     })
 }
 
