@@ -299,6 +299,18 @@ impl Accumulator {
         })
     }
 
+    /// A table's accumulator before its state is read: what an accumulator started lazily holds
+    /// until it loads the table on its own thread.
+    pub fn unloaded(spec: Arc<TableSpec>) -> Accumulator {
+        Accumulator {
+            spec,
+            snapshot: TableSnapshot::default(),
+            staged: None,
+            settling: None,
+            sampler: Sampler::default(),
+        }
+    }
+
     pub fn spec(&self) -> &TableSpec {
         &self.spec
     }

@@ -80,6 +80,9 @@ pub struct TableAccumulatorActor {
     received: u64,
     /// Replies in flight that are not atomic (a status, a forget): no stopping before they end.
     busy: usize,
+    /// The table's state is read from the store when this actor starts, on its own thread (a
+    /// lazy start: whoever sent the first message does not wait for the read).
+    load_on_start: bool,
     /// The pool was asked for a run and has not started it (nor ended the table's run, which
     /// makes it ignore requests): its start must find this actor.
     asked: bool,
@@ -134,7 +137,15 @@ impl TableAccumulatorActor {
             received: 0,
             busy: 0,
             asked: false,
+            load_on_start: false,
         }
+    }
+
+    /// Reads the table's state from the store as it starts (it holds [`Accumulator::unloaded`]
+    /// until then); a read that fails stops it, and the supervisor starts it again.
+    pub fn loading_on_start(mut self) -> Self {
+        self.load_on_start = true;
+        self
     }
 
     /// Counts the first periodic reconcile of a table never read from `millis` (the pipeline's
@@ -550,6 +561,16 @@ impl Actor for TableAccumulatorActor {
         if let Some(slot) = &self.slot {
             slot.live.inc();
             slot.cell.enter(&self.accumulator.spec().table);
+        }
+        if self.load_on_start {
+            self.load_on_start = false;
+            match Accumulator::load(self.accumulator.spec_arc(), self.store.as_ref()) {
+                Ok(loaded) => self.accumulator = loaded,
+                Err(error) => {
+                    error!(table = %self.table(), %error, "cannot read the table's state to start its accumulator; the supervisor tries again");
+                    return ctx.stop();
+                }
+            }
         }
         if let (Some(ticket), Some(pool)) = (self.accumulator.claim_ticket(), &self.pool) {
             info!(table = %self.table(), run_id = %ticket.run_id, "a run was in flight when icepack stopped; recovering it");

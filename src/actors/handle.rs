@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use actix::dev::ToEnvelope;
 use actix::{Addr, Handler, MailboxError, Message};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::accumulator::TableAccumulatorActor;
 use super::executor::CompactionPool;
@@ -214,25 +214,23 @@ impl TableHandle {
         }
     }
 
-    /// The live accumulator, started now from the stored state if the table has none; `None`
-    /// when it cannot be loaded (the message fails as if the accumulator were gone, and the
-    /// next one tries again).
+    /// The live accumulator, started now if the table has none (it reads the stored state as it
+    /// starts); `None` only for an accumulator started elsewhere ([`TableHandle::fixed`]).
     fn live(&self, slot: &mut Slot) -> Option<Addr<TableAccumulatorActor>> {
         if let Some(addr) = &slot.addr {
             return Some(addr.clone());
         }
         let starter = self.starter.as_ref()?;
-        let accumulator = match Accumulator::load(slot.spec.clone(), starter.store.as_ref()) {
-            Ok(accumulator) => accumulator,
-            Err(error) => {
-                warn!(table = %slot.spec.table, %error, "cannot load the table's state to start its accumulator");
-                return None;
-            }
-        };
-        // Restarted: a commit of its predecessor's changed `seen` entries after the router
-        // looked the next group's keys up.
+        // It reads the table's state on its own worker thread as it starts: the sender (the
+        // router, the pool, the API) does not wait for the read. Restarted: a commit of its
+        // predecessor's changed `seen` entries after the router looked the next group's keys up.
         let actor = starter
-            .actor(&self.cell, accumulator, slot.active)
+            .actor(
+                &self.cell,
+                Accumulator::unloaded(slot.spec.clone()),
+                slot.active,
+            )
+            .loading_on_start()
             .restarted();
         let addr = starter.workers.start_accumulator(self.cell.index, actor);
         slot.addr = Some(addr.clone());
