@@ -327,7 +327,8 @@ impl TableAccumulatorActor {
     }
 
     /// Asks the pool for a run (again: the pool ignores a request of a table that waits or runs
-    /// already, so this actor keeps no "asked" flag). `false` when it counts only.
+    /// already). `asked` only keeps the accumulator from stopping before the pool's answer.
+    /// `false` when it counts only.
     fn ask(&mut self, trigger: &str, force: bool) -> bool {
         let Some(pool) = &self.pool else {
             return false;
