@@ -610,7 +610,8 @@ impl Settlement {
                     partition.add_file(entry.size, entry.event_millis);
                     if entry.source == FileSource::Metadata {
                         partition.metadata_files += 1;
-                        partition.metadata_bytes += entry.size;
+                        partition.metadata_bytes =
+                            partition.metadata_bytes.saturating_add(entry.size);
                     }
                 }
                 Counted::Manifest { event_millis } => {

@@ -51,9 +51,18 @@ pub fn replace_summary(
     run_id: &str,
 ) -> HashMap<String, String> {
     let after = FileTotals {
-        data_files: (before.data_files + change.added_files).saturating_sub(change.removed_files),
-        records: (before.records + change.added_records).saturating_sub(change.removed_records),
-        files_size: (before.files_size + change.added_bytes).saturating_sub(change.removed_bytes),
+        data_files: before
+            .data_files
+            .saturating_add(change.added_files)
+            .saturating_sub(change.removed_files),
+        records: before
+            .records
+            .saturating_add(change.added_records)
+            .saturating_sub(change.removed_records),
+        files_size: before
+            .files_size
+            .saturating_add(change.added_bytes)
+            .saturating_sub(change.removed_bytes),
         ..*before
     };
     [
@@ -145,8 +154,8 @@ pub async fn stage_replace(
             .build_v2_data();
             for file in files {
                 change.added_files += 1;
-                change.added_records += file.record_count();
-                change.added_bytes += file.file_size_in_bytes();
+                change.added_records = change.added_records.saturating_add(file.record_count());
+                change.added_bytes = change.added_bytes.saturating_add(file.file_size_in_bytes());
                 partitions.insert((spec_id, file.partition().fields().to_vec()));
                 writer
                     .add_file(file.clone(), starting_sequence_number)
@@ -204,8 +213,11 @@ pub async fn stage_replace(
                 let outcome = if inputs.contains(entry.file_path()) {
                     found += 1;
                     change.removed_files += 1;
-                    change.removed_records += entry.record_count();
-                    change.removed_bytes += entry.file_size_in_bytes();
+                    change.removed_records =
+                        change.removed_records.saturating_add(entry.record_count());
+                    change.removed_bytes = change
+                        .removed_bytes
+                        .saturating_add(entry.file_size_in_bytes());
                     partitions.insert((spec_id, data_file.partition().fields().to_vec()));
                     writer.add_delete_file(data_file, sequence, file_sequence)
                 } else {
@@ -302,6 +314,32 @@ pub async fn remove_files(file_io: &iceberg::io::FileIO, paths: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn totals_a_catalog_wrote_at_the_limit_saturate_instead_of_overflowing() {
+        // The previous snapshot's summary is the catalog's text: its totals may be anything.
+        let change = ChangeCounts {
+            added_files: 1,
+            added_records: 300,
+            added_bytes: 5_000,
+            removed_files: 2,
+            removed_records: 300,
+            removed_bytes: 6_000,
+            changed_partitions: 1,
+        };
+        let before = FileTotals {
+            data_files: u64::MAX,
+            records: u64::MAX,
+            files_size: u64::MAX,
+            delete_files: 0,
+            position_deletes: 0,
+            equality_deletes: 0,
+        };
+        let summary = replace_summary(&change, &before, "run");
+        assert_eq!(summary["total-data-files"], (u64::MAX - 2).to_string());
+        assert_eq!(summary["total-records"], (u64::MAX - 300).to_string());
+        assert_eq!(summary["total-files-size"], (u64::MAX - 6_000).to_string());
+    }
 
     #[test]
     fn the_summary_counts_the_change_and_the_totals_after_it() {
