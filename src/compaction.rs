@@ -56,7 +56,10 @@ pub struct CompactionSettings {
 }
 
 impl CompactionSettings {
+    /// The settings of `config`; they keep all of it but its list of tables
+    /// ([`Config::without_tables`]): runs read their table's spec from the table map.
     pub fn from_config(config: Arc<Config>) -> Self {
+        let config = Arc::new(config.without_tables());
         let spark = &config.spark;
         CompactionSettings {
             max_concurrent: spark.max_concurrent.as_usize(),

@@ -151,7 +151,7 @@ impl Control {
     ) -> Control {
         let mut control = Control {
             path,
-            config: config.clone(),
+            config: Arc::new(config.without_tables()),
             pipeline,
             notifier,
             connector,
@@ -242,14 +242,13 @@ impl Control {
             .map(Arc::new)
             .map_err(|error| format!("{}: {error}", self.path.display()))?;
         let restart_required = restart_only_changes(&self.config, &config);
-        let table_series = |config: &Config| -> BTreeSet<(String, String)> {
-            config
-                .table_specs()
-                .into_iter()
-                .map(|spec| (spec.table, spec.tenant))
-                .collect()
-        };
-        let series_before = table_series(&self.config);
+        // The running tables are the table map's (the configuration kept holds no list of them).
+        let series_before: BTreeSet<(String, String)> = self
+            .pipeline
+            .map()
+            .active()
+            .map(|(_, spec)| (spec.table.clone(), spec.tenant.clone()))
+            .collect();
         let map = self
             .pipeline
             .apply(&config)
@@ -257,7 +256,11 @@ impl Control {
             .map_err(|error| format!("cannot load the state of a new table: {error}"))?;
         // A removed table (or one moved to another tenant, or no longer in `[metrics] tables`)
         // leaves /metrics with its own series; a removed tenant with its aggregates.
-        let series_after = table_series(&config);
+        let series_after: BTreeSet<(String, String)> = config
+            .table_specs()
+            .into_iter()
+            .map(|spec| (spec.table, spec.tenant))
+            .collect();
         let own_before = self.metrics.series();
         let own_after = TableSeries::from_config(&config);
         for (table, tenant) in &series_before {
@@ -316,7 +319,7 @@ impl Control {
                 queues_started.push(url);
             }
         }
-        self.config = config;
+        self.config = Arc::new(config.without_tables());
         Ok(ReloadReport {
             map,
             queues_started,
@@ -449,4 +452,85 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
         }
     }
     changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::FakeClock;
+    use crate::compaction::CompactionSettings;
+    use crate::engine::routed::engine_from_config;
+    use crate::queue::MemoryQueue;
+    use crate::service::{start_pipeline, Compaction};
+    use crate::store::MemoryStore;
+
+    fn tables(names: &[&str]) -> String {
+        let mut toml = "[sqs]\nqueue_url = \"http://localhost:1/q\"\n".to_string();
+        for name in names {
+            toml.push_str(&format!(
+                "[[tables]]\ntable = \"n.{name}\"\nbucket = \"lake\"\nprefix = \"{name}/\"\n"
+            ));
+        }
+        toml
+    }
+
+    #[actix::test]
+    async fn a_running_service_keeps_its_tables_only_in_the_table_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("icepack.toml");
+        std::fs::write(&path, tables(&["a", "b"])).unwrap();
+        let config = Arc::new(Config::load(&path).unwrap());
+        let clock: Arc<dyn Clock> = Arc::new(FakeClock::new(1_714_564_800_000));
+        let metrics = Arc::new(Metrics::default());
+        let compaction = Compaction {
+            settings: CompactionSettings::from_config(config.clone()),
+            engine: engine_from_config(&config).unwrap(),
+            enabled: false,
+        };
+        let pipeline = start_pipeline(
+            config.table_specs(),
+            Arc::new(MemoryStore::new()),
+            clock.clone(),
+            compaction,
+            metrics.clone(),
+            None,
+        )
+        .unwrap();
+        let queue: Arc<dyn Queue> = Arc::new(MemoryQueue::new());
+        let connector: Connector = Arc::new(move |_: &SqsConfig| {
+            let queue = queue.clone();
+            Box::pin(async move { queue }) as LocalBoxFuture<'static, Arc<dyn Queue>>
+        });
+        let mut control = Control::start(
+            path.clone(),
+            config.clone(),
+            pipeline.clone(),
+            None,
+            connector,
+            metrics,
+            clock,
+        )
+        .await;
+        // Nothing started from the configuration holds on to its parse (at 100,000 tables the
+        // list is about 90 MB): the pool, the engines and the control loop keep it without.
+        assert_eq!(Arc::strong_count(&config), 1, "a copy of the parse is kept");
+        assert!(control.config.tables.is_empty());
+        assert_eq!(pipeline.map().num_active(), 2);
+
+        // A reload keeps none either, and still knows which tables it removed.
+        std::fs::write(&path, tables(&["b", "c", "d"])).unwrap();
+        let report = control.reload().await.unwrap();
+        assert_eq!(report.map.added, ["n.c", "n.d"]);
+        assert_eq!(report.map.removed, ["n.a"]);
+        assert!(control.config.tables.is_empty());
+        let map = pipeline.map();
+        let active: Vec<&str> = map.active().map(|(_, spec)| spec.table.as_str()).collect();
+        assert_eq!(active, ["n.b", "n.c", "n.d"]);
+        let urls: Vec<String> = control.pollers.keys().cloned().collect();
+        let stopping: Vec<_> = urls
+            .iter()
+            .filter_map(|url| control.stop_queue(url))
+            .collect();
+        futures::future::join_all(stopping).await;
+    }
 }

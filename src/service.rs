@@ -25,7 +25,7 @@ use crate::actors::TableMap;
 use crate::board::TableSummary;
 use crate::clock::Clock;
 use crate::compaction::CompactionSettings;
-use crate::config::Config;
+use crate::config::{Config, TableSpec};
 use crate::listing::{Row, TableQuery};
 use crate::metrics::Metrics;
 use crate::routing::TableIndex;
@@ -82,9 +82,11 @@ impl Compaction {
     }
 }
 
-/// Loads every table's state and starts the actors (an accumulator for each table that has
-/// something to do); must run inside an actix system.
+/// Loads the state of every table of `tables` (the configuration's [`Config::table_specs`]) and
+/// starts the actors (an accumulator for each table that has something to do); must run inside
+/// an actix system.
 pub fn start_pipeline(
+    tables: Vec<TableSpec>,
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     compaction: Compaction,
@@ -95,12 +97,15 @@ pub fn start_pipeline(
         0 => None,
         seconds => Some(Duration::from_secs(seconds)),
     };
-    start_pipeline_idling(store, clock, compaction, metrics, notifier, idle_after)
+    start_pipeline_idling(
+        tables, store, clock, compaction, metrics, notifier, idle_after,
+    )
 }
 
 /// [`start_pipeline`] with accumulators stopping after `idle_after` of idleness (`None`: never)
 /// whatever the configuration says (tests and benchmarks use shorter ones than a second).
 pub fn start_pipeline_idling(
+    tables: Vec<TableSpec>,
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     compaction: Compaction,
@@ -138,7 +143,7 @@ pub fn start_pipeline_idling(
         metrics: metrics.clone(),
     });
     // One copy of each table's spec, shared by the router, the pool and its accumulator.
-    let specs: Vec<_> = config.table_specs().into_iter().map(Arc::new).collect();
+    let specs: Vec<_> = tables.into_iter().map(Arc::new).collect();
     let mut handles = Vec::with_capacity(specs.len());
     for (index, spec) in specs.iter().enumerate() {
         let accumulator = Accumulator::load(spec.clone(), store.as_ref())?;
@@ -214,7 +219,7 @@ async fn statuses_of(
     let mut statuses = Vec::with_capacity(indices.len());
     for chunk in indices.chunks(STATUS_CHUNK) {
         let handles: Vec<TableHandle> = chunk.iter().map(|&index| map.accumulator(index)).collect();
-        let resting: Vec<Option<Arc<crate::config::TableSpec>>> =
+        let resting: Vec<Option<Arc<TableSpec>>> =
             handles.iter().map(TableHandle::resting_spec).collect();
         let asked = join_all(handles.iter().zip(&resting).map(|(handle, resting)| {
             let request = resting.is_none().then(|| handle.send(GetStatus));

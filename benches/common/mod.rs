@@ -100,6 +100,7 @@ pub fn shared_pipeline(
     let enabled = runner.is_some();
     let runner = runner.unwrap_or_else(|| runner_from_config(config));
     start_pipeline(
+        config.table_specs(),
         store,
         clock,
         Compaction::spark(settings, runner, enabled),

@@ -844,6 +844,7 @@ mod tests {
         runner: Arc<dyn SparkRunner>,
     ) -> Pipeline {
         start_pipeline(
+            config.table_specs(),
             store,
             Arc::new(FakeClock::new(1_714_564_800_000)),
             Compaction::spark(CompactionSettings::from_config(config), runner, true),

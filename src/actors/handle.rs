@@ -438,6 +438,7 @@ mod tests {
     ) -> (Pipeline, Arc<Mutex<Vec<String>>>) {
         let runs: Arc<Mutex<Vec<String>>> = Arc::default();
         let pipeline = start_pipeline_idling(
+            config.table_specs(),
             store,
             clock,
             Compaction::spark(

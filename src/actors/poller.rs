@@ -431,6 +431,7 @@ mod tests {
         let settings = CompactionSettings::from_config(Arc::new(config.clone()));
         let runner = runner_from_config(&config);
         start_pipeline(
+            config.table_specs(),
             store,
             clock,
             Compaction::spark(settings, runner, false),

@@ -577,6 +577,7 @@ pub(crate) mod tests {
         let settings = CompactionSettings::from_config(Arc::new(config.clone()));
         let runner = runner_from_config(&config);
         start_pipeline(
+            config.table_specs(),
             store,
             Arc::new(FakeClock::new(now)),
             Compaction::spark(settings, runner, false),

@@ -83,7 +83,14 @@ pub(crate) fn notifying_pipeline(
         metrics.clone(),
     )
     .start();
-    let pipeline = start_pipeline(store, clock, compaction, metrics, Some(notifier.clone()))?;
+    let pipeline = start_pipeline(
+        config.table_specs(),
+        store,
+        clock,
+        compaction,
+        metrics,
+        Some(notifier.clone()),
+    )?;
     Ok((pipeline, notifier))
 }
 

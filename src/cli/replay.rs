@@ -17,6 +17,7 @@ pub(crate) fn replay(path: &Path, events: &str, compact: bool) -> Result<()> {
     let system = actix::System::new();
     let summary = system.block_on(async move {
         let pipeline = start_pipeline(
+            config.table_specs(),
             store,
             clock,
             compaction(&config, compact)?,

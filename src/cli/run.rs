@@ -61,6 +61,11 @@ pub(crate) fn run(path: &Path) -> Result<()> {
             clock.clone(),
         )
         .await;
+        // From here on only the table map holds the tables: what the engines, the pool and the
+        // control loop keep of the configuration has no list of them (`Config::without_tables`).
+        let kept = config.without_tables();
+        drop(config);
+        let config = kept;
         icepack::service::release_freed_memory();
         info!(
             tables = pipeline.map().num_active(),

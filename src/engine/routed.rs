@@ -386,6 +386,8 @@ pub fn engine_from_config(config: &Arc<Config>) -> Result<Arc<dyn Engine>, Strin
         }
     }
     let settings = CompactionSettings::from_config(config.clone());
+    // Without the list of tables, as the settings keep it.
+    let kept = settings.config.clone();
     let spark = (specs.is_empty() || specs.iter().any(|spec| spec.engine.uses_spark()))
         .then(|| SparkEngine::new(runner_from_config(config), settings));
     let native = if specs.iter().any(|spec| spec.engine.uses_native()) {
@@ -402,7 +404,7 @@ pub fn engine_from_config(config: &Arc<Config>) -> Result<Arc<dyn Engine>, Strin
     } else {
         None
     };
-    Ok(Arc::new(RoutedEngine::new(spark, native, config.clone())))
+    Ok(Arc::new(RoutedEngine::new(spark, native, kept)))
 }
 
 #[cfg(test)]
