@@ -624,6 +624,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         extra_options: Default::default(),
         maintenance: None,
         orphan_older_than_hours: 72,
+        partition_statistics: false,
         expire_snapshots_retain_last: None,
         apply_deletes: None,
     };

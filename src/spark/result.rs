@@ -47,6 +47,9 @@ pub struct RunReport {
     pub deletes: Option<DeleteRead>,
     /// `rewrite_position_delete_files`' result: delete files rewritten and added.
     pub delete_rewrite: Option<(u64, u64)>,
+    /// The statistics files `compute_table_stats` and `compute_partition_stats` wrote (`None`:
+    /// neither was called).
+    pub statistics_files: Option<u64>,
     /// A statement after the rewrite's commit that failed (snapshot expiry, a read, the
     /// deadline): the rewrite stands, this is reported beside it.
     pub maintenance_failed: Option<MaintenanceFailure>,
@@ -429,8 +432,36 @@ pub fn report_from_results(
                 named(set, "added_delete_files_count").unwrap_or(0),
             )
         }),
+        statistics_files: statistics_files(results),
         maintenance_failed: None,
     })
+}
+
+/// The statistics files the statistics procedures wrote: their one row holds the file's path,
+/// `NULL` when there was nothing to compute (a table without a snapshot). `None` when neither
+/// procedure was called.
+fn statistics_files(results: &[(StatementKind, ResultSet)]) -> Option<u64> {
+    let mut called = false;
+    let mut written = 0;
+    for kind in [
+        StatementKind::TableStatistics,
+        StatementKind::PartitionStatistics,
+    ] {
+        for set in sets_of(results, kind) {
+            called = true;
+            written += set
+                .rows
+                .iter()
+                .filter(|row| {
+                    row.first().is_some_and(|cell| {
+                        let cell = cell.trim();
+                        !cell.is_empty() && cell != "NULL" && cell.contains('/')
+                    })
+                })
+                .count() as u64;
+        }
+    }
+    called.then_some(written)
 }
 
 /// The partition spec of a `DESCRIBE TABLE` result. Its `# Partitioning` section ends the output
@@ -1278,6 +1309,38 @@ mod tests {
         assert_eq!(first_value(&sets, "icepack_replace_snapshots"), Some("2"));
         assert_eq!(first_value(&sets, "x"), Some("3"));
         assert_eq!(first_value(&sets, "missing"), None);
+    }
+
+    #[test]
+    fn statistics_files_are_counted_from_their_procedures_rows_only() {
+        let set = |columns: &[&str], rows: &[&str]| ResultSet {
+            columns: columns.iter().map(|name| name.to_string()).collect(),
+            rows: rows.iter().map(|cell| vec![cell.to_string()]).collect(),
+        };
+        let truth = (StatementKind::Truth, set(&["icepack_truth_file"], &[]));
+        let written = report_from_results(&[
+            (
+                StatementKind::TableStatistics,
+                set(&["statistics_file"], &["s3://b/t/metadata/1-stats.puffin"]),
+            ),
+            (
+                StatementKind::PartitionStatistics,
+                set(&["partition_statistics_file"], &["NULL"]),
+            ),
+            truth.clone(),
+        ])
+        .unwrap();
+        assert_eq!(written.statistics_files, Some(1));
+        // A table's column named like the procedure's output is no statistics file.
+        let imitated = report_from_results(&[
+            (
+                StatementKind::Truth,
+                set(&["statistics_file"], &["s3://b/t/x.puffin"]),
+            ),
+            truth,
+        ])
+        .unwrap();
+        assert_eq!(imitated.statistics_files, None);
     }
 
     #[test]
