@@ -464,24 +464,43 @@ fn statistics_files(results: &[(StatementKind, ResultSet)]) -> Option<u64> {
     called.then_some(written)
 }
 
-/// The partition spec of a `DESCRIBE TABLE` result. Its `# Partitioning` section ends the output
-/// (only `Part N` rows follow it): one that a column's comment prints, with more rows after it,
-/// is a comment.
+/// The partition spec of a `DESCRIBE TABLE` result. Its partitioning section ends the output: a
+/// spec with a transform as `# Partitioning` and only `Part N` rows after it; a spec of identity
+/// fields only as `# Partition Information`, a `# col_name` header and one row a field, each a
+/// column of the table (Spark prints it so). One that a column's comment prints, with more rows
+/// after it or naming no column, is a comment.
 fn partitioning(set: &ResultSet) -> Vec<crate::partitions::PartitionField> {
     let first = |row: &Vec<String>| row.first().map(|cell| cell.trim().to_string());
-    let start = set
-        .rows
-        .iter()
-        .rposition(|row| first(row).as_deref() == Some("# Partitioning"));
-    match start {
-        Some(start)
-            if set.rows[start + 1..]
+    let start = set.rows.iter().rposition(|row| {
+        matches!(
+            first(row).as_deref(),
+            Some("# Partitioning") | Some("# Partition Information")
+        )
+    });
+    let Some(start) = start else {
+        return Vec::new();
+    };
+    let after = &set.rows[start + 1..];
+    let well_formed = if first(&set.rows[start]).as_deref() == Some("# Partitioning") {
+        after
+            .iter()
+            .all(|row| first(row).is_some_and(|cell| cell.starts_with("Part ")))
+    } else {
+        let columns: Vec<String> = set
+            .rows
+            .iter()
+            .map_while(|row| first(row).filter(|cell| !cell.is_empty() && !cell.starts_with('#')))
+            .collect();
+        after.len() > 1
+            && first(&after[0]).as_deref() == Some("# col_name")
+            && after[1..]
                 .iter()
-                .all(|row| first(row).is_some_and(|cell| cell.starts_with("Part "))) =>
-        {
-            crate::partitions::describe_from_rows(&set.rows[start..])
-        }
-        _ => Vec::new(),
+                .all(|row| first(row).is_some_and(|cell| columns.contains(&cell)))
+    };
+    if well_formed {
+        crate::partitions::describe_from_rows(&set.rows[start..])
+    } else {
+        Vec::new()
     }
 }
 
@@ -896,6 +915,47 @@ mod tests {
             report_of(&[Refresh, PartitionSpec], &["", &describe]),
             Err(ParseError::NoResult)
         );
+    }
+
+    /// Spark prints a spec of identity fields only as `# Partition Information` (a Spark Connect
+    /// result, one row a row): read, where only `# Partitioning` was, which left every run of
+    /// such a table without its partitions (found on v3 by `connect_e2e::format_v3_…`).
+    #[test]
+    fn an_identity_spec_is_read_from_its_partition_information() {
+        let set = |rows: &[[&str; 3]]| ResultSet {
+            columns: vec!["col_name".into(), "data_type".into(), "comment".into()],
+            rows: rows
+                .iter()
+                .map(|row| row.iter().map(|cell| cell.to_string()).collect())
+                .collect(),
+        };
+        let identity = set(&[
+            ["id", "bigint", ""],
+            ["order_date", "string", ""],
+            ["# Partition Information", "", ""],
+            ["# col_name", "data_type", "comment"],
+            ["order_date", "string", ""],
+        ]);
+        let spec = partitioning(&identity);
+        assert_eq!(spec.len(), 1, "{spec:?}");
+        assert_eq!(spec[0].source, "order_date");
+        assert_eq!(spec[0].transform, crate::partitions::Transform::Identity);
+        // Not a column of the table, or rows after it: a comment's text.
+        let forged = set(&[
+            ["id", "bigint", ""],
+            ["# Partition Information", "", ""],
+            ["# col_name", "data_type", "comment"],
+            ["region", "string", ""],
+        ]);
+        assert!(partitioning(&forged).is_empty());
+        let followed = set(&[
+            ["id", "bigint", ""],
+            ["# Partition Information", "", ""],
+            ["# col_name", "data_type", "comment"],
+            ["id", "bigint", ""],
+            ["more", "", ""],
+        ]);
+        assert!(partitioning(&followed).is_empty());
     }
 
     #[test]
