@@ -497,11 +497,33 @@ fn partitioning(set: &ResultSet) -> Vec<crate::partitions::PartitionField> {
                 .iter()
                 .all(|row| first(row).is_some_and(|cell| columns.contains(&cell)))
     };
-    if well_formed {
-        crate::partitions::describe_from_rows(&set.rows[start..])
-    } else {
-        Vec::new()
+    if !well_formed {
+        return Vec::new();
     }
+    // The columns' types (the rows before the first blank or `#` one) type the fields' values
+    // in a run's partition filter; a field without one is left out of it (wider, never narrower).
+    let types: std::collections::HashMap<String, String> = set
+        .rows
+        .iter()
+        .map_while(|row| {
+            let name = first(row).filter(|cell| !cell.is_empty() && !cell.starts_with('#'))?;
+            Some((
+                name,
+                row.get(1).map(|cell| cell.trim().to_ascii_lowercase()),
+            ))
+        })
+        .filter_map(|(name, data_type)| Some((name, data_type.filter(|t| !t.is_empty())?)))
+        .collect();
+    crate::partitions::describe_from_rows(&set.rows[start..])
+        .into_iter()
+        .map(|field| crate::partitions::PartitionField {
+            source_type: field
+                .source_type
+                .clone()
+                .or_else(|| types.get(&field.source).cloned()),
+            ..field
+        })
+        .collect()
 }
 
 /// The sort order in the one property `SHOW TBLPROPERTIES t ('sort-order')` returns: its value
@@ -940,6 +962,11 @@ mod tests {
         assert_eq!(spec.len(), 1, "{spec:?}");
         assert_eq!(spec[0].source, "order_date");
         assert_eq!(spec[0].transform, crate::partitions::Transform::Identity);
+        assert_eq!(
+            spec[0].source_type.as_deref(),
+            Some("string"),
+            "typed for the run's filter"
+        );
         // Not a column of the table, or rows after it: a comment's text.
         let forged = set(&[
             ["id", "bigint", ""],
