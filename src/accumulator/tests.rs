@@ -911,6 +911,55 @@ fn a_run_that_changed_the_table_makes_its_statistics_due_once() {
     assert!(!accumulator.snapshot().state.statistics_due);
 }
 
+/// Issue 33 item 4: a writer that names its delete files like data files (no `-deletes`) has
+/// them counted as small data files from their events; the next read of the metadata, which
+/// lists data files only, has none of them: they stop counting toward any threshold, and the
+/// table's deletes are what the metadata counts.
+#[test]
+fn a_delete_file_named_like_data_is_corrected_by_the_next_read() {
+    const MINUTE: i64 = 60_000;
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    let landed = vec![
+        candidate("t/data/d=1/20261204_data-1.parquet", 10, MINUTE, "d=1"),
+        candidate("t/data/d=1/20261204_delete-1.parquet", 10, MINUTE, "d=1"),
+        candidate("t/data/d=1/20261204_delete-2.parquet", 10, MINUTE, "d=1"),
+    ];
+    stage_and_commit(&mut accumulator, &store, landed, MINUTE);
+    assert_eq!(
+        accumulator.snapshot().state.pending.files,
+        3,
+        "all taken for data"
+    );
+    assert_eq!(accumulator.due(MINUTE), Some(DueReason::Files));
+
+    let (ops, _) = accumulator
+        .begin_claim("read-1", "reconcile", 3 * MINUTE, true)
+        .unwrap();
+    store.commit(ops).unwrap();
+    accumulator.settle(true);
+    let mut read = truthful_success(&[("t/data/d=1/20261204_data-1.parquet", 10)], &[]);
+    if let RunOutcome::Success { report, .. } = &mut read {
+        report.result = Default::default();
+        report.output_files.clear();
+        report.deletes = Some(crate::run::DeleteRead {
+            position_files: 2,
+            equality_files: 0,
+            deleted_rows: 2,
+            data_rows: 100,
+        });
+    }
+    finish(&mut accumulator, &store, "read-1", &read, 3 * MINUTE + 1);
+    let state = &accumulator.snapshot().state;
+    assert_eq!(state.pending.files, 1, "the data file only: {state:?}");
+    assert_eq!(
+        state.unconfirmed.files, 2,
+        "the delete files count toward nothing"
+    );
+    assert_eq!(state.deletes.position_files, 2, "counted as what they are");
+    assert_eq!(accumulator.due(3 * MINUTE + 2), None);
+}
+
 /// Issue 18: `remove_orphan_files` on its schedule: due at once when it never ran, its first
 /// run a dry run, the next ones real; each success moves the schedule, a failure does not.
 #[test]
