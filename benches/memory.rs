@@ -323,6 +323,7 @@ fn run_record(rng: &mut fastrand::Rng, finished_millis: i64) -> RunRecord {
         manifests: None,
         orphan_files: None,
         delete_rewrite: None,
+        statistics_files: None,
         partitions,
         maintenance_failed: None,
         ran_on: None,

@@ -704,9 +704,10 @@ fn constant_time_equal(left: &[u8], right: &[u8]) -> bool {
 }
 
 /// Tasks `POST /v1/tables/{table}/maintenance/{task}` starts.
-const MAINTENANCE_TASKS: [&str; 2] = [
+const MAINTENANCE_TASKS: [&str; 3] = [
     "rewrite_manifests",
     crate::accumulator::REMOVE_ORPHANS_TRIGGER,
+    "compute_statistics",
 ];
 
 /// Starts a maintenance task of a table now (its first `remove_orphan_files` is a dry run).

@@ -118,6 +118,11 @@ impl Router {
         if spec.max_manifests.is_some() && is_manifest_key(&spec.prefix, &record.key) {
             return Disposition::Manifest { table };
         }
+        if is_metadata_key(&spec.prefix, &record.key) {
+            // The table's metadata directory holds no data file, whatever a file's suffix:
+            // `compute_partition_stats` writes its statistics there as Parquet.
+            return Disposition::Ignore(IgnoreReason::NotDataFile);
+        }
         if is_delete_file_key(&record.key) {
             // Never a small data file: merging it as one would fail or, worse, be tried again
             // and again. Counted as what it is when the table is due by its deletes.
@@ -151,6 +156,14 @@ pub fn is_manifest_key(prefix: &str, key: &str) -> bool {
         .is_some_and(|name| {
             !name.contains('/') && name.ends_with(".avro") && !name.starts_with("snap-")
         })
+}
+
+/// Whether `key` is in the `metadata/` directory of the table under `prefix`, where Iceberg
+/// writes metadata JSON, manifest lists, manifests, and table and partition statistics
+/// (`partition-stats-*.parquet`): never a data file.
+pub fn is_metadata_key(prefix: &str, key: &str) -> bool {
+    key.strip_prefix(prefix)
+        .is_some_and(|relative| relative.starts_with("metadata/"))
 }
 
 /// Whether `key` is a delete file as Iceberg's own writers (Spark's, Flink's, through its
@@ -373,6 +386,37 @@ mod tests {
                 "{name}"
             );
         }
+    }
+
+    /// Issue 33 item 5: `compute_partition_stats` writes Parquet into the metadata directory;
+    /// counted as a small data file, it kept a table's pending count above its files.
+    #[test]
+    fn nothing_in_the_metadata_directory_is_a_data_file() {
+        let tables = vec![spec("a.t", "b", "t/")];
+        let router = Router::new(&tables);
+        for key in [
+            "t/metadata/partition-stats-5552251490721188335-0a1b2c3d.parquet",
+            "t/metadata/00001-4f5e.metadata.json",
+        ] {
+            assert_eq!(
+                router.classify(&tables, &record("ObjectCreated:Put", "b", key, Some(10))),
+                Disposition::Ignore(IgnoreReason::NotDataFile),
+                "{key}"
+            );
+        }
+        assert_eq!(
+            router.classify(
+                &tables,
+                &record(
+                    "ObjectCreated:Put",
+                    "b",
+                    "t/data/metadata/f.parquet",
+                    Some(10)
+                )
+            ),
+            Disposition::Candidate { table: 0, size: 10 },
+            "a partition named metadata is data"
+        );
     }
 
     #[test]

@@ -88,6 +88,9 @@ pub struct ReportSummary {
     pub deletes: Option<DeleteRead>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_rewrite: Option<(u64, u64)>,
+    /// The statistics files `compute_table_stats` and `compute_partition_stats` wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistics_files: Option<u64>,
     /// A step after the rewrite's commit that failed (snapshot expiry, a read of the metadata,
     /// the deadline): the run succeeded, this is reported beside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,6 +118,7 @@ impl ReportSummary {
             orphan_files: self.orphan_files,
             deletes: self.deletes,
             delete_rewrite: self.delete_rewrite,
+            statistics_files: self.statistics_files,
             maintenance_failed: self.maintenance_failed.clone(),
             ..ReportSummary::default()
         }

@@ -185,6 +185,14 @@ pub struct TableState {
     /// How long the table's recent rewrites took: its measured run cost.
     #[serde(default, skip_serializing_if = "RunCosts::is_empty")]
     pub run_costs: RunCosts,
+    /// A run changed the table's files since its statistics were last computed
+    /// (`compute_statistics`): a `compute_statistics` run follows when nothing else is due.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub statistics_due: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 fn is_zero(value: &u32) -> bool {
@@ -348,14 +356,19 @@ pub enum Maintenance {
     /// `rewrite_position_delete_files`: merges position delete files (and drops dangling ones)
     /// when they are few rows against the data, cheaper than rewriting the data.
     RewritePositionDeletes,
+    /// `compute_table_stats` (Puffin NDV sketches) and `compute_partition_stats`, after a run
+    /// that changed the table's files (`compute_statistics`). Its failure is told and never
+    /// backs the table off: the run before it committed, and the next one tries again.
+    ComputeStatistics,
 }
 
 impl Maintenance {
     /// One of each task (a dry run of orphan removal is the same task).
-    pub const ALL: [Maintenance; 3] = [
+    pub const ALL: [Maintenance; 4] = [
         Maintenance::RewriteManifests,
         Maintenance::RemoveOrphans { dry_run: false },
         Maintenance::RewritePositionDeletes,
+        Maintenance::ComputeStatistics,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -363,6 +376,7 @@ impl Maintenance {
             Maintenance::RewriteManifests => "rewrite_manifests",
             Maintenance::RemoveOrphans { .. } => "remove_orphan_files",
             Maintenance::RewritePositionDeletes => "rewrite_position_delete_files",
+            Maintenance::ComputeStatistics => "compute_statistics",
         }
     }
 }
@@ -459,6 +473,9 @@ pub struct RunRecord {
     /// A `rewrite_position_delete_files` run's delete files rewritten and added.
     #[serde(default)]
     pub delete_rewrite: Option<(u64, u64)>,
+    /// A `compute_statistics` run's statistics files written (table and partition statistics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistics_files: Option<u64>,
     /// The partitions the run rewrote (empty: the whole table).
     #[serde(default)]
     pub partitions: Vec<String>,

@@ -284,6 +284,8 @@ pub struct LastRun {
     /// A `remove_orphan_files` run's orphan files, and whether it was a dry run.
     pub orphan_files: Option<u64>,
     pub dry_run: Option<bool>,
+    /// A `compute_statistics` run's statistics files written (table and partition statistics).
+    pub statistics_files: Option<u64>,
     /// A successful run's step after its commit that failed: `{step, class, excerpt}`.
     pub maintenance_failed: Option<crate::run::MaintenanceFailure>,
     /// `spark` or `native` (`null`: a run of an earlier release), and how and why that engine.
@@ -323,6 +325,7 @@ pub fn run_status(run: &crate::state::RunRecord) -> LastRun {
         manifests_before: run.manifests.map(|(before, _)| before),
         manifests_after: run.manifests.map(|(_, after)| after),
         orphan_files: run.orphan_files,
+        statistics_files: run.statistics_files,
         partitions: run.partitions.clone(),
         delete_files_rewritten: run.delete_rewrite.map(|(rewritten, _)| rewritten),
         delete_files_added: run.delete_rewrite.map(|(_, added)| added),
@@ -654,6 +657,7 @@ mod tests {
             manifests: None,
             orphan_files: None,
             delete_rewrite: None,
+            statistics_files: None,
             maintenance_failed: None,
             ran_on: None,
             partitions: Vec::new(),

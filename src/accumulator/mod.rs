@@ -549,6 +549,9 @@ impl Accumulator {
             (_, true) if trigger == Maintenance::RewriteManifests.as_str() => {
                 RunPlan::maintenance(Maintenance::RewriteManifests)
             }
+            (_, true) if trigger == Maintenance::ComputeStatistics.as_str() => {
+                RunPlan::maintenance(Maintenance::ComputeStatistics)
+            }
             (_, true) if trigger == DELETES_TRIGGER => {
                 self.deletes_plan(strategy.unwrap_or_default())
             }
@@ -740,6 +743,12 @@ impl Accumulator {
             .is_some_and(|max| self.snapshot.state.manifests.due(max))
     }
 
+    /// Whether a run changed the table's files since its statistics were last computed, and the
+    /// table computes them (`compute_statistics`).
+    pub fn statistics_due(&self) -> bool {
+        self.spec.compute_statistics && self.snapshot.state.statistics_due
+    }
+
     /// Whether the table is due by its delete files (`delete_file_threshold`,
     /// `delete_ratio_threshold`).
     pub fn deletes_due(&self) -> bool {
@@ -796,6 +805,7 @@ impl Accumulator {
             && self.settling.is_none()
             && !self.deletes_due()
             && !self.manifests_due()
+            && !self.statistics_due()
             && self.due(now).is_none()
     }
 

@@ -260,6 +260,7 @@ pub fn prepare_settlement(
         manifests: None,
         orphan_files: None,
         delete_rewrite: None,
+        statistics_files: None,
         partitions: claim.rewrite_partitions.clone(),
         attempts: 0,
         maintenance_failed: None,
@@ -336,6 +337,14 @@ pub fn prepare_settlement(
                     since_read: 0,
                     read_millis: Some(now),
                 };
+            }
+            if claim.maintenance == Some(Maintenance::ComputeStatistics) {
+                state.last_run = Some(RunRecord {
+                    statistics_files: Some(report.statistics_files.unwrap_or(0)),
+                    duration_millis: *duration_millis,
+                    attempts: *attempts,
+                    ..record(true)
+                });
             }
             if claim.maintenance == Some(Maintenance::RewritePositionDeletes) {
                 state.last_run = Some(RunRecord {
@@ -460,6 +469,23 @@ pub fn prepare_settlement(
                 ..record(true)
             });
         }
+        // Statistics that could not be computed are told (the run history, a maintenance
+        // alert) and never back the table off: the run that changed the table committed, and
+        // the next one that does tries them again.
+        RunOutcome::Failure {
+            class,
+            excerpt,
+            duration_millis,
+            attempts,
+        } if claim.maintenance == Some(Maintenance::ComputeStatistics) => {
+            state.last_run = Some(RunRecord {
+                failure_class: Some(*class),
+                error: Some(excerpt.clone()),
+                duration_millis: *duration_millis,
+                attempts: *attempts,
+                ..record(false)
+            });
+        }
         RunOutcome::Failure {
             class,
             excerpt,
@@ -496,6 +522,20 @@ pub fn prepare_settlement(
             if !rewrote {
                 state.next_attempt_millis = Some(now + backoff.delay_millis(state.empty_runs));
             }
+        }
+    }
+    // Statistics describe the table's files: a run that changed them makes them due (computed
+    // by a run of their own); the statistics run ends that, whatever its outcome.
+    if claim.maintenance == Some(Maintenance::ComputeStatistics) {
+        state.statistics_due = false;
+    } else if let RunOutcome::Success { report, .. } = outcome {
+        let changed = report.result.rewritten_data_files_count > 0
+            || report.result.removed_delete_files_count > 0
+            || report
+                .delete_rewrite
+                .is_some_and(|(rewritten, added)| rewritten + added > 0);
+        if changed && spec.compute_statistics {
+            state.statistics_due = true;
         }
     }
     // A rewrite that succeeded at its first attempt measures what a run costs the table's

@@ -813,6 +813,153 @@ fn manifests_are_counted_from_events_and_reset_by_the_metadata() {
     assert!(accumulator.manifests_due());
 }
 
+/// Issue 33 item 5: with `compute_statistics`, a run that changed the table's files makes its
+/// statistics due; the `compute_statistics` run (Spark's procedures, then the usual reads)
+/// records the files it wrote and ends that. Its failure is recorded and ends it too, without
+/// backing the table off. A run that rewrote nothing, or a table without the key, asks for none.
+#[test]
+fn a_run_that_changed_the_table_makes_its_statistics_due_once() {
+    const MINUTE: i64 = 60_000;
+    let store = MemoryStore::new();
+    let mut with_statistics = (*spec()).clone();
+    with_statistics.compute_statistics = true;
+    let mut accumulator = Accumulator::load(Arc::new(with_statistics), &store).unwrap();
+    /// Three files land and a run claims them, rewriting `rewritten` files.
+    fn rewrite(
+        accumulator: &mut Accumulator,
+        store: &MemoryStore,
+        run_id: &str,
+        at: i64,
+        rewritten: u64,
+    ) {
+        let files: Vec<Candidate> = ["a", "b", "c"]
+            .iter()
+            .map(|name| candidate(&format!("t/data/{run_id}{name}.parquet"), 10, at, ""))
+            .collect();
+        stage_and_commit(accumulator, store, files, at);
+        claim_and_commit(accumulator, store, run_id, at);
+        let mut outcome = truthful_success(&[], &[]);
+        if let RunOutcome::Success { report, .. } = &mut outcome {
+            report.result.rewritten_data_files_count = rewritten;
+        }
+        finish(accumulator, store, run_id, &outcome, at + 1);
+    }
+    rewrite(&mut accumulator, &store, "r1-", MINUTE, 3);
+    assert!(
+        accumulator.statistics_due(),
+        "the rewrite changed the table"
+    );
+    assert!(!accumulator.at_rest(MINUTE + 2), "a run is still to come");
+
+    let (ops, ticket) = accumulator
+        .begin_claim("s1", "compute_statistics", 2 * MINUTE, true)
+        .unwrap();
+    assert_eq!(
+        (ticket.rewrite, ticket.maintenance),
+        (false, Some(Maintenance::ComputeStatistics))
+    );
+    store.commit(ops).unwrap();
+    accumulator.settle(true);
+    let mut outcome = truthful_success(&[], &[]);
+    if let RunOutcome::Success { report, .. } = &mut outcome {
+        report.result = Default::default();
+        report.output_files.clear();
+        report.statistics_files = Some(2);
+    }
+    finish(&mut accumulator, &store, "s1", &outcome, 2 * MINUTE + 1);
+    let state = &accumulator.snapshot().state;
+    let last = state.last_run.clone().unwrap();
+    assert_eq!(
+        (last.succeeded, last.maintenance, last.statistics_files),
+        (true, Some(Maintenance::ComputeStatistics), Some(2))
+    );
+    assert!(
+        !accumulator.statistics_due(),
+        "computed for what the run left"
+    );
+    assert!(!state.statistics_due);
+
+    // A rewrite that rewrote nothing changed nothing.
+    rewrite(&mut accumulator, &store, "r2-", 3 * MINUTE, 0);
+    assert!(!accumulator.statistics_due());
+
+    // A failed statistics run is told and recorded, and holds nothing back.
+    rewrite(&mut accumulator, &store, "r3-", 20 * MINUTE, 3);
+    assert!(accumulator.statistics_due());
+    let (ops, _) = accumulator
+        .begin_claim("s2", "compute_statistics", 21 * MINUTE, true)
+        .unwrap();
+    store.commit(ops).unwrap();
+    accumulator.settle(true);
+    finish(&mut accumulator, &store, "s2", &failure(), 21 * MINUTE + 1);
+    let state = &accumulator.snapshot().state;
+    let last = state.last_run.clone().unwrap();
+    assert_eq!(
+        (last.succeeded, last.maintenance),
+        (false, Some(Maintenance::ComputeStatistics))
+    );
+    assert_eq!(state.consecutive_failures, 0, "no back-off: {state:?}");
+    assert_eq!(state.next_attempt_millis, None);
+    assert!(!accumulator.statistics_due(), "not again and again");
+    assert!(accumulator.may_start_run(21 * MINUTE + 2));
+
+    // Without the key, a changing run asks for no statistics.
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    rewrite(&mut accumulator, &store, "r4-", MINUTE, 3);
+    assert!(!accumulator.statistics_due());
+    assert!(!accumulator.snapshot().state.statistics_due);
+}
+
+/// Issue 33 item 4: a writer that names its delete files like data files (no `-deletes`) has
+/// them counted as small data files from their events; the next read of the metadata, which
+/// lists data files only, has none of them: they stop counting toward any threshold, and the
+/// table's deletes are what the metadata counts.
+#[test]
+fn a_delete_file_named_like_data_is_corrected_by_the_next_read() {
+    const MINUTE: i64 = 60_000;
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    let landed = vec![
+        candidate("t/data/d=1/20261204_data-1.parquet", 10, MINUTE, "d=1"),
+        candidate("t/data/d=1/20261204_delete-1.parquet", 10, MINUTE, "d=1"),
+        candidate("t/data/d=1/20261204_delete-2.parquet", 10, MINUTE, "d=1"),
+    ];
+    stage_and_commit(&mut accumulator, &store, landed, MINUTE);
+    assert_eq!(
+        accumulator.snapshot().state.pending.files,
+        3,
+        "all taken for data"
+    );
+    assert_eq!(accumulator.due(MINUTE), Some(DueReason::Files));
+
+    let (ops, _) = accumulator
+        .begin_claim("read-1", "reconcile", 3 * MINUTE, true)
+        .unwrap();
+    store.commit(ops).unwrap();
+    accumulator.settle(true);
+    let mut read = truthful_success(&[("t/data/d=1/20261204_data-1.parquet", 10)], &[]);
+    if let RunOutcome::Success { report, .. } = &mut read {
+        report.result = Default::default();
+        report.output_files.clear();
+        report.deletes = Some(crate::run::DeleteRead {
+            position_files: 2,
+            equality_files: 0,
+            deleted_rows: 2,
+            data_rows: 100,
+        });
+    }
+    finish(&mut accumulator, &store, "read-1", &read, 3 * MINUTE + 1);
+    let state = &accumulator.snapshot().state;
+    assert_eq!(state.pending.files, 1, "the data file only: {state:?}");
+    assert_eq!(
+        state.unconfirmed.files, 2,
+        "the delete files count toward nothing"
+    );
+    assert_eq!(state.deletes.position_files, 2, "counted as what they are");
+    assert_eq!(accumulator.due(3 * MINUTE + 2), None);
+}
+
 /// Issue 18: `remove_orphan_files` on its schedule: due at once when it never ran, its first
 /// run a dry run, the next ones real; each success moves the schedule, a failure does not.
 #[test]

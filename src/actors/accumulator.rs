@@ -277,11 +277,13 @@ impl TableAccumulatorActor {
             }
         }
         // With no compaction due: a run for the table's delete files, else `rewrite_manifests`
-        // when it has too many manifests.
+        // when it has too many manifests, else its statistics after a run that changed it.
         let maintenance = if self.accumulator.deletes_due() {
             Some(crate::accumulator::DELETES_TRIGGER)
         } else if self.accumulator.manifests_due() {
             Some(crate::state::Maintenance::RewriteManifests.as_str())
+        } else if self.accumulator.statistics_due() {
+            Some(crate::state::Maintenance::ComputeStatistics.as_str())
         } else {
             None
         }

@@ -84,6 +84,11 @@ pub struct TableDefaults {
     /// A table whose deleted rows are this share of its rows (0 < x <= 1) is due (absent: off).
     #[serde(default)]
     pub delete_ratio_threshold: Option<f64>,
+    /// After a run that changed the table's files, compute its statistics for query planners
+    /// (`compute_table_stats`: Puffin NDV sketches; `compute_partition_stats`), as a run of its
+    /// own (Spark procedures, Iceberg 1.10). Off by default.
+    #[serde(default)]
+    pub compute_statistics: bool,
 }
 
 pub(super) fn default_orphan_older_than_hours() -> Hours {
@@ -177,6 +182,7 @@ impl Default for TableDefaults {
             orphan_older_than_hours: default_orphan_older_than_hours(),
             delete_file_threshold: Int::new(0),
             delete_ratio_threshold: None,
+            compute_statistics: false,
         }
     }
 }
@@ -238,6 +244,9 @@ pub struct TableConfig {
     pub expire_snapshots_retain_last: Option<FileCount>,
     pub delete_file_threshold: Option<Threshold>,
     pub delete_ratio_threshold: Option<f64>,
+    /// `compute_table_stats` and `compute_partition_stats` after a run that changed the table;
+    /// the tenant's, else `[defaults]`, by default.
+    pub compute_statistics: Option<bool>,
 }
 
 /// What a run costs on an engine that starts a JVM and a Spark session per run (a container,
@@ -289,6 +298,8 @@ pub struct TableSpec {
     pub deletes: DeleteThresholds,
     /// Runs kept in the table's history (`service.run_history`).
     pub run_history: u64,
+    /// A `compute_statistics` run after each run that changed the table's files.
+    pub compute_statistics: bool,
 }
 
 pub use crate::state::DeleteThresholds;
@@ -339,6 +350,7 @@ impl TableSpec {
             expire_snapshots_retain_last: None,
             deletes: DeleteThresholds::default(),
             run_history: default_run_history().get(),
+            compute_statistics: false,
         }
     }
 }
@@ -397,6 +409,7 @@ impl TableConfig {
             remove_orphans_every_hours: self.remove_orphans_every_hours,
             orphan_older_than_hours: self.orphan_older_than_hours,
             delete_file_threshold: self.delete_file_threshold,
+            compute_statistics: self.compute_statistics,
         }
         .validate(key)?;
         if let Some(ratio) = self.delete_ratio_threshold {
@@ -606,6 +619,10 @@ impl TableConfig {
             .get(),
             expire_snapshots_retain_last: self.expire_snapshots_retain_last.map(Int::get),
             run_history: default_run_history().get(),
+            compute_statistics: self
+                .compute_statistics
+                .or(tenant.compute_statistics)
+                .unwrap_or(defaults.compute_statistics),
             deletes: DeleteThresholds {
                 files: pick(
                     self.delete_file_threshold,

@@ -67,6 +67,7 @@ pub struct TenantDefaults {
     pub remove_orphans_every_hours: Option<Hours>,
     pub orphan_older_than_hours: Option<Hours>,
     pub delete_file_threshold: Option<Threshold>,
+    pub compute_statistics: Option<bool>,
 }
 
 /// A tenant with its settings resolved.

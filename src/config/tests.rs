@@ -631,3 +631,28 @@ fn unshown_keys(text: &str) -> Vec<String> {
         })
         .collect()
 }
+
+#[test]
+fn compute_statistics_is_off_by_default_and_resolves_table_then_tenant_then_defaults() {
+    let specs = Config::from_toml_str(TENANTS).unwrap().table_specs();
+    assert!(specs.iter().all(|spec| !spec.compute_statistics), "off");
+    let text = TENANTS
+        .replace(
+            "defaults = { min_files = 5, max_wait_minutes = 30 }",
+            "defaults = { min_files = 5, max_wait_minutes = 30, compute_statistics = true }",
+        )
+        .replace(
+            "tenant = \"analytics\"\n        min_files = 8",
+            "tenant = \"analytics\"\n        min_files = 8\n        compute_statistics = false",
+        );
+    let specs = Config::from_toml_str(&text).unwrap().table_specs();
+    let on: Vec<bool> = specs.iter().map(|spec| spec.compute_statistics).collect();
+    assert_eq!(
+        on,
+        [false, true, false],
+        "the table's, the tenant's, [defaults]'"
+    );
+    let text = format!("[defaults]\ncompute_statistics = true\n{TENANTS}");
+    let specs = Config::from_toml_str(&text).unwrap().table_specs();
+    assert!(specs[2].compute_statistics, "[defaults]' own");
+}

@@ -208,6 +208,12 @@ pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
                 .into(),
         );
     }
+    if spec.compute_statistics {
+        return Some(
+            "compute_table_stats and compute_partition_stats (`compute_statistics`) are Spark procedures"
+                .into(),
+        );
+    }
     spark_only_run_setting(spec, true)
 }
 
@@ -535,6 +541,12 @@ engine = "native"
             ..rewrite()
         };
         assert!(refused("a.orders", manifests).contains("rewrite_manifests"));
+        let statistics = ClaimTicket {
+            rewrite: false,
+            maintenance: Some(crate::state::Maintenance::ComputeStatistics),
+            ..rewrite()
+        };
+        assert!(refused("a.orders", statistics).contains("compute_statistics is a Spark procedure"));
         let deletes = ClaimTicket {
             apply_deletes: true,
             ..rewrite()
@@ -667,6 +679,7 @@ engine = "native"
                 "remove_orphans_every_hours",
             ),
             ("delete_file_threshold = 10", "delete_file_threshold"),
+            ("compute_statistics = true", "compute_statistics"),
             (
                 "expire_snapshots_older_than_hours = 24",
                 "expire_snapshots_older_than_hours",

@@ -63,6 +63,11 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
                             format!("{} removed", report.orphan_files.unwrap_or(0)),
                             true,
                         ),
+                        crate::state::Maintenance::ComputeStatistics => field(
+                            "Statistics Files",
+                            format!("{} written", report.statistics_files.unwrap_or(0)),
+                            true,
+                        ),
                         crate::state::Maintenance::RewritePositionDeletes => field(
                             "Delete Files",
                             {
@@ -226,6 +231,13 @@ pub fn webhook(event: &RunEvent) -> Value {
             "maintenance_succeeded",
             json!({"orphan_files": report.orphan_files.unwrap_or(0), "dry_run": dry_run}),
         ),
+        (
+            Some(crate::state::Maintenance::ComputeStatistics),
+            RunOutcome::Success { report, .. },
+        ) => (
+            "maintenance_succeeded",
+            json!({"statistics_files": report.statistics_files.unwrap_or(0)}),
+        ),
         (Some(_), RunOutcome::Success { report, .. }) => (
             "maintenance_succeeded",
             json!({
@@ -255,11 +267,23 @@ pub fn webhook(event: &RunEvent) -> Value {
         "claimed": {"files": event.claimed_files, "bytes": event.claimed_bytes},
         "result": result,
         "failure": failure,
-        "maintenance_failed": event.outcome.maintenance_failed().map(|failed| json!({
-            "step": failed.step,
-            "class": failed.class.as_str(),
-            "excerpt": failed.excerpt,
-        })),
+        "maintenance_failed": match (event.maintenance, &event.outcome) {
+            // Statistics that could not be computed: a maintenance note, as a failed step after
+            // a commit is (the run that changed the table committed).
+            (
+                Some(crate::state::Maintenance::ComputeStatistics),
+                RunOutcome::Failure { class, excerpt, .. },
+            ) => json!({
+                "step": crate::state::Maintenance::ComputeStatistics.as_str(),
+                "class": class.as_str(),
+                "excerpt": excerpt,
+            }),
+            _ => event.outcome.maintenance_failed().map_or(Value::Null, |failed| json!({
+                "step": failed.step,
+                "class": failed.class.as_str(),
+                "excerpt": failed.excerpt,
+            })),
+        },
     })
 }
 
@@ -287,6 +311,38 @@ pub(crate) mod tests {
             claimed_bytes: 3 * 1024 * 1024,
             outcome,
         }
+    }
+
+    /// Issue 33 item 5: a statistics run's files in Slack and the webhook; its failure is a
+    /// `maintenance_failed` note naming the step, as a failed step after a commit is.
+    #[test]
+    fn a_statistics_run_tells_its_files_and_its_failure_as_a_maintenance_note() {
+        let mut computed = event(RunOutcome::Success {
+            report: ReportSummary {
+                statistics_files: Some(2),
+                ..ReportSummary::default()
+            },
+            duration_millis: 900,
+            attempts: 1,
+        });
+        computed.maintenance = Some(crate::state::Maintenance::ComputeStatistics);
+        let fields = slack(&computed, "")["attachments"][0]["fields"].to_string();
+        assert!(fields.contains("2 written"), "{fields}");
+        let document = webhook(&computed);
+        assert_eq!(document["task"], "compute_statistics");
+        assert_eq!(document["result"]["statistics_files"], 2);
+        assert!(document["maintenance_failed"].is_null());
+        let mut failed = event(RunOutcome::Failure {
+            class: crate::run::FailureClass::Other,
+            excerpt: "Procedure not found".to_string(),
+            duration_millis: 900,
+            attempts: 1,
+        });
+        failed.maintenance = Some(crate::state::Maintenance::ComputeStatistics);
+        let document = webhook(&failed);
+        assert_eq!(document["event"], "maintenance_failed");
+        assert_eq!(document["maintenance_failed"]["step"], "compute_statistics");
+        assert_eq!(document["maintenance_failed"]["class"], "other");
     }
 
     #[test]

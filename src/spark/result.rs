@@ -47,6 +47,9 @@ pub struct RunReport {
     pub deletes: Option<DeleteRead>,
     /// `rewrite_position_delete_files`' result: delete files rewritten and added.
     pub delete_rewrite: Option<(u64, u64)>,
+    /// The statistics files `compute_table_stats` and `compute_partition_stats` wrote (`None`:
+    /// neither was called).
+    pub statistics_files: Option<u64>,
     /// A statement after the rewrite's commit that failed (snapshot expiry, a read, the
     /// deadline): the rewrite stands, this is reported beside it.
     pub maintenance_failed: Option<MaintenanceFailure>,
@@ -429,29 +432,98 @@ pub fn report_from_results(
                 named(set, "added_delete_files_count").unwrap_or(0),
             )
         }),
+        statistics_files: statistics_files(results),
         maintenance_failed: None,
     })
 }
 
-/// The partition spec of a `DESCRIBE TABLE` result. Its `# Partitioning` section ends the output
-/// (only `Part N` rows follow it): one that a column's comment prints, with more rows after it,
-/// is a comment.
+/// The statistics files the statistics procedures wrote: their one row holds the file's path,
+/// `NULL` when there was nothing to compute (a table without a snapshot). `None` when neither
+/// procedure was called.
+fn statistics_files(results: &[(StatementKind, ResultSet)]) -> Option<u64> {
+    let mut called = false;
+    let mut written = 0;
+    for kind in [
+        StatementKind::TableStatistics,
+        StatementKind::PartitionStatistics,
+    ] {
+        for set in sets_of(results, kind) {
+            called = true;
+            written += set
+                .rows
+                .iter()
+                .filter(|row| {
+                    row.first().is_some_and(|cell| {
+                        let cell = cell.trim();
+                        !cell.is_empty() && cell != "NULL" && cell.contains('/')
+                    })
+                })
+                .count() as u64;
+        }
+    }
+    called.then_some(written)
+}
+
+/// The partition spec of a `DESCRIBE TABLE` result. Its partitioning section ends the output: a
+/// spec with a transform as `# Partitioning` and only `Part N` rows after it; a spec of identity
+/// fields only as `# Partition Information`, a `# col_name` header and one row a field, each a
+/// column of the table (Spark prints it so). One that a column's comment prints, with more rows
+/// after it or naming no column, is a comment.
 fn partitioning(set: &ResultSet) -> Vec<crate::partitions::PartitionField> {
     let first = |row: &Vec<String>| row.first().map(|cell| cell.trim().to_string());
-    let start = set
+    let start = set.rows.iter().rposition(|row| {
+        matches!(
+            first(row).as_deref(),
+            Some("# Partitioning") | Some("# Partition Information")
+        )
+    });
+    let Some(start) = start else {
+        return Vec::new();
+    };
+    let after = &set.rows[start + 1..];
+    let well_formed = if first(&set.rows[start]).as_deref() == Some("# Partitioning") {
+        after
+            .iter()
+            .all(|row| first(row).is_some_and(|cell| cell.starts_with("Part ")))
+    } else {
+        let columns: Vec<String> = set
+            .rows
+            .iter()
+            .map_while(|row| first(row).filter(|cell| !cell.is_empty() && !cell.starts_with('#')))
+            .collect();
+        after.len() > 1
+            && first(&after[0]).as_deref() == Some("# col_name")
+            && after[1..]
+                .iter()
+                .all(|row| first(row).is_some_and(|cell| columns.contains(&cell)))
+    };
+    if !well_formed {
+        return Vec::new();
+    }
+    // The columns' types (the rows before the first blank or `#` one) type the fields' values
+    // in a run's partition filter; a field without one is left out of it (wider, never narrower).
+    let types: std::collections::HashMap<String, String> = set
         .rows
         .iter()
-        .rposition(|row| first(row).as_deref() == Some("# Partitioning"));
-    match start {
-        Some(start)
-            if set.rows[start + 1..]
-                .iter()
-                .all(|row| first(row).is_some_and(|cell| cell.starts_with("Part "))) =>
-        {
-            crate::partitions::describe_from_rows(&set.rows[start..])
-        }
-        _ => Vec::new(),
-    }
+        .map_while(|row| {
+            let name = first(row).filter(|cell| !cell.is_empty() && !cell.starts_with('#'))?;
+            Some((
+                name,
+                row.get(1).map(|cell| cell.trim().to_ascii_lowercase()),
+            ))
+        })
+        .filter_map(|(name, data_type)| Some((name, data_type.filter(|t| !t.is_empty())?)))
+        .collect();
+    crate::partitions::describe_from_rows(&set.rows[start..])
+        .into_iter()
+        .map(|field| crate::partitions::PartitionField {
+            source_type: field
+                .source_type
+                .clone()
+                .or_else(|| types.get(&field.source).cloned()),
+            ..field
+        })
+        .collect()
 }
 
 /// The sort order in the one property `SHOW TBLPROPERTIES t ('sort-order')` returns: its value
@@ -867,6 +939,52 @@ mod tests {
         );
     }
 
+    /// Spark prints a spec of identity fields only as `# Partition Information` (a Spark Connect
+    /// result, one row a row): read, where only `# Partitioning` was, which left every run of
+    /// such a table without its partitions (found on v3 by `connect_e2e::format_v3_…`).
+    #[test]
+    fn an_identity_spec_is_read_from_its_partition_information() {
+        let set = |rows: &[[&str; 3]]| ResultSet {
+            columns: vec!["col_name".into(), "data_type".into(), "comment".into()],
+            rows: rows
+                .iter()
+                .map(|row| row.iter().map(|cell| cell.to_string()).collect())
+                .collect(),
+        };
+        let identity = set(&[
+            ["id", "bigint", ""],
+            ["order_date", "string", ""],
+            ["# Partition Information", "", ""],
+            ["# col_name", "data_type", "comment"],
+            ["order_date", "string", ""],
+        ]);
+        let spec = partitioning(&identity);
+        assert_eq!(spec.len(), 1, "{spec:?}");
+        assert_eq!(spec[0].source, "order_date");
+        assert_eq!(spec[0].transform, crate::partitions::Transform::Identity);
+        assert_eq!(
+            spec[0].source_type.as_deref(),
+            Some("string"),
+            "typed for the run's filter"
+        );
+        // Not a column of the table, or rows after it: a comment's text.
+        let forged = set(&[
+            ["id", "bigint", ""],
+            ["# Partition Information", "", ""],
+            ["# col_name", "data_type", "comment"],
+            ["region", "string", ""],
+        ]);
+        assert!(partitioning(&forged).is_empty());
+        let followed = set(&[
+            ["id", "bigint", ""],
+            ["# Partition Information", "", ""],
+            ["# col_name", "data_type", "comment"],
+            ["id", "bigint", ""],
+            ["more", "", ""],
+        ]);
+        assert!(partitioning(&followed).is_empty());
+    }
+
     #[test]
     fn a_statement_whose_end_never_came_is_not_read() {
         use StatementKind::*;
@@ -1278,6 +1396,38 @@ mod tests {
         assert_eq!(first_value(&sets, "icepack_replace_snapshots"), Some("2"));
         assert_eq!(first_value(&sets, "x"), Some("3"));
         assert_eq!(first_value(&sets, "missing"), None);
+    }
+
+    #[test]
+    fn statistics_files_are_counted_from_their_procedures_rows_only() {
+        let set = |columns: &[&str], rows: &[&str]| ResultSet {
+            columns: columns.iter().map(|name| name.to_string()).collect(),
+            rows: rows.iter().map(|cell| vec![cell.to_string()]).collect(),
+        };
+        let truth = (StatementKind::Truth, set(&["icepack_truth_file"], &[]));
+        let written = report_from_results(&[
+            (
+                StatementKind::TableStatistics,
+                set(&["statistics_file"], &["s3://b/t/metadata/1-stats.puffin"]),
+            ),
+            (
+                StatementKind::PartitionStatistics,
+                set(&["partition_statistics_file"], &["NULL"]),
+            ),
+            truth.clone(),
+        ])
+        .unwrap();
+        assert_eq!(written.statistics_files, Some(1));
+        // A table's column named like the procedure's output is no statistics file.
+        let imitated = report_from_results(&[
+            (
+                StatementKind::Truth,
+                set(&["statistics_file"], &["s3://b/t/x.puffin"]),
+            ),
+            truth,
+        ])
+        .unwrap();
+        assert_eq!(imitated.statistics_files, None);
     }
 
     #[test]

@@ -277,6 +277,7 @@ impl From<RunReport> for ReportSummary {
             orphan_files: report.orphan_files,
             deletes: report.deletes,
             delete_rewrite: report.delete_rewrite,
+            statistics_files: report.statistics_files,
             maintenance_failed: report.maintenance_failed,
         }
     }

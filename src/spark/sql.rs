@@ -22,6 +22,10 @@ pub enum StatementKind {
     ManifestRewrite,
     OrphanRemoval,
     ExpireSnapshots,
+    /// `compute_table_stats`: the statistics file it wrote (a path, or none).
+    TableStatistics,
+    /// `compute_partition_stats`: the partition statistics file it wrote (a path, or none).
+    PartitionStatistics,
     /// `DESCRIBE TABLE`: the partition spec.
     PartitionSpec,
     /// `SHOW TBLPROPERTIES t ('sort-order')`: the table's sort order.
@@ -54,6 +58,8 @@ impl StatementKind {
             StatementKind::ManifestRewrite => "rewrite_manifests",
             StatementKind::OrphanRemoval => "remove_orphan_files",
             StatementKind::ExpireSnapshots => "expire_snapshots",
+            StatementKind::TableStatistics => "compute_table_stats",
+            StatementKind::PartitionStatistics => "compute_partition_stats",
             StatementKind::PartitionSpec => "partition_spec_read",
             StatementKind::SortOrder => "sort_order_read",
             StatementKind::Outputs => "output_files_read",
@@ -134,6 +140,9 @@ pub struct CompactionSql {
     pub maintenance: Option<Maintenance>,
     /// `remove_orphan_files` removes no file younger than this.
     pub orphan_older_than_hours: u64,
+    /// A `compute_statistics` run computes partition statistics too (`false` for a table known
+    /// to be unpartitioned, which has none).
+    pub partition_statistics: bool,
     /// `retain_last` of `expire_snapshots` (`None`: Iceberg's default, 1).
     pub expire_snapshots_retain_last: Option<u64>,
     /// The rewrite applies the table's deletes (it is due by them): `delete-file-threshold`,
@@ -296,6 +305,26 @@ impl CompactionSql {
                 catalog = self.catalog,
                 table = quote_string(&self.table),
             ))),
+            Some(Maintenance::ComputeStatistics) => {
+                statements.push(Statement::new(
+                    StatementKind::TableStatistics,
+                    format!(
+                        "CALL {catalog}.system.compute_table_stats(table => {table})",
+                        catalog = self.catalog,
+                        table = quote_string(&self.table),
+                    ),
+                ));
+                if self.partition_statistics {
+                    statements.push(Statement::new(
+                        StatementKind::PartitionStatistics,
+                        format!(
+                            "CALL {catalog}.system.compute_partition_stats(table => {table})",
+                            catalog = self.catalog,
+                            table = quote_string(&self.table),
+                        ),
+                    ));
+                }
+            }
             None => {}
         }
         // The reads (spec, order, output, truth) follow the rewrite: an engine may run them at
@@ -486,6 +515,7 @@ mod tests {
             extra_options: BTreeMap::new(),
             maintenance: None,
             orphan_older_than_hours: 72,
+            partition_statistics: true,
             expire_snapshots_retain_last: None,
             apply_deletes: None,
         }
@@ -521,6 +551,51 @@ mod tests {
             .collect::<Vec<_>>()
             .iter()
             .any(|s| s.starts_with("SELECT count_if(content = 1) AS icepack_position_deletes")));
+    }
+
+    #[test]
+    fn a_statistics_run_computes_table_and_partition_statistics_then_reads_the_table() {
+        let statistics = |partition_statistics| {
+            CompactionSql {
+                rewrite: false,
+                maintenance: Some(Maintenance::ComputeStatistics),
+                partition_statistics,
+                ..sql()
+            }
+            .statement_list()
+        };
+        let partitioned = statistics(true);
+        let kinds: Vec<StatementKind> = partitioned.iter().map(|s| s.kind).collect();
+        assert_eq!(
+            kinds[..4],
+            [
+                StatementKind::Refresh,
+                StatementKind::TableStatistics,
+                StatementKind::PartitionStatistics,
+                StatementKind::PartitionSpec
+            ]
+        );
+        assert_eq!(
+            partitioned[1].sql,
+            "CALL lakehouse.system.compute_table_stats(table => 'analytics.customer_orders')"
+        );
+        assert_eq!(
+            partitioned[2].sql,
+            "CALL lakehouse.system.compute_partition_stats(table => 'analytics.customer_orders')"
+        );
+        assert!(
+            kinds.contains(&StatementKind::Truth),
+            "the run reads the truth"
+        );
+        assert!(!kinds.contains(&StatementKind::Rewrite));
+        let unpartitioned = statistics(false);
+        assert!(unpartitioned
+            .iter()
+            .all(|s| s.kind != StatementKind::PartitionStatistics));
+        assert!(unpartitioned
+            .iter()
+            .any(|s| s.kind == StatementKind::TableStatistics));
+        assert!(!sql().statements().contains("compute_"));
     }
 
     #[test]

@@ -723,6 +723,7 @@ fn run_history(store: &dyn StateStore) {
         manifests: None,
         orphan_files: None,
         delete_rewrite: None,
+        statistics_files: None,
         partitions: vec!["d=1".to_string()],
         maintenance_failed: None,
         ran_on: None,

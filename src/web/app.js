@@ -188,6 +188,8 @@ function maintenanceFailed(run) {
 function lastCell(run) {
   if (!run) return h("span", { class: "muted" }, "never");
   if (run.outcome === "success") return h("span", {}, pill(run.task === "rewrite_data_files" ? "success" : run.task, "ok", run.finished_at), maintenanceFailed(run));
+  // Statistics that could not be computed are a note: the run before them committed.
+  if (run.task === "compute_statistics") return maintenanceFailed({ maintenance_failed: { step: run.task, class: run.failure_class || "failure", excerpt: run.error || "" } });
   return h("span", {}, pill(run.failure_class || "failure", "bad", run.error || ""), " ",
     h("span", { class: "error-text" }, run.error ? run.error.slice(0, 80) : ""));
 }
@@ -395,6 +397,7 @@ function runsTable(runs) {
         ? `${count(run.rewritten_data_files)} → ${count(run.added_data_files)}`
         : run.manifests_before !== null && run.manifests_before !== undefined ? `${count(run.manifests_before)} → ${count(run.manifests_after)} manifests`
         : run.orphan_files !== null && run.orphan_files !== undefined ? `${count(run.orphan_files)} orphans${run.dry_run ? " (dry run)" : ""}`
+        : run.statistics_files !== null && run.statistics_files !== undefined ? `${count(run.statistics_files)} statistics files`
         : `${count(run.claimed_files)} claimed`),
       h("td", { class: "num" }, bytes(run.rewritten_bytes)),
       h("td", { class: "mono" }, run.partitions && run.partitions.length ? run.partitions.slice(0, 3).join(", ") + (run.partitions.length > 3 ? ` +${run.partitions.length - 3}` : "") : "whole table"),

@@ -472,6 +472,33 @@ impl Moto {
         );
     }
 
+    /// GetObject: the object's bytes (`key` given decoded); fails the test when it is absent.
+    pub async fn get_object(&self, bucket: &str, key: &str) -> Vec<u8> {
+        let http = reqwest::Client::new();
+        let encoded: String = key
+            .split('/')
+            .map(|segment| {
+                percent_encoding::utf8_percent_encode(segment, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        let response = self
+            .s3_request(
+                &http,
+                reqwest::Method::GET,
+                &format!("/{bucket}/{encoded}"),
+                Vec::new(),
+            )
+            .await;
+        assert!(
+            response.status().is_success(),
+            "get {key}: {}",
+            response.status()
+        );
+        response.bytes().await.unwrap().to_vec()
+    }
+
     async fn s3_request(
         &self,
         http: &reqwest::Client,
@@ -521,7 +548,10 @@ pub fn fault_point_tests_left_out(tests: &str) {
 }
 
 pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_icepack")
+    match std::env::var("ICEPACK_TEST_BINARY") {
+        Ok(path) => Box::leak(path.into_boxed_str()),
+        Err(_) => env!("CARGO_BIN_EXE_icepack"),
+    }
 }
 
 impl Icepack {
