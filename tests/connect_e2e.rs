@@ -893,10 +893,13 @@ async fn measure_runners_threshold_to_settled() {
     assert!(icepack.terminate(run).await.success());
 }
 
-/// A case of [`measure_engines_threshold_to_settled`].
+/// A case of [`measure_engines_threshold_to_settled`]: the case's files in one commit, then one
+/// more file in a partition of its own (`part = 'trigger'`: one file, never rewritten) that
+/// crosses the table's threshold (`files() + 1`) once the case's files are committed, so every
+/// engine rewrites exactly the case's files.
 #[derive(Clone, Copy, PartialEq)]
 enum FigureCase {
-    /// 24 tiny files (5 rows each) in one commit, an unpartitioned table.
+    /// 24 tiny files (5 rows each) in one partition, one commit.
     Tiny,
     /// 200 files of about 1 MiB (incompressible) in 10 partitions, one commit.
     Wide,
@@ -910,6 +913,7 @@ impl FigureCase {
         }
     }
 
+    /// The files the run rewrites.
     fn files(self) -> u32 {
         match self {
             FigureCase::Tiny => 24,
@@ -918,39 +922,44 @@ impl FigureCase {
     }
 
     fn statements(self, table: &Table) -> Vec<String> {
+        let table_name = table.qualified();
         match self {
             // One commit of 24 tasks, a file each (24 commits took the writer ~28 s a table).
-            FigureCase::Tiny => {
-                let mut statements = create(table);
-                statements.push(format!(
-                    "INSERT INTO {} SELECT /*+ REPARTITION(24) */ id, concat('2024-05-0', CAST(1 + id % 3 AS STRING)), id * 1.5 FROM range(120)",
-                    table.qualified()
-                ));
-                statements
-            }
+            FigureCase::Tiny => vec![
+                format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
+                format!(
+                    "CREATE TABLE {table_name} (id BIGINT, part STRING, amount DOUBLE) \
+                     USING iceberg PARTITIONED BY (part) \
+                     TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none')"
+                ),
+                format!(
+                    "INSERT INTO {table_name} SELECT /*+ REPARTITION(24) */ id, 'a', id * 1.5 FROM range(120)"
+                ),
+                format!("INSERT INTO {table_name} VALUES (0, 'trigger', 0.0)"),
+            ],
             // 20 tasks, each writing one file into each of 10 partitions.
             FigureCase::Wide => vec![
                 format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
                 format!(
-                    "CREATE TABLE {} (id BIGINT, part STRING, a BINARY, b BINARY, c BINARY, d BINARY) \
+                    "CREATE TABLE {table_name} (id BIGINT, part STRING, a BINARY, b BINARY, c BINARY, d BINARY) \
                      USING iceberg PARTITIONED BY (part) \
-                     TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none')",
-                    table.qualified()
+                     TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none')"
                 ),
                 format!(
-                    "INSERT INTO {} SELECT /*+ REPARTITION(20) */ id, concat('p', CAST(id % 10 AS STRING)), \
+                    "INSERT INTO {table_name} SELECT /*+ REPARTITION(20) */ id, concat('p', CAST(id % 10 AS STRING)), \
                      unhex(sha2(CAST(id AS STRING), 512)), unhex(sha2(CAST(id + 1 AS STRING), 512)), \
                      unhex(sha2(CAST(id + 2 AS STRING), 512)), unhex(sha2(CAST(id + 3 AS STRING), 512)) \
-                     FROM range(800000)",
-                    table.qualified()
+                     FROM range(800000)"
                 ),
+                format!("INSERT INTO {table_name} VALUES (0, 'trigger', X'00', X'00', X'00', X'00')"),
             ],
         }
     }
 }
 
 /// Figures for issue 32's cases (a) and (b) (BENCHMARKS.md §5, no assertion on time): threshold
-/// crossed → run settled through `icepack run` for the native engine and the three Spark
+/// crossed → run settled (from the log's "table is due", which comes after the settle window,
+/// to the run's `finished_at`) through `icepack run` for the native engine and the three Spark
 /// runners (connect on a warm server, docker, process), each on its own queue, bucket and JDBC
 /// catalog, on identical tables written by the same Spark Connect writer, alternating (the
 /// order rotates every round); and iceberg-go's `iceberg compact run` on a fifth identical table
@@ -1036,17 +1045,20 @@ async fn measure_engines_threshold_to_settled() {
                         &format!(
                             "table = \"{}\"\nmin_files = {}\nmin_input_files = 2\n",
                             table.name,
-                            case.files()
+                            case.files() + 1
                         ),
                     );
                 }
             }
-            // The case's files threshold decides, for every engine alike: no partition ripens
-            // alone (fragments fill at 1,000 small files' bytes, quiet after 15 minutes).
+            // Files land before the commit that makes them live: the shipped pacing ("settle")
+            // holds a due table until no file has landed for the settle window, so the run finds
+            // the files committed. The log says "due" once that wait is over. 10 s: a loaded
+            // writer left gaps over 3 s between the files of one commit.
             toml = toml.replace(
-                "min_files = 10\n",
-                "min_files = 10\nfragment_fill_percent = 100000\n",
+                "pacing = false                           # runs at the thresholds (the pacing has its own test)\n",
+                "pacing = \"settle\"\nsettle_seconds = 10\n",
             );
+            assert!(toml.contains("settle_seconds = 10"), "{toml}");
             if name == "native" {
                 toml = toml.replace("min_files = 10\n", "min_files = 10\nengine = \"native\"\n");
             }
@@ -1088,6 +1100,12 @@ async fn measure_engines_threshold_to_settled() {
                             "{}: {status}\n{}",
                             kind.name,
                             icepack.log(*run)
+                        );
+                        assert_eq!(
+                            status["last_run"]["rewritten_data_files"],
+                            case.files(),
+                            "{}: the run rewrote the case's files: {status}",
+                            kind.name
                         );
                         let finished = chrono::DateTime::parse_from_rfc3339(
                             status["last_run"]["finished_at"].as_str().unwrap(),
