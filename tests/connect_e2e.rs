@@ -12,7 +12,7 @@ use icepack::spark::connect::ConnectRunner;
 use icepack::spark::runner::{judge, SparkRunner};
 use support::connect::{job, job_of, runner, sql, value, Cluster, ConnectServer, Gate};
 use support::spark::{stack_available, Lakehouse};
-use support::{get_text, wait_until, Icepack, Landing, Moto};
+use support::{get_text, measure, wait_until, Icepack, Landing, Moto};
 
 /// Spark servers are heavy on two cores: one test of this file at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -892,6 +892,356 @@ async fn measure_runners_threshold_to_settled() {
         status["last_run"]["duration_ms"]
     );
     assert!(icepack.terminate(run).await.success());
+}
+
+/// A case of [`measure_engines_threshold_to_settled`]: the case's files in one commit, then one
+/// more file in a partition of its own (`part = 'trigger'`: one file, never rewritten) that
+/// crosses the table's threshold (`files() + 1`) once the case's files are committed, so every
+/// engine rewrites exactly the case's files.
+#[derive(Clone, Copy, PartialEq)]
+enum FigureCase {
+    /// 24 tiny files (5 rows each) in one partition, one commit.
+    Tiny,
+    /// 200 files of about 1 MiB (incompressible) in 10 partitions, one commit.
+    Wide,
+}
+
+impl FigureCase {
+    fn letter(self) -> &'static str {
+        match self {
+            FigureCase::Tiny => "a",
+            FigureCase::Wide => "b",
+        }
+    }
+
+    /// The files the run rewrites.
+    fn files(self) -> u32 {
+        match self {
+            FigureCase::Tiny => 24,
+            FigureCase::Wide => 200,
+        }
+    }
+
+    fn statements(self, table: &Table) -> Vec<String> {
+        let table_name = table.qualified();
+        match self {
+            // One commit of 24 tasks, a file each (24 commits took the writer ~28 s a table).
+            FigureCase::Tiny => vec![
+                format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
+                format!(
+                    "CREATE TABLE {table_name} (id BIGINT, part STRING, amount DOUBLE) \
+                     USING iceberg PARTITIONED BY (part) \
+                     TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none')"
+                ),
+                format!(
+                    "INSERT INTO {table_name} SELECT /*+ REPARTITION(24) */ id, 'a', id * 1.5 FROM range(120)"
+                ),
+                format!("INSERT INTO {table_name} VALUES (0, 'trigger', 0.0)"),
+            ],
+            // 20 tasks, each writing one file into each of 10 partitions.
+            FigureCase::Wide => vec![
+                format!("CREATE NAMESPACE IF NOT EXISTS {}.analytics", table.catalog),
+                format!(
+                    "CREATE TABLE {table_name} (id BIGINT, part STRING, a BINARY, b BINARY, c BINARY, d BINARY) \
+                     USING iceberg PARTITIONED BY (part) \
+                     TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none')"
+                ),
+                format!(
+                    "INSERT INTO {table_name} SELECT /*+ REPARTITION(20) */ id, concat('p', CAST(id % 10 AS STRING)), \
+                     unhex(sha2(CAST(id AS STRING), 512)), unhex(sha2(CAST(id + 1 AS STRING), 512)), \
+                     unhex(sha2(CAST(id + 2 AS STRING), 512)), unhex(sha2(CAST(id + 3 AS STRING), 512)) \
+                     FROM range(800000)"
+                ),
+                format!("INSERT INTO {table_name} VALUES (0, 'trigger', X'00', X'00', X'00', X'00')"),
+            ],
+        }
+    }
+}
+
+/// Figures for issue 32's cases (a) and (b) (BENCHMARKS.md §5, no assertion on time): threshold
+/// crossed → run settled (from the log's "table is due", which comes after the settle window,
+/// to the run's `finished_at`) through `icepack run` for the native engine and the three Spark
+/// runners (connect on a warm server, docker, process), each on its own queue, bucket and JDBC
+/// catalog, on identical tables written by the same Spark Connect writer, alternating (the
+/// order rotates every round); and iceberg-go's `iceberg compact run` on a fifth identical table
+/// (a command per run, no events: its figure is the command's wall time) when
+/// `ICEPACK_BENCH_ICEBERG_GO` names its binary. `ICEPACK_FIGURES_CASES` (`a`, `b`),
+/// `ICEPACK_BENCH_ROUNDS` (5), `ICEPACK_FIGURES_ENGINES` (all of native, connect, docker,
+/// process, iceberg-go).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: bench/engines.sh a,b, or deploy/local/with-stack.sh cargo test --release --test connect_e2e -- --ignored --nocapture measure_engines"]
+async fn measure_engines_threshold_to_settled() {
+    let cases: Vec<FigureCase> = [FigureCase::Tiny, FigureCase::Wide]
+        .into_iter()
+        .filter(|case| measure::case_selected(case.letter()))
+        .collect();
+    if cases.is_empty() || !connect_available("measure_engines_threshold_to_settled") {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let rounds = measure::rounds(5);
+    let engines = std::env::var("ICEPACK_FIGURES_ENGINES")
+        .unwrap_or_else(|_| "native,connect,docker,process,iceberg-go".to_string());
+    let iceberg_go = std::env::var("ICEPACK_BENCH_ICEBERG_GO").ok();
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = ConnectServer::start(None);
+    let writer = runner(&server.url);
+    struct Kind {
+        name: &'static str,
+        /// Per case and round.
+        tables: Vec<Vec<Table>>,
+        /// `icepack run` and its process index; none for iceberg-go.
+        icepack: Option<(Icepack, usize)>,
+        /// Per case: the figure of every round, and the run's own duration.
+        seconds: Vec<Vec<(f64, f64)>>,
+    }
+    let mut kinds = Vec::new();
+    for name in ["native", "connect", "docker", "process", "iceberg-go"] {
+        if !engines.split(',').any(|engine| engine.trim() == name) {
+            continue;
+        }
+        if name == "iceberg-go" && iceberg_go.is_none() {
+            eprintln!("FIGURES iceberg-go left out: ICEPACK_BENCH_ICEBERG_GO does not name its `iceberg` binary");
+            continue;
+        }
+        let catalog: &'static str =
+            Box::leak(format!("cat_{}", name.replace('-', "_")).into_boxed_str());
+        let Landing {
+            queue_url, bucket, ..
+        } = moto.landing(5).await;
+        let tables: Vec<Vec<Table>> = cases
+            .iter()
+            .map(|case| {
+                (0..rounds)
+                    .map(|round| {
+                        let table: &'static str = Box::leak(
+                            format!("analytics.{}{round}", case.letter()).into_boxed_str(),
+                        );
+                        Table::new(&dir.path().join(name), &moto, &bucket, catalog, table)
+                    })
+                    .collect()
+            })
+            .collect();
+        let icepack = if name == "iceberg-go" {
+            None
+        } else {
+            let spark = match name {
+                "connect" => format!(
+                    "[spark]\nrunner = \"connect\"\nconnect_url = \"{}\"\n",
+                    server.url
+                ),
+                "docker" => tables[0][0].lakehouse.docker_spark_toml(),
+                "process" => Lakehouse::process_spark_toml(),
+                // The native engine runs in icepack's process: a spark-sql that cannot start.
+                _ => "[spark]\nrunner = \"process\"\nspark_sql = \"/nonexistent/spark-sql\"\n"
+                    .to_string(),
+            };
+            let all: Vec<&Table> = tables.iter().flatten().collect();
+            let mut toml = config_with(&moto, &queue_url, &bucket, &spark, "", &all);
+            for (case, tables) in cases.iter().zip(&tables) {
+                for table in tables {
+                    toml = toml.replace(
+                        &format!("table = \"{}\"\n", table.name),
+                        &format!(
+                            "table = \"{}\"\nmin_files = {}\nmin_input_files = 2\n",
+                            table.name,
+                            case.files() + 1
+                        ),
+                    );
+                }
+            }
+            // Files land before the commit that makes them live: the shipped pacing ("settle")
+            // holds a due table until no file has landed for the settle window, so the run finds
+            // the files committed. The log says "due" once that wait is over. 10 s: a loaded
+            // writer left gaps over 3 s between the files of one commit.
+            toml = toml.replace(
+                "pacing = false                           # runs at the thresholds (the pacing has its own test)\n",
+                "pacing = \"settle\"\nsettle_seconds = 10\n",
+            );
+            assert!(toml.contains("settle_seconds = 10"), "{toml}");
+            if name == "native" {
+                toml = toml.replace("min_files = 10\n", "min_files = 10\nengine = \"native\"\n");
+            }
+            let mut icepack = Icepack::with_config(&toml);
+            let run = icepack.spawn_run("");
+            Some((icepack, run))
+        };
+        kinds.push(Kind {
+            name,
+            tables,
+            icepack,
+            seconds: vec![Vec::new(); cases.len()],
+        });
+    }
+    let due_at = |log: &str, table: &str| {
+        log.lines()
+            .find(|line| {
+                line.contains("table is due for compaction")
+                    && line.contains(&format!("table={table} "))
+            })
+            .and_then(|line| line.split_whitespace().next())
+            .and_then(|stamp| chrono::DateTime::parse_from_rfc3339(stamp).ok())
+    };
+    for round in 0..rounds {
+        for (index, case) in cases.iter().enumerate() {
+            for turn in 0..kinds.len() {
+                let count = kinds.len();
+                let kind = &mut kinds[(turn + round) % count];
+                let table = &kind.tables[index][round];
+                let written = std::time::Instant::now();
+                table.sql(&writer, &case.statements(table)).await;
+                let written = written.elapsed().as_secs_f64();
+                let (figure, run_seconds, note) = match &kind.icepack {
+                    Some((icepack, run)) => {
+                        let status = run_after(icepack, table.name, "").await;
+                        assert_eq!(
+                            status["last_run"]["outcome"],
+                            "success",
+                            "{}: {status}\n{}",
+                            kind.name,
+                            icepack.log(*run)
+                        );
+                        assert_eq!(
+                            status["last_run"]["rewritten_data_files"],
+                            case.files(),
+                            "{}: the run rewrote the case's files: {status}",
+                            kind.name
+                        );
+                        let finished = chrono::DateTime::parse_from_rfc3339(
+                            status["last_run"]["finished_at"].as_str().unwrap(),
+                        )
+                        .unwrap();
+                        let due = due_at(&icepack.log(*run), table.name).expect("the due line");
+                        let run_ms = status["last_run"]["duration_ms"].as_f64().unwrap_or(0.0);
+                        (
+                            (finished - due).num_milliseconds() as f64 / 1000.0,
+                            run_ms / 1000.0,
+                            format!(
+                                "threshold crossed → run settled (run {run_ms} ms, engine {}, rewrote {} files into {})",
+                                status["last_run"]["engine"],
+                                status["last_run"]["rewritten_data_files"],
+                                status["last_run"]["added_data_files"]
+                            ),
+                        )
+                    }
+                    None => {
+                        let binary = iceberg_go.as_deref().unwrap();
+                        let database = table.lakehouse.catalog_dir.join("catalog.db");
+                        let mut command = std::process::Command::new(binary);
+                        command
+                            .args([
+                                "--catalog",
+                                "sql",
+                                "--catalog-name",
+                                table.catalog,
+                                "--sql-driver",
+                                "sqliteshim",
+                                "--sql-dialect",
+                                "sqlite",
+                                "--uri",
+                                &format!("file:{}?_pragma=busy_timeout(10000)", database.display()),
+                                "compact",
+                                "run",
+                                table.name,
+                                "--target-file-size",
+                                &(512u64 * 1024 * 1024).to_string(),
+                            ])
+                            .env("AWS_S3_ENDPOINT", &moto.endpoint);
+                        let measured = measure::run_measured(&mut command, "");
+                        assert!(
+                            measured.status.success(),
+                            "iceberg compact run failed:\n{}\n{}",
+                            measured.stdout,
+                            measured.stderr
+                        );
+                        let files = table
+                            .sql(
+                                &writer,
+                                &[
+                                    format!("REFRESH TABLE {}", table.qualified()),
+                                    format!(
+                                        "SELECT count(*) AS data_files FROM {}.files",
+                                        table.qualified()
+                                    ),
+                                    format!(
+                                        "SELECT count(*) AS replace_snapshots FROM {}.snapshots WHERE operation = 'replace'",
+                                        table.qualified()
+                                    ),
+                                ],
+                            )
+                            .await;
+                        (
+                            measured.wall_seconds,
+                            measured.wall_seconds,
+                            format!(
+                                "`iceberg compact run` command (CPU {:.2} s, peak RSS {} MiB; {} data files after, {} replace snapshot(s))",
+                                measured.cpu_seconds,
+                                measured.peak_rss_kib / 1024,
+                                value(&files, "data_files"),
+                                value(&files, "replace_snapshots")
+                            ),
+                        )
+                    }
+                };
+                eprintln!(
+                    "FIGURES ({}) round {round} {}: {figure:.2} s {note}; table written in {written:.1} s",
+                    case.letter(),
+                    kind.name
+                );
+                kind.seconds[index].push((figure, run_seconds));
+                if *case == FigureCase::Wide {
+                    // moto keeps objects in memory: the table's files go once measured.
+                    table
+                        .sql(
+                            &writer,
+                            &[format!("DROP TABLE {} PURGE", table.qualified())],
+                        )
+                        .await;
+                }
+            }
+        }
+    }
+    for (index, case) in cases.iter().enumerate() {
+        let medians: Vec<(&str, f64, f64)> = kinds
+            .iter()
+            .map(|kind| {
+                let figures: Vec<f64> = kind.seconds[index].iter().map(|pair| pair.0).collect();
+                let runs: Vec<f64> = kind.seconds[index].iter().map(|pair| pair.1).collect();
+                (kind.name, measure::median(&figures), measure::median(&runs))
+            })
+            .collect();
+        let line: Vec<String> = medians
+            .iter()
+            .map(|(name, figure, run)| format!("{name} {figure:.2} s (run {run:.2} s)"))
+            .collect();
+        eprintln!(
+            "FIGURES ({}) median of {rounds}: {}",
+            case.letter(),
+            line.join(", ")
+        );
+        let of = |name: &str| {
+            medians
+                .iter()
+                .find(|entry| entry.0 == name)
+                .map(|entry| entry.1)
+        };
+        if let (Some(native), Some(connect)) = (of("native"), of("connect")) {
+            eprintln!(
+                "FIGURES ({}) native/connect {:.3}",
+                case.letter(),
+                native / connect
+            );
+        }
+    }
+    for kind in &mut kinds {
+        if let Some((icepack, run)) = &mut kind.icepack {
+            if kind.name == "native" {
+                assert!(icepack.log(*run).contains("native run committed"));
+            }
+            assert!(icepack.terminate(*run).await.success());
+        }
+    }
 }
 
 /// The connection breaks while the rewrite runs (a gate between icepack and the server cuts it):

@@ -13,7 +13,7 @@ use icepack::engine::native::{
     MidSizedFiles, NativeEngine, NativeLimits, NativeReport, NativeTask,
 };
 use support::spark::{row_with, stack_available, Lakehouse};
-use support::{unique, wait_until, Icepack, Landing, Moto};
+use support::{measure, unique, wait_until, Icepack, Landing, Moto};
 
 const TOKEN: &str = "native-catalog-token-5521";
 const CREDENTIAL: &str = "icepack:native-client-secret-3307";
@@ -633,6 +633,276 @@ async fn measure_native_runs() {
             peak_rss_kib(),
         );
     }
+}
+
+/// Figures for issue 32's case (c) (BENCHMARKS.md §5, no assertion on time): 1 GiB of 1 MiB data
+/// files on the local file system (a JDBC catalog on SQLite, a `file:` warehouse, so no S3 server
+/// is in the way), rewritten into 64 MiB files by the native engine (in this process, 2 threads)
+/// and by Spark local (`spark-sql --master local[2]`, `rewrite_data_files`), alternating, on the
+/// same table: after each run the catalog points at the table's metadata from before it again
+/// and the run's outputs are deleted, so every run starts from the same files. Per run: wall
+/// time, CPU time (this process's `getrusage` for native; for Spark the JVM's `/proc` counters
+/// between the `Time taken` lines around the CALL, and `wait4` for the whole command) and peak
+/// RSS (`VmHWM`, reset before each native run). `ICEPACK_BENCH_ROUNDS` (5),
+/// `ICEPACK_FIGURES_CASES` (has `c`), `ICEPACK_FIGURES_C_MB` (1024).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: bench/engines.sh c, or deploy/local/with-stack.sh cargo test --release --test native_engine -- --ignored --nocapture measure_"]
+async fn measure_native_against_spark_local_on_local_files() {
+    if !measure::case_selected("c") || !stack_available("measure_native_against_spark_local") {
+        return;
+    }
+    let rounds = measure::rounds(5);
+    let megabytes: u64 = std::env::var("ICEPACK_FIGURES_C_MB")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(1024);
+    let target_bytes = 64 * MIB;
+    let dir = tempfile::tempdir_in(
+        std::env::var("ICEPACK_FIGURES_DIR")
+            .unwrap_or_else(|_| std::env::temp_dir().display().to_string()),
+    )
+    .unwrap();
+    let catalog_dir = dir.path().join("catalog");
+    std::fs::create_dir_all(&catalog_dir).unwrap();
+    let warehouse_dir = dir.path().join("warehouse");
+    let lakehouse = Lakehouse {
+        catalog_dir: catalog_dir.clone(),
+        catalog: icepack::config::CatalogConfig {
+            catalog_impl: "org.apache.iceberg.jdbc.JdbcCatalog".to_string(),
+            uri: format!("jdbc:sqlite:{}/catalog.db", catalog_dir.display()),
+            warehouse: format!("file://{}", warehouse_dir.display()),
+            io_impl: "org.apache.iceberg.hadoop.HadoopFileIO".to_string(),
+            s3_endpoint: String::new(),
+            properties: std::collections::BTreeMap::from([
+                ("jdbc.journal_mode".to_string(), "WAL".to_string()),
+                ("jdbc.busy_timeout".to_string(), "10000".to_string()),
+                ("jdbc.schema-version".to_string(), "V1".to_string()),
+            ]),
+        },
+        s3_endpoint: String::new(),
+        bucket: String::new(),
+        rest: None,
+    };
+    // 264 bytes a row of incompressible hashes: `megabytes` MiB in 1 MiB files.
+    let rows = megabytes * MIB / 264;
+    let files = megabytes.max(1);
+    let setup = measured_spark(
+        &lakehouse,
+        &format!(
+            "CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics;\n\
+             CREATE TABLE lakehouse.analytics.big (id BIGINT, a BINARY, b BINARY, c BINARY, d BINARY) USING iceberg \
+             TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none');\n\
+             INSERT INTO lakehouse.analytics.big SELECT /*+ REPARTITION({files}) */ id, unhex(sha2(CAST(id AS STRING), 512)), \
+             unhex(sha2(CAST(id + 1 AS STRING), 512)), unhex(sha2(CAST(id + 2 AS STRING), 512)), \
+             unhex(sha2(CAST(id + 3 AS STRING), 512)) FROM range({rows});\n\
+             SELECT count(*) AS big_files, sum(file_size_in_bytes) AS big_bytes FROM lakehouse.analytics.big.files;"
+        ),
+        "",
+    );
+    assert!(setup.status.success(), "{}", setup.stderr);
+    let written = row_with(&setup.stdout, "big_files");
+    println!(
+        "FIGURES (c) the table: {} data files, {} bytes, written by Spark in {:.0} s",
+        written["big_files"], written["big_bytes"], setup.wall_seconds
+    );
+    let database = catalog_dir.join("catalog.db");
+    let before = metadata_location(&database).await;
+    let inputs = data_files_on_disk(&warehouse_dir);
+    let engine = NativeEngine::new(NativeLimits {
+        threads: 2,
+        max_run_bytes: 4 * megabytes * MIB,
+        ..NativeLimits::default()
+    })
+    .unwrap();
+    let mut native_runs = Vec::new();
+    let mut spark_runs = Vec::new();
+    for round in 0..rounds {
+        for engine_first in [round % 2 == 0, round % 2 == 1] {
+            if engine_first {
+                let task = NativeTask {
+                    table: "analytics.big".to_string(),
+                    partitions: Vec::new(),
+                    small_file_bytes: 2 * MIB,
+                    target_file_bytes: target_bytes,
+                    min_input_files: 2,
+                    ..task(&lakehouse, &[])
+                };
+                measure::reset_peak_rss();
+                let rss_before = measure::status_kib("VmRSS");
+                let cpu_before = measure::cpu_seconds_self();
+                let started = Instant::now();
+                let report = engine.run(task).await.unwrap();
+                let wall = started.elapsed().as_secs_f64();
+                let cpu = measure::cpu_seconds_self() - cpu_before;
+                let peak = measure::status_kib("VmHWM");
+                let bytes = report.result.rewritten_bytes_count;
+                println!(
+                    "FIGURES (c) round {round} native: {} files ({bytes} bytes) into {}, wall {wall:.2} s, CPU {cpu:.2} s, {:.1} MB/s, {:.1} MB per CPU-second; peak RSS {} MiB (before the run {} MiB)",
+                    report.result.rewritten_data_files_count,
+                    report.result.added_data_files_count,
+                    bytes as f64 / 1e6 / wall,
+                    bytes as f64 / 1e6 / cpu,
+                    peak / 1024,
+                    rss_before / 1024,
+                );
+                native_runs.push((wall, cpu, bytes, peak));
+            } else {
+                let call = format!(
+                    "SELECT 1 AS warm;\n\
+                     CALL lakehouse.system.rewrite_data_files(table => 'analytics.big', options => map(\
+                     'target-file-size-bytes', '{target_bytes}', 'min-input-files', '2', 'min-file-size-bytes', '{}'));",
+                    2 * MIB
+                );
+                let run = measured_spark(&lakehouse, &call, "Time taken:");
+                assert!(run.status.success(), "{}", run.stderr);
+                let result = row_with(&run.stdout, "rewritten_bytes_count");
+                let bytes: u64 = result["rewritten_bytes_count"].parse().unwrap();
+                assert_eq!(
+                    run.marks.len(),
+                    2,
+                    "a Time taken line per statement:\n{}",
+                    run.stderr
+                );
+                let (call_wall, call_cpu) = (
+                    run.marks[1].0 - run.marks[0].0,
+                    run.marks[1].1 - run.marks[0].1,
+                );
+                println!(
+                    "FIGURES (c) round {round} spark local[2]: {} files ({bytes} bytes) into {}; the CALL: wall {call_wall:.2} s, CPU {call_cpu:.2} s, {:.1} MB/s, {:.1} MB per CPU-second; the whole spark-sql: wall {:.2} s, CPU {:.2} s, {:.1} MB per CPU-second; peak RSS {} MiB",
+                    result["rewritten_data_files_count"],
+                    result["added_data_files_count"],
+                    bytes as f64 / 1e6 / call_wall,
+                    bytes as f64 / 1e6 / call_cpu,
+                    run.wall_seconds,
+                    run.cpu_seconds,
+                    bytes as f64 / 1e6 / run.cpu_seconds,
+                    run.peak_rss_kib / 1024,
+                );
+                spark_runs.push((call_wall, call_cpu, bytes, run.cpu_seconds));
+            }
+            // Back to the same table: the metadata from before, the run's outputs gone.
+            set_metadata_location(&database, &before).await;
+            for file in data_files_on_disk(&warehouse_dir) {
+                if !inputs.contains(&file) {
+                    std::fs::remove_file(&file).unwrap();
+                }
+            }
+        }
+    }
+    let per_cpu = |bytes: u64, cpu: f64| bytes as f64 / 1e6 / cpu;
+    let native_rate = measure::median(
+        &native_runs
+            .iter()
+            .map(|(_, cpu, bytes, _)| per_cpu(*bytes, *cpu))
+            .collect::<Vec<_>>(),
+    );
+    let native_wall = measure::median(&native_runs.iter().map(|run| run.0).collect::<Vec<_>>());
+    let native_peak = native_runs.iter().map(|run| run.3).max().unwrap_or(0);
+    let spark_rate = measure::median(
+        &spark_runs
+            .iter()
+            .map(|(_, cpu, bytes, _)| per_cpu(*bytes, *cpu))
+            .collect::<Vec<_>>(),
+    );
+    let spark_whole_rate = measure::median(
+        &spark_runs
+            .iter()
+            .map(|(_, _, bytes, whole)| per_cpu(*bytes, *whole))
+            .collect::<Vec<_>>(),
+    );
+    let spark_wall = measure::median(&spark_runs.iter().map(|run| run.0).collect::<Vec<_>>());
+    let rss_target_mib = 256 + 2 * target_bytes / MIB;
+    println!(
+        "FIGURES (c) median of {rounds}: native {native_rate:.1} MB per CPU-second (wall {native_wall:.2} s), Spark local[2] CALL {spark_rate:.1} MB per CPU-second (wall {spark_wall:.2} s), whole spark-sql {spark_whole_rate:.1}; native/Spark per core {:.2}× (CALL only), {:.2}× (whole command); native peak RSS {} MiB (target ≤ {rss_target_mib} MiB)",
+        native_rate / spark_rate,
+        native_rate / spark_whole_rate,
+        native_peak / 1024,
+    );
+}
+
+/// spark-sql (`local[2]`, 2 GiB driver) on `lakehouse`'s catalog, measured; `marker` as
+/// [`measure::run_measured`] takes it.
+fn measured_spark(lakehouse: &Lakehouse, statements: &str, marker: &str) -> measure::Measured {
+    let spark = icepack::config::SparkConfig {
+        packages: Vec::new(),
+        jars: support::spark::env("ICEPACK_TEST_SPARK_JARS")
+            .split(',')
+            .map(str::to_string)
+            .collect(),
+        master: "local[2]".to_string(),
+        conf: std::collections::BTreeMap::from([(
+            "spark.driver.memory".to_string(),
+            "2g".to_string(),
+        )]),
+        ..icepack::config::SparkConfig::default()
+    };
+    let args = icepack::spark::command::spark_sql_args(
+        &spark,
+        "lakehouse",
+        &lakehouse.catalog,
+        statements,
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let mut command = std::process::Command::new(format!(
+        "{}/bin/spark-sql",
+        support::spark::env("ICEPACK_TEST_SPARK_HOME")
+    ));
+    command
+        .args(&args)
+        .current_dir(scratch.path())
+        .env("SPARK_LOCAL_IP", "127.0.0.1");
+    measure::run_measured(&mut command, marker)
+}
+
+/// The table's `metadata_location` in the JDBC catalog.
+async fn metadata_location(database: &std::path::Path) -> String {
+    let pool = sqlx::SqlitePool::connect_with(
+        sqlx::sqlite::SqliteConnectOptions::new().filename(database),
+    )
+    .await
+    .unwrap();
+    let (location,): (String,) =
+        sqlx::query_as("SELECT metadata_location FROM iceberg_tables WHERE table_name = 'big'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    location
+}
+
+/// Points the catalog at `location` again (the table as it was before a run).
+async fn set_metadata_location(database: &std::path::Path, location: &str) {
+    let pool = sqlx::SqlitePool::connect_with(
+        sqlx::sqlite::SqliteConnectOptions::new().filename(database),
+    )
+    .await
+    .unwrap();
+    sqlx::query("UPDATE iceberg_tables SET metadata_location = ? WHERE table_name = 'big'")
+        .bind(location)
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+}
+
+/// Every Parquet file under `dir`.
+fn data_files_on_disk(dir: &std::path::Path) -> std::collections::HashSet<std::path::PathBuf> {
+    let mut found = std::collections::HashSet::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path
+                .extension()
+                .is_some_and(|extension| extension == "parquet")
+            {
+                found.insert(path);
+            }
+        }
+    }
+    found
 }
 
 /// The process's peak resident set (VmHWM), in KiB.

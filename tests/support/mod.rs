@@ -8,6 +8,7 @@
 pub mod browser;
 pub mod connect;
 pub mod elasticmq;
+pub mod measure;
 pub mod spark;
 
 #[allow(unused_imports)]
