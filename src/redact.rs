@@ -149,9 +149,12 @@ fn is_name_char(c: char) -> bool {
 fn parameter_spans(text: &str) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     for (equals, _) in text.match_indices('=') {
+        // After the last character that is not a name's: a char boundary whatever its width
+        // (the text is anyone's: an error quoting a configuration's line, an engine's output).
         let name_start = text[..equals]
-            .rfind(|c: char| !is_name_char(c))
-            .map_or(0, |before| before + 1);
+            .char_indices()
+            .rfind(|&(_, c)| !is_name_char(c))
+            .map_or(0, |(before, c)| before + c.len_utf8());
         let name = &text[name_start..equals];
         if name.is_empty() || !is_secret_name(name) {
             continue;
@@ -182,6 +185,21 @@ fn bearer_spans(text: &str) -> Vec<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_with_wide_characters_before_a_parameter_is_redacted_without_a_panic() {
+        // Found by the configuration fuzz target: a TOML error quoting `small_file_mЌ= 64`.
+        assert_eq!(hide_secrets("small_file_mЌ= 64"), "small_file_mЌ= 64");
+        let hidden = hide_secrets("ЌЌpassword=hunter2 and Ќtoken=abc&x=1");
+        assert!(
+            !hidden.contains("hunter2") && !hidden.contains("abc"),
+            "{hidden}"
+        );
+        assert!(
+            hidden.starts_with("ЌЌpassword=") && hidden.contains("Ќtoken="),
+            "{hidden}"
+        );
+    }
 
     #[test]
     fn every_kind_of_secret_name_is_recognised() {

@@ -656,3 +656,11 @@ fn compute_statistics_is_off_by_default_and_resolves_table_then_tenant_then_defa
     let specs = Config::from_toml_str(&text).unwrap().table_specs();
     assert!(specs[2].compute_statistics, "[defaults]' own");
 }
+
+#[test]
+fn a_parse_error_quoting_wide_characters_is_an_error_not_a_panic() {
+    // Found by the configuration fuzz target: the error's text is redacted, and the redaction
+    // sliced it inside `Ќ`.
+    let error = Config::from_toml_str("[defaults]\nsmall_file_mЌ= 64\n").unwrap_err();
+    assert!(error.to_string().contains("small_file_m"), "{error}");
+}
