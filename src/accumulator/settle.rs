@@ -469,32 +469,20 @@ pub fn prepare_settlement(
                 ..record(true)
             });
         }
-        // Statistics that could not be computed are told (the run history, a maintenance
-        // alert) and never back the table off: the run that changed the table committed, and
-        // the next one that does tries them again.
-        RunOutcome::Failure {
-            class,
-            excerpt,
-            duration_millis,
-            attempts,
-        } if claim.maintenance == Some(Maintenance::ComputeStatistics) => {
-            state.last_run = Some(RunRecord {
-                failure_class: Some(*class),
-                error: Some(excerpt.clone()),
-                duration_millis: *duration_millis,
-                attempts: *attempts,
-                ..record(false)
-            });
-        }
         RunOutcome::Failure {
             class,
             excerpt,
             duration_millis,
             attempts,
         } if claim.is_run() => {
-            state.consecutive_failures = current.consecutive_failures.saturating_add(1);
-            state.next_attempt_millis =
-                Some(now + backoff.delay_millis(state.consecutive_failures));
+            // Statistics that could not be computed are told (the run history, a maintenance
+            // alert) and never back the table off: the run that changed the table committed,
+            // and the next one that does tries them again.
+            if claim.maintenance != Some(Maintenance::ComputeStatistics) {
+                state.consecutive_failures = current.consecutive_failures.saturating_add(1);
+                state.next_attempt_millis =
+                    Some(now + backoff.delay_millis(state.consecutive_failures));
+            }
             state.last_run = Some(RunRecord {
                 failure_class: Some(*class),
                 error: Some(excerpt.clone()),

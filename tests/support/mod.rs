@@ -450,14 +450,7 @@ impl Moto {
     /// PutObject; `key` is given decoded and encoded here.
     pub async fn put_object(&self, bucket: &str, key: &str, size: usize) {
         let http = reqwest::Client::new();
-        let encoded: String = key
-            .split('/')
-            .map(|segment| {
-                percent_encoding::utf8_percent_encode(segment, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string()
-            })
-            .collect::<Vec<_>>()
-            .join("/");
+        let encoded = encode_key(key);
         let response = self
             .s3_request(
                 &http,
@@ -476,14 +469,7 @@ impl Moto {
     /// GetObject: the object's bytes (`key` given decoded); fails the test when it is absent.
     pub async fn get_object(&self, bucket: &str, key: &str) -> Vec<u8> {
         let http = reqwest::Client::new();
-        let encoded: String = key
-            .split('/')
-            .map(|segment| {
-                percent_encoding::utf8_percent_encode(segment, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string()
-            })
-            .collect::<Vec<_>>()
-            .join("/");
+        let encoded = encode_key(key);
         let response = self
             .s3_request(
                 &http,
@@ -708,4 +694,15 @@ impl Drop for Icepack {
 
 pub fn path_str(path: &Path) -> String {
     path.display().to_string()
+}
+
+/// An S3 key as a request path has it: each segment percent-encoded, the slashes kept.
+fn encode_key(key: &str) -> String {
+    key.split('/')
+        .map(|segment| {
+            percent_encoding::utf8_percent_encode(segment, percent_encoding::NON_ALPHANUMERIC)
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
