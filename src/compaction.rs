@@ -120,6 +120,7 @@ impl CompactionSettings {
             extra_options: spec.rewrite_options.clone(),
             maintenance: ticket.maintenance,
             orphan_older_than_hours: spec.orphan_older_than_hours,
+            orphan_prefix_listing: self.config.spark.orphan_prefix_listing,
             // A spec not read yet may be partitioned: Iceberg answers for an unpartitioned one.
             partition_statistics: ticket.spec.as_ref().is_none_or(|spec| !spec.is_empty()),
             expire_snapshots_retain_last: spec.expire_snapshots_retain_last,

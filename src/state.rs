@@ -317,6 +317,20 @@ pub struct OrphanRuns {
     /// Orphan files the last dry run found, and the last real run removed.
     pub found: Option<u64>,
     pub removed: Option<u64>,
+    /// When the last failed run started, if it failed after the last success: the next run
+    /// waits a period from then, as from a success (a failure is told, never retried at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_millis: Option<UnixMillis>,
+}
+
+impl OrphanRuns {
+    /// When the next run is due, with runs `every` milliseconds apart: a period after the last
+    /// run, successful or failed; at once if none ever ran.
+    pub fn next_run_millis(&self, every: i64) -> UnixMillis {
+        self.last_run_millis
+            .max(self.failed_millis)
+            .map_or(UnixMillis::MIN, |last| last.saturating_add(every))
+    }
 }
 
 /// A table's manifest files (`metadata/*.avro`, not the snapshots' manifest lists).

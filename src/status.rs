@@ -85,6 +85,8 @@ pub struct OrphanStatus {
     pub every_hours: Option<i64>,
     pub older_than_hours: u64,
     pub last_run_at: Option<String>,
+    /// When the last run that failed started, if none succeeded since.
+    pub last_failed_at: Option<String>,
     pub next_run_at: Option<String>,
     /// The next run only lists what it would remove.
     pub next_is_dry_run: bool,
@@ -378,21 +380,24 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
         },
         orphans: {
             let runs = snapshot.state.orphans;
-            (spec.remove_orphans_every_millis.is_some() || runs.last_run_millis.is_some()).then(
-                || OrphanStatus {
-                    every_hours: spec
-                        .remove_orphans_every_millis
-                        .map(|every| every / 3_600_000),
-                    older_than_hours: spec.orphan_older_than_hours,
-                    last_run_at: runs.last_run_millis.map(format_rfc3339),
-                    next_run_at: spec.remove_orphans_every_millis.map(|every| {
-                        format_rfc3339(runs.last_run_millis.map_or(now, |last| last + every))
-                    }),
-                    next_is_dry_run: !runs.dry_run_done,
-                    found_by_dry_run: runs.found,
-                    removed: runs.removed,
-                },
-            )
+            (spec.remove_orphans_every_millis.is_some()
+                || runs.last_run_millis.is_some()
+                || runs.failed_millis.is_some())
+            .then(|| OrphanStatus {
+                every_hours: spec
+                    .remove_orphans_every_millis
+                    .map(|every| every / 3_600_000),
+                older_than_hours: spec.orphan_older_than_hours,
+                last_run_at: runs.last_run_millis.map(format_rfc3339),
+                last_failed_at: runs.failed_millis.map(format_rfc3339),
+                next_run_at: spec.remove_orphans_every_millis.map(|every| {
+                    let last = runs.last_run_millis.max(runs.failed_millis);
+                    format_rfc3339(last.map_or(now, |last| last.saturating_add(every)))
+                }),
+                next_is_dry_run: !runs.dry_run_done,
+                found_by_dry_run: runs.found,
+                removed: runs.removed,
+            })
         },
         engine: spec.engine.as_str(),
         unconfirmed_files: snapshot.state.unconfirmed.files,

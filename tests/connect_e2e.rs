@@ -624,6 +624,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         extra_options: Default::default(),
         maintenance: None,
         orphan_older_than_hours: 72,
+        orphan_prefix_listing: false,
         partition_statistics: false,
         expire_snapshots_retain_last: None,
         apply_deletes: None,
@@ -2328,6 +2329,8 @@ async fn runs_of(http: &str, table: &str) -> Vec<serde_json::Value> {
 ///   `compute_statistics` writes its Puffin statistics for the current snapshot; DELETEs write
 ///   deletion vectors (Puffin files), counted from their S3 events; the run due by them merges
 ///   them, what the metadata then has is counted, the lineage unchanged.
+///   Then `rewrite_manifests` and `remove_orphan_files` (a dry run, listing the S3 location
+///   through the table's FileIO) succeed on it, keeping the rows, the lineage and a fresh file.
 /// - `upgraded`, v2, `engine = "auto"`, partitioned: bin-packed by the native engine, its
 ///   statistics (table and partition) computed by Spark with the reason; upgraded to v3 while
 ///   icepack watches it, its next run goes to Spark because the native engine writes v2 only,
@@ -2692,6 +2695,56 @@ async fn format_v3_tables_keep_their_lineage_count_their_vectors_and_take_an_upg
         "{status}"
     );
     assert_eq!(status["unconfirmed_files"], 0, "{status}");
+
+    // Manifests and orphans on v3, asked for over HTTP: `rewrite_manifests` keeps every row and
+    // its lineage; `remove_orphan_files` (the table's first: a dry run) lists the table's S3
+    // location through its FileIO (`prefix_listing`), where Hadoop has no file system for `s3`,
+    // and keeps a fresh file no snapshot references (younger than `orphan_older_than_hours`).
+    let fresh_orphan = format!(
+        "warehouse/analytics/{}/data/never-committed.parquet",
+        table.name.rsplit('.').next().unwrap()
+    );
+    moto.put_object(bucket, &fresh_orphan, 64).await;
+    for task in ["rewrite_manifests", "remove_orphan_files"] {
+        let asked = now();
+        let response = reqwest::Client::new()
+            .post(format!(
+                "http://{http}/v1/tables/{}/maintenance/{task}",
+                table.name
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            202,
+            "{task}: {:?}",
+            response.text().await
+        );
+        let status = settled(table.name, task, asked).await;
+        let last = &status["last_run"];
+        assert_eq!(
+            last["outcome"],
+            "success",
+            "{task} on v3: {status}\n{}",
+            context(&icepack)
+        );
+        if task == "remove_orphan_files" {
+            assert_eq!(last["dry_run"], true, "{last}");
+            assert_eq!(last["orphan_files"], 0, "the fresh file is kept: {last}");
+            assert!(status["orphans"]["last_failed_at"].is_null(), "{status}");
+            assert_eq!(status["orphans"]["next_is_dry_run"], false, "{status}");
+        }
+    }
+    assert_eq!(moto.get_object(bucket, &fresh_orphan).await.len(), 64);
+    let maintained = table.sql(writer, &lineage(&name)).await;
+    assert_eq!(value(&maintained, "row_count"), "57", "{maintained:?}");
+    assert_eq!(value(&maintained, "checksum"), value(&deleted, "checksum"));
+    assert_eq!(
+        value(&maintained, "lineage"),
+        value(&deleted, "lineage"),
+        "lineage survives rewrite_manifests"
+    );
     assert!(icepack.terminate(run).await.success());
     println!(
         "FIGURES format v3: {:.0} s",

@@ -779,16 +779,11 @@ impl Accumulator {
         }
     }
 
-    /// When the table's next `remove_orphan_files` is due (`None`: off); at once if it never ran.
+    /// When the table's next `remove_orphan_files` is due (`None`: off): a period after the last
+    /// run, failed or not; at once if it never ran.
     pub fn next_orphan_run(&self) -> Option<UnixMillis> {
         let every = self.spec.remove_orphans_every_millis?;
-        Some(
-            self.snapshot
-                .state
-                .orphans
-                .last_run_millis
-                .map_or(UnixMillis::MIN, |last| last.saturating_add(every)),
-        )
+        Some(self.snapshot.state.orphans.next_run_millis(every))
     }
 
     /// Whether the table has nothing to do but wait for events and its schedule: no file pending

@@ -366,6 +366,7 @@ pub fn prepare_settlement(
                     } else {
                         Some(files)
                     },
+                    failed_millis: None,
                 };
                 state.last_run = Some(RunRecord {
                     orphan_files: Some(files),
@@ -475,13 +476,20 @@ pub fn prepare_settlement(
             duration_millis,
             attempts,
         } if claim.is_run() => {
-            // Statistics that could not be computed are told (the run history, a maintenance
-            // alert) and never back the table off: the run that changed the table committed,
-            // and the next one that does tries them again.
-            if claim.maintenance != Some(Maintenance::ComputeStatistics) {
-                state.consecutive_failures = current.consecutive_failures.saturating_add(1);
-                state.next_attempt_millis =
-                    Some(now + backoff.delay_millis(state.consecutive_failures));
+            // Statistics that could not be computed, and orphan files that could not be
+            // listed, are told (the run history, an alert) and never back the table off: its
+            // compactions are not theirs to hold. Statistics are tried again after the next run
+            // that changes the table, orphans a period later.
+            match claim.maintenance {
+                Some(Maintenance::ComputeStatistics) => {}
+                Some(Maintenance::RemoveOrphans { .. }) => {
+                    state.orphans.failed_millis = Some(claim.started_millis);
+                }
+                _ => {
+                    state.consecutive_failures = current.consecutive_failures.saturating_add(1);
+                    state.next_attempt_millis =
+                        Some(now + backoff.delay_millis(state.consecutive_failures));
+                }
             }
             state.last_run = Some(RunRecord {
                 failure_class: Some(*class),

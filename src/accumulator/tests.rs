@@ -994,16 +994,43 @@ fn orphan_removal_starts_with_a_dry_run_and_follows_its_schedule() {
     assert_eq!((orphans.found, orphans.removed), (Some(3), None));
     assert_eq!(accumulator.next_orphan_run(), Some(34 * HOUR));
 
-    // A failed run leaves the schedule as it was (it is retried after the back-off).
+    // A failed run (a Spark that cannot list the table's location, say) is told and waits for
+    // its next period; it never backs the table off, so compactions go on, and it is not asked
+    // again and again.
     let (ops, _) = accumulator
         .begin_claim("o-2", REMOVE_ORPHANS_TRIGGER, 34 * HOUR, true)
         .unwrap();
     store.commit(ops).unwrap();
     accumulator.settle(true);
-    finish(&mut accumulator, &store, "o-2", &failure(), 34 * HOUR);
-    assert_eq!(accumulator.next_orphan_run(), Some(34 * HOUR));
-    assert!(!accumulator.may_start_run(34 * HOUR));
+    finish(
+        &mut accumulator,
+        &store,
+        "o-2",
+        &failure(),
+        34 * HOUR + 1_000,
+    );
+    assert_eq!(accumulator.next_orphan_run(), Some(58 * HOUR));
+    assert!(accumulator.may_start_run(34 * HOUR + 1_000));
+    let state = &accumulator.snapshot().state;
+    assert_eq!(
+        (state.consecutive_failures, state.next_attempt_millis),
+        (0, None)
+    );
+    assert_eq!(state.orphans.failed_millis, Some(34 * HOUR));
+    assert_eq!(state.orphans.last_run_millis, Some(10 * HOUR));
+    assert!(state.last_run.as_ref().unwrap().failure_class.is_some());
+    // A compaction due meanwhile runs at once.
+    stage_and_commit(
+        &mut accumulator,
+        &store,
+        (0..3)
+            .map(|n| candidate(&format!("t/data/{n}.parquet"), 50, 34 * HOUR, ""))
+            .collect(),
+        34 * HOUR + 2_000,
+    );
+    assert!(accumulator.due(34 * HOUR + 2_000).is_some());
 
+    // A run asked for before the period (over HTTP) that succeeds clears the failure.
     let second = orphan_run(&mut accumulator, "o-3", 35 * HOUR, 3);
     assert_eq!(
         second.maintenance,

@@ -173,6 +173,15 @@ pub struct SparkConfig {
     /// How long reaching the server may take before a run fails as `engine_unavailable`.
     #[serde(default = "default_connect_timeout_seconds")]
     pub connect_timeout_seconds: Int<1, 600>,
+    /// `remove_orphan_files` lists a table's files through its FileIO (`prefix_listing`,
+    /// Iceberg 1.8 and later), so an `s3://` table needs no Hadoop file system for `s3`; `false`
+    /// for an older Iceberg, which refuses the parameter.
+    #[serde(default = "yes")]
+    pub orphan_prefix_listing: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 pub(super) fn default_connect_timeout_seconds() -> Int<1, 600> {
@@ -206,7 +215,7 @@ pub(super) fn default_spark_sql() -> String {
 
 pub(super) fn default_packages() -> Vec<String> {
     [
-        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.5.2",
+        "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.1",
         "org.apache.hadoop:hadoop-aws:3.3.4",
         "com.amazonaws:aws-java-sdk-bundle:1.12.262",
     ]
@@ -272,6 +281,7 @@ impl Default for SparkConfig {
             connect_token_env: String::new(),
             connect_tls: false,
             connect_timeout_seconds: default_connect_timeout_seconds(),
+            orphan_prefix_listing: true,
         }
     }
 }

@@ -221,7 +221,7 @@ mod tests {
         let catalog = config.catalogs["lakehouse"].clone();
         let args = spark_sql_args(&config.spark, "lakehouse", &catalog, "SELECT 1;");
         let line = args.join(" ");
-        assert!(line.starts_with("--packages org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.5.2,org.apache.hadoop:hadoop-aws:3.3.4,com.amazonaws:aws-java-sdk-bundle:1.12.262"));
+        assert!(line.starts_with("--packages org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.1,org.apache.hadoop:hadoop-aws:3.3.4,com.amazonaws:aws-java-sdk-bundle:1.12.262"));
         for expected in [
             "--conf spark.sql.extensions=org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
             "--conf spark.sql.catalog.lakehouse=org.apache.iceberg.spark.SparkCatalog",

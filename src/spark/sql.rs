@@ -140,6 +140,9 @@ pub struct CompactionSql {
     pub maintenance: Option<Maintenance>,
     /// `remove_orphan_files` removes no file younger than this.
     pub orphan_older_than_hours: u64,
+    /// `remove_orphan_files` lists the table's location through its FileIO (`prefix_listing`,
+    /// Iceberg 1.8 and later), not through a Hadoop file system for its scheme.
+    pub orphan_prefix_listing: bool,
     /// A `compute_statistics` run computes partition statistics too (`false` for a table known
     /// to be unpartitioned, which has none).
     pub partition_statistics: bool,
@@ -293,12 +296,13 @@ impl CompactionSql {
                 table = quote_string(&self.table),
             ))),
             Some(Maintenance::RemoveOrphans { dry_run }) => statements.push(Statement::new(StatementKind::OrphanRemoval, format!(
-                "CALL {catalog}.system.remove_orphan_files(table => {table}, older_than => TIMESTAMP {older_than}, dry_run => {dry_run})",
+                "CALL {catalog}.system.remove_orphan_files(table => {table}, older_than => TIMESTAMP {older_than}, dry_run => {dry_run}{prefix_listing})",
                 catalog = self.catalog,
                 table = quote_string(&self.table),
                 older_than = quote_string(&sql_timestamp(
                     self.run_started_millis - self.orphan_older_than_hours as i64 * 3_600_000
                 )),
+                prefix_listing = if self.orphan_prefix_listing { ", prefix_listing => true" } else { "" },
             ))),
             Some(Maintenance::RewritePositionDeletes) => statements.push(Statement::new(StatementKind::PositionDeleteRewrite, format!(
                 "CALL {catalog}.system.rewrite_position_delete_files(table => {table})",
@@ -515,6 +519,7 @@ mod tests {
             extra_options: BTreeMap::new(),
             maintenance: None,
             orphan_older_than_hours: 72,
+            orphan_prefix_listing: false,
             partition_statistics: true,
             expire_snapshots_retain_last: None,
             apply_deletes: None,
@@ -616,6 +621,17 @@ mod tests {
             "CALL lakehouse.system.remove_orphan_files(table => 'analytics.customer_orders', older_than => TIMESTAMP '2024-04-28 12:00:00.000', dry_run => true)"
         );
         assert!(orphans(false)[1].ends_with("dry_run => false)"));
+        let listed_by_prefix = CompactionSql {
+            rewrite: false,
+            maintenance: Some(Maintenance::RemoveOrphans { dry_run: false }),
+            orphan_prefix_listing: true,
+            ..sql()
+        }
+        .statements();
+        assert!(
+            listed_by_prefix.contains("dry_run => false, prefix_listing => true)"),
+            "{listed_by_prefix}"
+        );
         let expiring = CompactionSql {
             expire_snapshots_older_than_hours: Some(168),
             expire_snapshots_retain_last: Some(5),
