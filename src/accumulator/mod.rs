@@ -566,7 +566,7 @@ impl Accumulator {
                 trigger: trigger.to_string(),
                 partitions: Vec::new(),
                 min_input_files: 2.min(self.spec.min_input_files),
-                rewrite: trigger != "reconcile",
+                rewrite: trigger != RECONCILE_TRIGGER,
                 // A manual run compacts whatever can be, mid-sized files too.
                 joins_mid_sized: true,
                 joining_partitions: Vec::new(),
@@ -864,6 +864,8 @@ impl Accumulator {
 
 mod settle;
 pub use settle::{prepare_settlement, settle_run, Settlement};
+mod step;
+pub use step::{NextStep, RECONCILE_TRIGGER};
 
 #[cfg(test)]
 mod tests;

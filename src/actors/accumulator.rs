@@ -261,67 +261,16 @@ impl TableAccumulatorActor {
         if self.accumulator.claim().is_some() || !self.active {
             return;
         }
-        // A periodic reconcile, when its time has come and no run is due; or one that confirms
-        // (or drops) the files a read did not find in the table, once their grace is over.
-        let periodic = self.accumulator.spec().reconcile_every_millis.map(|every| {
-            let state = &self.accumulator.snapshot().state;
-            state.last_truth_millis.unwrap_or(self.started_millis) + every
-        });
-        let reconcile_at = [periodic, self.accumulator.unconfirmed_read_at()]
-            .into_iter()
-            .flatten()
-            .min();
-        if let (Some(at), None) = (reconcile_at, due) {
-            if now >= at && self.ask("reconcile", true) {
+        let step = self.accumulator.next_step(now, self.started_millis);
+        if let Some(trigger) = step.maintenance {
+            if self.ask(trigger, true) {
                 return;
             }
         }
-        // With no compaction due: a run for the table's delete files, else `rewrite_manifests`
-        // when it has too many manifests, else its statistics after a run that changed it.
-        let maintenance = if self.accumulator.deletes_due() {
-            Some(crate::accumulator::DELETES_TRIGGER)
-        } else if self.accumulator.manifests_due() {
-            Some(crate::state::Maintenance::RewriteManifests.as_str())
-        } else if self.accumulator.statistics_due() {
-            Some(crate::state::Maintenance::ComputeStatistics.as_str())
-        } else {
-            None
+        if let Some(reason) = step.compaction {
+            self.ask(reason.as_str(), false);
         }
-        .filter(|_| due.is_none());
-        let manifests_due = maintenance.is_some();
-        if let Some(trigger) = maintenance {
-            if self.accumulator.may_start_run(now) && self.ask(trigger, true) {
-                return;
-            }
-        }
-        // `remove_orphan_files` on its schedule, when nothing else is due.
-        let orphans_at = self.accumulator.next_orphan_run();
-        if let (Some(at), None, false) = (orphans_at, due, manifests_due) {
-            if now >= at
-                && self.accumulator.may_start_run(now)
-                && self.ask(crate::accumulator::REMOVE_ORPHANS_TRIGGER, true)
-            {
-                return;
-            }
-        }
-        let wake_at = match due {
-            None if manifests_due => self.accumulator.next_attempt(),
-            None if orphans_at.is_some_and(|at| now >= at) => self.accumulator.next_attempt(),
-            Some(reason) if self.accumulator.may_start_run(now) => {
-                self.ask(reason.as_str(), false);
-                None
-            }
-            Some(_) => self.accumulator.next_attempt(),
-            None => self.accumulator.next_deadline(now),
-        };
-        let wake_at = [
-            wake_at,
-            reconcile_at.filter(|_| due.is_none()),
-            orphans_at.filter(|at| *at > now),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let wake_at = step.wake_at;
         if let Some(wake_at) = wake_at {
             let delay = Duration::from_millis(wake_at.saturating_sub(now).max(0) as u64);
             self.timer = Some(ctx.notify_later(Tick, delay));

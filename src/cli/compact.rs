@@ -52,7 +52,7 @@ pub(crate) fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
         };
         let mut failed = 0;
         for index in indices {
-            let (result, status) = run_now(&pipeline, index, "reconcile").await?;
+            let (result, status) = run_now(&pipeline, index, icepack::accumulator::RECONCILE_TRIGGER).await?;
             let outcome = match &result {
                 Ok(result) => match &result.outcome {
                     RunOutcome::Success { .. } => "reconciled".to_string(),
