@@ -17,10 +17,12 @@ if [[ "${1:-}" == "--smoke" ]]; then
   cargo test --benches
   step "policy simulator (smoke)"
   cargo run --quiet --bin icepack -- simulate --days 1 --tables 2
+  # With the features `make test` built its test binaries with: the smoke reuses them instead of
+  # compiling and linking two more (the fault points stay unarmed).
   step "compaction run: Docker runner vs bare spark-sql (one run each)"
-  cargo test --test compaction_e2e -- --ignored --nocapture measure_docker_runner_against_bare_spark_sql
+  cargo test --features failpoints --test compaction_e2e -- --ignored --nocapture measure_docker_runner_against_bare_spark_sql
   step "runners: connect vs docker vs process, threshold crossed → run settled (one round)"
-  ICEPACK_BENCH_ROUNDS=1 cargo test --test connect_e2e -- --ignored --nocapture measure_runners_threshold_to_settled
+  ICEPACK_BENCH_ROUNDS=1 cargo test --features failpoints --test connect_e2e -- --ignored --nocapture measure_runners_threshold_to_settled
   step "--packages vs baked jars (one run each)"
   bench/packages-vs-jars.sh 1
   exit 0
