@@ -29,6 +29,9 @@ struct Figures {
     records_per_commit: f64,
     /// Share of the wall time spent in the synced writes.
     writing_share: f64,
+    /// RocksDB write-batch entries and bytes per record: what each record costs the writes.
+    ops_per_record: f64,
+    bytes_per_record: f64,
 }
 
 fn measure(tables: usize, hot: usize, pollers: usize, records: u64, seed: u64) -> Figures {
@@ -74,6 +77,9 @@ fn measure(tables: usize, hot: usize, pollers: usize, records: u64, seed: u64) -
         bare_records_per_sec: records as f64 / bare.as_secs_f64(),
         records_per_commit: records as f64 / commits.len() as f64,
         writing_share: writing / elapsed.as_secs_f64(),
+        ops_per_record: commits.iter().map(|(ops, _)| *ops as f64).sum::<f64>() / records as f64,
+        bytes_per_record: commits.iter().map(|(_, bytes)| *bytes as f64).sum::<f64>()
+            / records as f64,
     }
 }
 
@@ -103,7 +109,7 @@ fn main() {
          bare = the same number of synced RocksDB writes of the same sizes"
     );
     println!(
-        "{:>7} {:>9} {:>8} {:>14} {:>16} {:>9} {:>15} {:>15}",
+        "{:>7} {:>9} {:>8} {:>14} {:>16} {:>9} {:>15} {:>15} {:>11} {:>12}",
         "tables",
         "to tables",
         "pollers",
@@ -111,7 +117,9 @@ fn main() {
         "bare records/s",
         "ratio",
         "records/commit",
-        "in writes"
+        "in writes",
+        "ops/record",
+        "bytes/record"
     );
     for &tables in &tables_list {
         let to = if hot == 0 { tables } else { hot.min(tables) };
@@ -121,6 +129,8 @@ fn main() {
             let mut ratios = Vec::new();
             let mut per_commit = Vec::new();
             let mut writing = Vec::new();
+            let mut ops = Vec::new();
+            let mut bytes = Vec::new();
             for repeat in 0..repeats {
                 let figures = measure(tables, to, pollers, records, 7 + repeat as u64);
                 rates.push(figures.records_per_sec);
@@ -128,9 +138,11 @@ fn main() {
                 ratios.push(figures.records_per_sec / figures.bare_records_per_sec);
                 per_commit.push(figures.records_per_commit);
                 writing.push(figures.writing_share * 100.0);
+                ops.push(figures.ops_per_record);
+                bytes.push(figures.bytes_per_record);
             }
             println!(
-                "{:>7} {:>9} {:>8} {:>14.0} {:>16.0} {:>9.2} {:>15.1} {:>14.0}%",
+                "{:>7} {:>9} {:>8} {:>14.0} {:>16.0} {:>9.2} {:>15.1} {:>14.0}% {:>11.2} {:>12.0}",
                 tables,
                 to,
                 pollers,
@@ -138,7 +150,9 @@ fn main() {
                 median(&mut bare),
                 median(&mut ratios),
                 median(&mut per_commit),
-                median(&mut writing)
+                median(&mut writing),
+                median(&mut ops),
+                median(&mut bytes)
             );
         }
     }
