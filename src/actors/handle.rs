@@ -15,7 +15,7 @@
 //! from a store its predecessor no longer writes.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -87,6 +87,10 @@ pub struct SlotCell {
     /// never more than one; checked at every start, and by the tests.
     writers: AtomicU32,
     most_writers: AtomicU32,
+    /// Whether the slot holds an accumulator's address (`Slot::addr` is `Some`), readable
+    /// without the lock: the supervisor's scan of every slot passes over an empty one (an idle
+    /// table) with one load instead of a lock. Written under the lock with `addr`.
+    occupied: AtomicBool,
 }
 
 struct Slot {
@@ -105,12 +109,20 @@ impl SlotCell {
     }
 
     fn new(index: TableIndex, slot: Slot) -> SlotCell {
+        let slot_addr_is_some = slot.addr.is_some();
         SlotCell {
             index,
             inner: Mutex::new(slot),
             writers: AtomicU32::new(0),
             most_writers: AtomicU32::new(0),
+            occupied: AtomicBool::new(slot_addr_is_some),
         }
+    }
+
+    /// Puts `addr` in the slot (held locked by the caller), or empties it.
+    fn occupy(&self, slot: &mut Slot, addr: Option<Addr<TableAccumulatorActor>>) {
+        self.occupied.store(addr.is_some(), Ordering::SeqCst);
+        slot.addr = addr;
     }
 
     /// An accumulator of the table started handling messages: `false` (and an error logged)
@@ -145,7 +157,7 @@ impl SlotCell {
         if slot.addr.as_ref() != Some(addr) || slot.sent != received {
             return false;
         }
-        slot.addr = None;
+        self.occupy(&mut slot, None);
         slot.sent = 0;
         self.leave();
         true
@@ -190,7 +202,8 @@ impl TableHandle {
     ) -> TableHandle {
         let handle = TableHandle::idle(index, accumulator.spec_arc(), true, starter.clone());
         let actor = starter.actor(&handle.cell, accumulator, true);
-        handle.cell.lock().addr = Some(starter.workers.start_accumulator(index, actor));
+        let addr = starter.workers.start_accumulator(index, actor);
+        handle.cell.occupy(&mut handle.cell.lock(), Some(addr));
         handle
     }
 
@@ -233,7 +246,7 @@ impl TableHandle {
             .loading_on_start()
             .restarted();
         let addr = starter.workers.start_accumulator(self.cell.index, actor);
-        slot.addr = Some(addr.clone());
+        self.cell.occupy(slot, Some(addr.clone()));
         slot.sent = 0;
         Some(addr)
     }
@@ -302,6 +315,10 @@ impl TableHandle {
     /// Whether the table's accumulator is down: it stopped without retiring (a panic), and the
     /// supervisor has not restarted it yet.
     pub fn is_down(&self) -> bool {
+        // An empty slot (an idle table) is not down; the supervisor visits every slot.
+        if !self.cell.occupied.load(Ordering::SeqCst) {
+            return false;
+        }
         self.cell
             .lock()
             .addr
@@ -335,7 +352,8 @@ impl TableHandle {
         let actor = starter
             .actor(&self.cell, accumulator, slot.active)
             .restarted();
-        slot.addr = Some(starter.workers.start_accumulator(self.cell.index, actor));
+        let addr = starter.workers.start_accumulator(self.cell.index, actor);
+        self.cell.occupy(&mut slot, Some(addr));
         slot.sent = 0;
         true
     }
