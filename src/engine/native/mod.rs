@@ -6,12 +6,13 @@
 //! 1. loads the table from its catalog (REST or JDBC: `catalog.rs`) and reads the manifests of its
 //!    current snapshot (`table.rs`): the plan works from the metadata, never from icepack's counts;
 //! 2. plans (`plan.rs`, pure): the run's partitions, their small files (and mid-sized ones where
-//!    the run says so), per (spec, partition), bin-packed into groups of at most the target size;
+//!    the run says so), per (spec, partition), bin-packed into file groups ([`MAX_GROUP_BYTES`]);
 //!    a partition where a delete file applies is refused as [`NativeError::Unsupported`] (so are
 //!    format v1 and v3 tables, files not in Parquet, and runs over `max_run_bytes`);
-//! 3. rewrites each group (`rewrite.rs`): reads with the current schema, writes Parquet in the
-//!    inputs' own partition spec and values with the table's write properties, and checks that
-//!    the rows written are the rows read;
+//! 3. rewrites each group (`rewrite.rs`): reads with the current schema, writes Parquet files of
+//!    the target size (measured on the files written) in the inputs' own partition spec and
+//!    values with the table's write properties, and checks that the rows written are the rows
+//!    read;
 //! 4. commits one `replace` snapshot (`snapshot.rs`) — one per group with partial progress — with
 //!    the starting snapshot's sequence number as the outputs' data sequence number. On a conflict
 //!    it reloads and commits again only while every input is still live and no position delete
@@ -68,6 +69,11 @@ use table::{ManifestCache, TableState};
 /// Writers' clocks differ from icepack's: snapshots this much older than the window still count
 /// as committed in it (as the Spark engine's query reads them).
 const CLOCK_MARGIN_MILLIS: i64 = 5 * 60 * 1000;
+
+/// Input bytes of one file group at most: `rewrite_data_files`' `max-file-group-size-bytes`
+/// default (100 GiB). A group is read and written as a stream, so its size costs no memory; what
+/// bounds a run is [`NativeLimits::max_run_bytes`].
+const MAX_GROUP_BYTES: u64 = 100 * 1024 * 1024 * 1024;
 
 /// Attempts at committing one rewrite (the first and the retries after conflicts).
 pub const COMMIT_ATTEMPTS: u32 = 4;
@@ -517,6 +523,7 @@ async fn rewrite_and_commit(
         small_file_bytes: task.small_file_bytes,
         target_file_bytes: task.target_file_bytes,
         min_input_files: task.min_input_files,
+        max_group_bytes: MAX_GROUP_BYTES,
     };
     let plan = plan::plan(&request, &data_files, &start.delete_facts())?;
     if let Some(file) = plan

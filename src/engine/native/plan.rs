@@ -9,8 +9,12 @@
 //! - **Worth it.** Per (spec, partition), as `rewrite_data_files` decides per file group: at least
 //!   two candidates, and `min_input_files` of them or more than a target file's worth of bytes.
 //! - **Groups.** A chosen partition's candidates are bin-packed (first fit, largest first) into
-//!   groups of at most the target size: one output file each, one commit each with partial
-//!   progress. A group left with a single file is dropped (rewriting it alone changes nothing).
+//!   groups of at most the maximum group size, as `rewrite_data_files` forms file groups
+//!   (`max-file-group-size-bytes`): one commit each with partial progress. A group is written into
+//!   files of the target size measured on the files written (`rewrite.rs`), the last one smaller:
+//!   input bytes do not tell the output's size (another encoding, codec or dictionary), so groups
+//!   capped at one target by input bytes overflowed by a few rows into a file of their own. A
+//!   group left with a single file is dropped (rewriting it alone changes nothing).
 //! - **Deletes.** A partition where a delete file applies to a candidate is not rewritten here:
 //!   the plan answers [`PlanError::DeletesApply`] and the run goes to an engine that applies them.
 
@@ -77,9 +81,11 @@ pub struct PlanRequest {
     pub small_file_bytes: u64,
     pub target_file_bytes: u64,
     pub min_input_files: u64,
+    /// Input bytes of a group at most (a larger file is a group of its own); at least the target.
+    pub max_group_bytes: u64,
 }
 
-/// Files of one (spec, partition) rewritten together into one output.
+/// Files of one (spec, partition) rewritten together, into files of the target size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileGroup {
     pub spec_id: i32,
@@ -208,7 +214,8 @@ pub fn plan(
                 });
             }
         }
-        for files in bin_pack(candidates, request.target_file_bytes) {
+        let capacity = request.max_group_bytes.max(request.target_file_bytes);
+        for files in bin_pack(candidates, capacity) {
             if files.len() >= 2 {
                 groups.push(FileGroup {
                     spec_id,
@@ -377,6 +384,7 @@ mod tests {
             small_file_bytes: 32 * MIB,
             target_file_bytes: 128 * MIB,
             min_input_files: 5,
+            max_group_bytes: 512 * MIB,
         }
     }
 
@@ -527,11 +535,14 @@ mod tests {
             .map(|index| file(&format!("f{index}"), "", 50 * MIB))
             .collect();
         let plan = plan(&wanted, &heavy, &[]).unwrap();
+        assert_eq!(plan.input_files(), 3, "150 MiB > target: one group");
+        wanted.max_group_bytes = 100 * MIB;
         assert_eq!(
-            plan.input_files(),
+            super::plan(&wanted, &heavy, &[]).unwrap().input_files(),
             2,
-            "150 MiB > target: packed into 100 MiB, a lone file left"
+            "groups of 100 MiB at most: a lone file left"
         );
+        wanted.max_group_bytes = 512 * MIB;
         let lone = vec![file("one", "", MIB)];
         wanted.min_input_files = 1;
         assert!(
@@ -541,15 +552,30 @@ mod tests {
     }
 
     #[test]
-    fn groups_are_packed_up_to_the_target() {
+    fn groups_are_packed_up_to_the_maximum_group_size_not_the_target() {
         let files: Vec<DataFileFacts> = (0..30)
             .map(|index| file(&format!("f{index:02}"), "p=1", 10 * MIB))
             .collect();
-        let plan = plan(&request(&["p=1"]), &files, &[]).unwrap();
+        let one = plan(&request(&["p=1"]), &files, &[]).unwrap();
+        assert_eq!(
+            one.groups.len(),
+            1,
+            "300 MiB: more than a target, one group"
+        );
+        assert_eq!(one.input_files(), 30);
+        let mut wanted = request(&["p=1"]);
+        wanted.max_group_bytes = 128 * MIB;
+        let plan = plan(&wanted, &files, &[]).unwrap();
         assert_eq!(plan.groups.len(), 3);
         for group in &plan.groups {
             assert!(group.input_bytes() <= 128 * MIB);
         }
+        wanted.max_group_bytes = MIB;
+        assert_eq!(
+            super::plan(&wanted, &files, &[]).unwrap().groups.len(),
+            3,
+            "groups of a target at least"
+        );
         assert_eq!(plan.input_files(), 30);
         let unique: HashSet<&str> = plan
             .groups

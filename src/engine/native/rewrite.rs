@@ -8,11 +8,15 @@
 //!   outputs keep the spec id of the files they replace (valid Iceberg: a data file may belong
 //!   to any of the table's specs). Java's `rewrite_data_files` writes in the current spec instead,
 //!   which needs a per-row repartition (a file of an old spec can hold rows of several partitions
-//!   of the new one); keeping the spec needs none, keeps one output per group, and a later
-//!   Spark rewrite can still move old-spec files to the new spec. Paths are the partition's path
-//!   as Java writers encode it under the table's data location (`write.data.path`, else
-//!   `{location}/data`); file names carry the run id. The object-store layout
-//!   (`write.object-storage.enabled`) is not reproduced: outputs go under the plain paths.
+//!   of the new one); keeping the spec needs none, keeps a group's outputs in one partition, and
+//!   a later Spark rewrite can still move old-spec files to the new spec. Paths are the
+//!   partition's path as Java writers encode it under the table's data location
+//!   (`write.data.path`, else `{location}/data`); file names carry the run id. The object-store
+//!   layout (`write.object-storage.enabled`) is not reproduced: outputs go under the plain paths.
+//! - **Sized** as Java's writers size files: a group's rows go into files of the target size
+//!   measured on the file being written (bytes flushed plus the Parquet writer's estimate of the
+//!   row group in memory), filled up to it, the last file holding what is left
+//!   ([`TargetSizedWriter`]).
 //! - **Write properties** from the table: `write.parquet.compression-codec` and `-level`,
 //!   `row-group-size-bytes`, `page-size-bytes`, `page-row-limit`, `dict-size-bytes` and
 //!   `bloom-filter-enabled.column.*` / `bloom-filter-fpp.column.*`; column metrics (sizes,
@@ -27,15 +31,16 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
 use iceberg::arrow::ArrowReaderBuilder;
+use iceberg::io::FileIO;
 use iceberg::scan::FileScanTask;
-use iceberg::spec::{DataFile, DataFileFormat, NameMapping, PartitionKey};
-use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::spec::{DataContentType, DataFile, DataFileFormat, NameMapping, PartitionKey};
 use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, LocationGenerator,
+    DefaultFileNameGenerator, FileNameGenerator, LocationGenerator,
 };
-use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
-use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use iceberg::writer::file_writer::{
+    FileWriter, FileWriterBuilder, ParquetWriter, ParquetWriterBuilder,
+};
+use iceberg::writer::CurrentFileStatus;
 use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
@@ -330,27 +335,25 @@ pub async fn rewrite_group(
         .map_err(|error| super::storage_error("reading the group's files", error))?
         .stream();
 
-    let locations = OutputLocations {
-        data_location: settings.data_location.clone(),
-        log: log.clone(),
-    };
-    let names = DefaultFileNameGenerator::new(
-        format!("{}-{group_index:05}", settings.file_prefix),
-        None,
-        DataFileFormat::Parquet,
-    );
-    let rolling = RollingFileWriterBuilder::new(
-        ParquetWriterBuilder::new(settings.properties.clone(), schema.clone()),
-        usize::try_from(settings.target_file_bytes).unwrap_or(usize::MAX),
-        state.table.file_io.clone(),
-        locations,
-        names,
-    );
     let key = PartitionKey::new(spec.as_ref().clone(), schema.clone(), partition);
-    let mut writer = DataFileWriterBuilder::new(rolling)
-        .build(Some(key))
-        .await
-        .map_err(|error| NativeError::Other(format!("cannot start a writer: {error}")))?;
+    let mut writer = TargetSizedWriter {
+        builder: ParquetWriterBuilder::new(settings.properties.clone(), schema.clone()),
+        file_io: state.table.file_io.clone(),
+        locations: OutputLocations {
+            data_location: settings.data_location.clone(),
+            log: log.clone(),
+        },
+        names: DefaultFileNameGenerator::new(
+            format!("{}-{group_index:05}", settings.file_prefix),
+            None,
+            DataFileFormat::Parquet,
+        ),
+        key,
+        target_bytes: usize::try_from(settings.target_file_bytes).unwrap_or(usize::MAX),
+        current: None,
+        last_closed: None,
+        written: Vec::new(),
+    };
     let mut rows: u64 = 0;
     let target = Arc::new(
         iceberg::arrow::schema_to_arrow_schema(&schema).map_err(|error| {
@@ -363,16 +366,9 @@ pub async fn rewrite_group(
         .map_err(|error| super::storage_error("reading the group's files", error))?
     {
         rows += batch.num_rows() as u64;
-        let batch = materialize(batch, &target)?;
-        writer
-            .write(batch)
-            .await
-            .map_err(|error| super::storage_error("writing an output file", error))?;
+        writer.write(materialize(batch, &target)?).await?;
     }
-    let written = writer
-        .close()
-        .await
-        .map_err(|error| super::storage_error("closing an output file", error))?;
+    let written = writer.close().await?;
     let expected = group.input_records();
     let recorded: u64 = written.iter().map(|file| file.record_count()).sum();
     if rows != expected || recorded != expected {
@@ -381,6 +377,150 @@ pub async fn rewrite_group(
         )));
     }
     Ok(written)
+}
+
+/// Rows a new file takes in its first write when nothing tells yet how large a row is encoded.
+const PROBE_ROWS: usize = 1024;
+
+/// What the current file has taken so far: its size as the Parquet writer measures it (bytes
+/// flushed plus its estimate of the row group in memory), and its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileFill {
+    bytes: usize,
+    rows: usize,
+}
+
+/// How many of the next rows the current file takes, and whether it rolls over after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fit {
+    rows: usize,
+    then_roll: bool,
+}
+
+/// Where the next `offered` rows go: into the current file as long as they keep it within
+/// `target_bytes` at the bytes per row it has shown so far; the rows that fill it up to the
+/// target and then a roll when not all of them fit (none when it is full). A new file (`current`
+/// `None`) sizes its first write by the bytes per row of the file closed before it
+/// (`last_closed`), or takes [`PROBE_ROWS`] to learn them, and always takes at least one row, so
+/// every write makes progress.
+fn fit(
+    current: Option<FileFill>,
+    last_closed: Option<FileFill>,
+    target_bytes: usize,
+    offered: usize,
+) -> Fit {
+    let fitting = |fill: FileFill, room: usize| -> usize {
+        if fill.bytes == 0 {
+            return offered;
+        }
+        let rows = room as u128 * fill.rows as u128 / fill.bytes as u128;
+        usize::try_from(rows).unwrap_or(usize::MAX)
+    };
+    let rows = match (current, last_closed) {
+        (Some(fill), _) if fill.rows > 0 => fitting(fill, target_bytes.saturating_sub(fill.bytes)),
+        (_, Some(fill)) if fill.rows > 0 => fitting(fill, target_bytes).max(1),
+        _ => {
+            return Fit {
+                rows: offered.min(PROBE_ROWS),
+                then_roll: false,
+            }
+        }
+    };
+    Fit {
+        rows: rows.min(offered),
+        then_roll: rows < offered,
+    }
+}
+
+/// Writes one group's rows, in one partition, into files of the target size as Iceberg's Java
+/// writers do (`write.target-file-size-bytes`, measured on the file being written), the last one
+/// holding what is left. Unlike iceberg-rust's `RollingFileWriter`, which rolls only once a file
+/// has passed the target (after a whole batch), it splits the batch that would pass it and fills
+/// the file up to the target; see [`fit`].
+struct TargetSizedWriter {
+    builder: ParquetWriterBuilder,
+    file_io: FileIO,
+    locations: OutputLocations,
+    names: DefaultFileNameGenerator,
+    key: PartitionKey,
+    target_bytes: usize,
+    current: Option<ParquetWriter>,
+    last_closed: Option<FileFill>,
+    written: Vec<DataFile>,
+}
+
+impl TargetSizedWriter {
+    async fn write(&mut self, batch: RecordBatch) -> Result<(), NativeError> {
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let offered = batch.num_rows() - offset;
+            let fill = self.current.as_ref().map(|file| FileFill {
+                bytes: file.current_written_size(),
+                rows: file.current_row_num(),
+            });
+            let Fit { rows, then_roll } = fit(fill, self.last_closed, self.target_bytes, offered);
+            if rows > 0 {
+                let mut file = match self.current.take() {
+                    Some(file) => file,
+                    None => self.open().await?,
+                };
+                file.write(&batch.slice(offset, rows))
+                    .await
+                    .map_err(|error| super::storage_error("writing an output file", error))?;
+                self.current = Some(file);
+                offset += rows;
+            }
+            if then_roll {
+                self.roll().await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn open(&mut self) -> Result<ParquetWriter, NativeError> {
+        let path = self
+            .locations
+            .generate_location(Some(&self.key), &self.names.generate_file_name());
+        let output = self
+            .file_io
+            .new_output(&path)
+            .map_err(|error| super::storage_error("creating an output file", error))?;
+        self.builder
+            .build(output)
+            .await
+            .map_err(|error| NativeError::Other(format!("cannot start a writer: {error}")))
+    }
+
+    /// Closes the current file, if any.
+    async fn roll(&mut self) -> Result<(), NativeError> {
+        let Some(file) = self.current.take() else {
+            return Ok(());
+        };
+        for mut builder in file
+            .close()
+            .await
+            .map_err(|error| super::storage_error("closing an output file", error))?
+        {
+            builder
+                .content(DataContentType::Data)
+                .partition(self.key.data().clone())
+                .partition_spec_id(self.key.spec().spec_id());
+            let data_file = builder.build().map_err(|error| {
+                NativeError::Other(format!("an output file's metadata: {error}"))
+            })?;
+            self.last_closed = Some(FileFill {
+                bytes: usize::try_from(data_file.file_size_in_bytes()).unwrap_or(usize::MAX),
+                rows: usize::try_from(data_file.record_count()).unwrap_or(usize::MAX),
+            });
+            self.written.push(data_file);
+        }
+        Ok(())
+    }
+
+    async fn close(mut self) -> Result<Vec<DataFile>, NativeError> {
+        self.roll().await?;
+        Ok(self.written)
+    }
 }
 
 /// A batch as the writer takes it: the reader hands identity partition columns filled from the
@@ -479,6 +619,72 @@ mod tests {
                 "{key} = {value}"
             );
         }
+    }
+
+    #[test]
+    fn a_file_is_filled_up_to_the_target_then_rolls() {
+        let fill = |bytes, rows| Some(FileFill { bytes, rows });
+        assert_eq!(
+            fit(None, None, 1000, 5000),
+            Fit {
+                rows: PROBE_ROWS,
+                then_roll: false
+            },
+            "a first file probes how large rows are"
+        );
+        assert_eq!(
+            fit(fill(100, 10), None, 1000, 50),
+            Fit {
+                rows: 50,
+                then_roll: false
+            },
+            "50 rows of 10 bytes fit in 900"
+        );
+        assert_eq!(
+            fit(fill(800, 80), None, 1000, 50),
+            Fit {
+                rows: 20,
+                then_roll: true
+            },
+            "20 rows fill it"
+        );
+        assert_eq!(
+            fit(fill(995, 99), None, 1000, 50),
+            Fit {
+                rows: 0,
+                then_roll: true
+            },
+            "full: roll before writing"
+        );
+        assert_eq!(
+            fit(fill(1200, 100), None, 1000, 50),
+            Fit {
+                rows: 0,
+                then_roll: true
+            },
+            "past the target (a batch larger than it): roll"
+        );
+        assert_eq!(
+            fit(None, fill(990, 99), 1000, 250),
+            Fit {
+                rows: 100,
+                then_roll: true
+            },
+            "a new file sized by the last one"
+        );
+        assert_eq!(
+            fit(None, fill(5000, 1), 1000, 250),
+            Fit {
+                rows: 1,
+                then_roll: true
+            },
+            "a row larger than the target still goes somewhere"
+        );
+        assert_eq!(
+            fit(fill(0, 10), None, 1000, 50).rows,
+            50,
+            "nothing measured yet"
+        );
     }
 
     #[test]

@@ -42,6 +42,8 @@ struct LocalLake {
     context: RunContext,
     jdbc: JdbcTableCatalog,
     files_written: AtomicUsize,
+    /// How the test's writer encodes the input files.
+    input_properties: WriterProperties,
 }
 
 /// One row of the test table: id, region, event time (micros).
@@ -78,6 +80,14 @@ fn test_context() -> RunContext {
 impl LocalLake {
     /// A table `analytics.events` partitioned by `region`, format v2 unless told.
     async fn new(format_version: iceberg::spec::FormatVersion) -> LocalLake {
+        LocalLake::with_properties(format_version, &[]).await
+    }
+
+    /// The same with more table properties.
+    async fn with_properties(
+        format_version: iceberg::spec::FormatVersion,
+        extra_properties: &[(&str, &str)],
+    ) -> LocalLake {
         let dir = tempfile::tempdir().unwrap();
         let database = dir.path().join("catalog.db");
         let warehouse = format!("file://{}/warehouse", dir.path().display());
@@ -107,10 +117,13 @@ impl LocalLake {
                     .unwrap()
                     .build(),
             )
-            .properties(HashMap::from([(
-                "write.parquet.compression-codec".to_string(),
-                "snappy".to_string(),
-            )]))
+            .properties(
+                [("write.parquet.compression-codec", "snappy")]
+                    .iter()
+                    .chain(extra_properties)
+                    .map(|(key, value)| (key.to_string(), value.to_string()))
+                    .collect::<HashMap<String, String>>(),
+            )
             .format_version(format_version)
             .build();
         let metadata = TableMetadataBuilder::from_table_creation(creation)
@@ -153,6 +166,7 @@ impl LocalLake {
             context,
             jdbc,
             files_written: AtomicUsize::new(0),
+            input_properties: WriterProperties::default(),
         }
     }
 
@@ -193,7 +207,7 @@ impl LocalLake {
         }));
         let number = self.files_written.fetch_add(1, Ordering::SeqCst);
         let rolling = RollingFileWriterBuilder::new_with_default_file_size(
-            ParquetWriterBuilder::new(WriterProperties::default(), schema.clone()),
+            ParquetWriterBuilder::new(self.input_properties.clone(), schema.clone()),
             table.file_io.clone(),
             DefaultLocationGenerator::new(metadata).unwrap(),
             DefaultFileNameGenerator::new(
@@ -928,4 +942,75 @@ fn the_test_metadata_parses() {
         3
     );
     let _ = ManifestStatus::Added;
+}
+
+/// Inputs written without dictionaries, as Spark writes unique values, into a table whose
+/// writer keeps them: the outputs hold the same rows in about 1.2 times the bytes. They
+/// must still come out at the target size (measured on the files written), not as groups of a
+/// target's worth of input bytes that each spill a few rows into a small file of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_are_sized_by_the_bytes_written_not_the_bytes_read() {
+    const TARGET: u64 = 1024 * 1024;
+    let mut lake = LocalLake::with_properties(
+        iceberg::spec::FormatVersion::V2,
+        &[("write.parquet.dict-size-bytes", "67108864")],
+    )
+    .await;
+    lake.input_properties = WriterProperties::builder()
+        .set_dictionary_enabled(false)
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .build();
+    let mut random = fastrand::Rng::with_seed(32);
+    let mut files = Vec::new();
+    for _ in 0..40 {
+        let rows: Vec<Row> = (0..8_000)
+            .map(|_| {
+                (
+                    random.i64(..),
+                    "eu".to_string(),
+                    MAY_FIRST_MICROS + random.i64(0..DAY_MICROS),
+                )
+            })
+            .collect();
+        files.push(lake.write_file(&rows, None).await);
+    }
+    let spec_id = files[0].0;
+    let input_bytes: u64 = files
+        .iter()
+        .map(|(_, file)| file.file_size_in_bytes())
+        .sum();
+    lake.commit_files(
+        ManifestContentType::Data,
+        spec_id,
+        files.into_iter().map(|(_, file)| file).collect(),
+    )
+    .await
+    .unwrap();
+    let rows_before = lake.rows().await;
+    let mut task = lake.task(&["region=eu"]);
+    task.target_file_bytes = TARGET;
+
+    let report = lake.run(&task).await.unwrap();
+
+    assert_eq!(report.result.rewritten_data_files_count, 40);
+    assert_eq!(lake.rows().await, rows_before);
+    let mut sizes: Vec<u64> = lake
+        .output_files_on_disk()
+        .iter()
+        .map(|path| std::fs::metadata(path).unwrap().len())
+        .collect();
+    sizes.sort_unstable();
+    let output_bytes: u64 = sizes.iter().sum();
+    assert!(
+        output_bytes > input_bytes * 11 / 10,
+        "the outputs are larger than the inputs: {output_bytes} of {input_bytes}"
+    );
+    assert!(
+        sizes.iter().all(|size| *size <= TARGET),
+        "no output above the target: {sizes:?}"
+    );
+    assert!(
+        sizes[1..].iter().all(|size| *size >= TARGET * 9 / 10),
+        "every output but the last within 10% of the target: {sizes:?}"
+    );
 }
