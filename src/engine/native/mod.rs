@@ -7,11 +7,13 @@
 //!    current snapshot (`table.rs`): the plan works from the metadata, never from icepack's counts;
 //! 2. plans (`plan.rs`, pure): the run's partitions, their small files (and mid-sized ones where
 //!    the run says so), per (spec, partition), bin-packed into groups of at most the target size;
-//!    a partition where a delete file applies is refused as [`NativeError::Unsupported`] (so are
-//!    format v1 and v3 tables, files not in Parquet, and runs over `max_run_bytes`);
-//! 3. rewrites each group (`rewrite.rs`): reads with the current schema, writes Parquet in the
-//!    inputs' own partition spec and values with the table's write properties, and checks that
-//!    the rows written are the rows read;
+//!    a partition where an equality delete file applies is refused as
+//!    [`NativeError::Unsupported`] (so are format v1 and v3 tables, files not in Parquet, and runs
+//!    over `max_run_bytes`);
+//! 3. rewrites each group (`rewrite.rs`): reads with the current schema, the position deletes
+//!    that apply to its inputs applied, writes Parquet in the inputs' own partition spec and
+//!    values with the table's write properties, and checks that the rows written are the rows
+//!    read;
 //! 4. commits one `replace` snapshot (`snapshot.rs`) — one per group with partial progress — with
 //!    the starting snapshot's sequence number as the outputs' data sequence number. On a conflict
 //!    it reloads and commits again only while every input is still live and no position delete
@@ -644,11 +646,13 @@ async fn write_batch(
     log: &OutputLog,
 ) -> Result<Vec<(i32, DataFile)>, NativeError> {
     let mut outputs = Vec::new();
+    let deletes = state.delete_facts();
     for &index in batch {
         let group = &groups[index];
         let rewrite = rewrite::rewrite_group(
             state,
             group,
+            &deletes,
             index,
             settings,
             log,
