@@ -1763,7 +1763,7 @@ impl RowLevelWriter {
     /// The `step`th change: the two partitions in turn, and per partition INSERT, DELETE,
     /// UPDATE, MERGE INTO in turn, on a live row of the partition picked from the tally.
     fn change(&mut self, step: u64) -> RowChange {
-        let region = if step % 2 == 0 { "eu" } else { "us" };
+        let region = if step.is_multiple_of(2) { "eu" } else { "us" };
         let live: Vec<u64> = self
             .rows
             .iter()
@@ -1771,7 +1771,7 @@ impl RowLevelWriter {
             .map(|(id, _)| *id)
             .collect();
         let batch = self.next_batch;
-        if live.is_empty() || (step / 2) % 4 == 0 {
+        if live.is_empty() || (step / 2).is_multiple_of(4) {
             self.next_batch += 1;
             return RowChange::Insert { region, batch };
         }
@@ -2112,4 +2112,124 @@ async fn icepack_compacts_beside_a_row_level_writer_and_loses_no_row() {
     assert!(figures.succeeded >= 1, "{runs:?}");
     assert!(!tripwire.exists(), "a native table's run started spark-sql");
     assert_eq!(settled["due"], false, "{settled}");
+}
+
+/// Figures for issue 33 item 2 (BENCHMARKS.md, "Beside a row-level writer"; nothing asserted but
+/// the writer's tally): the row-level writer of
+/// [`icepack_compacts_beside_a_row_level_writer_and_loses_no_row`] writes back to back for
+/// `ICEPACK_ROWLEVEL_SECONDS` (600) while `icepack run` compacts natively with the production
+/// failure back-off (60 s, doubling, at most an hour), once per case (`ICEPACK_FIGURES_CASES`):
+/// `whole`, every run one commit (`partial_progress = false`, icepack's behaviour before issue 33
+/// once the engine applies position deletes); `adaptive`, `partial_progress` unset (per group in
+/// the run after a lost race); `groups`, every run per group (`partial_progress = true`). After
+/// the writer stops, icepack gets up to two minutes to settle; then Spark counts the data files
+/// left (all of them small here) and the delete files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement on the local stack: deploy/local/with-stack.sh cargo test --test native_engine -- --ignored --nocapture measure_runs_beside"]
+async fn measure_runs_beside_a_row_level_writer() {
+    if !stack_available("measure_runs_beside_a_row_level_writer") {
+        return;
+    }
+    let seconds: u64 = std::env::var("ICEPACK_ROWLEVEL_SECONDS")
+        .ok()
+        .and_then(|seconds| seconds.parse().ok())
+        .unwrap_or(600);
+    let cases = [
+        ("whole", "one commit a run", "partial_progress = false\n"),
+        ("adaptive", "per group after a lost race", ""),
+        ("groups", "every run per group", "partial_progress = true\n"),
+    ];
+    for (case, name, keys) in cases {
+        if !measure::case_selected(case) {
+            continue;
+        }
+        let moto = Moto::start().await;
+        let landing = moto.landing(5).await;
+        let dir = tempfile::tempdir().unwrap();
+        let lakehouse = lakehouse_in(Catalog::RestToken, dir.path(), &moto, &landing.bucket).await;
+        let (spark, _) = tripwire_spark(dir.path());
+        let config = service_config(
+            &moto,
+            &landing,
+            &lakehouse,
+            ("native", AT_THRESHOLD),
+            &spark,
+            &[table_section(&landing.bucket, EVENTS, 4, keys)],
+        )
+        .replace(
+            "failure_backoff_initial_seconds = 1\nfailure_backoff_max_seconds = 2\n",
+            "",
+        )
+        // Every run of the measurement stays in the history.
+        .replace(
+            "http_listen = \"\"\n",
+            "http_listen = \"\"\nrun_history = 10000\n",
+        );
+        assert!(config.contains("run_history = 10000") && !config.contains("failure_backoff"));
+        let server = support::connect::ConnectServer::start(None);
+        let runner = support::connect::runner(&server.url);
+        let mut writer = RowLevelWriter::new(EVENTS);
+        support::connect::sql(
+            &runner,
+            "lakehouse",
+            &lakehouse,
+            &writer.create_statements(),
+        )
+        .await;
+        let mut icepack = Icepack::with_config(&config);
+        let run = icepack.spawn_run("");
+        let started = Instant::now();
+        writer
+            .write(
+                &runner,
+                &lakehouse,
+                started + Duration::from_secs(seconds),
+                u64::MAX,
+            )
+            .await;
+        let writer_seconds = started.elapsed().as_secs_f64();
+        let load_at_stop = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        // Up to two minutes for the runs the writer's last files make due.
+        let settle_by = Instant::now() + Duration::from_secs(120);
+        let mut status = table_status(&icepack, EVENTS);
+        while Instant::now() < settle_by {
+            status = table_status(&icepack, EVENTS);
+            if status["in_flight_run"].is_null() && status["due"] == false {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        let runs = run_history(&icepack, EVENTS);
+        assert!(icepack.terminate(run).await.success());
+        let log = icepack.log(run);
+        let figures = race_figures(&runs, &log);
+        let commits = log.matches("replace snapshot committed").count();
+        let (read, data_files, small_files, delete_files) =
+            row_level_facts(&lakehouse, EVENTS, 32 * MIB);
+        println!(
+            "FIGURES row-level writer, {name} ({case}): {} of {} changes committed in {writer_seconds:.0} s ({} refused); \
+             {} runs, {} succeeded, {} lost to a conflict, {} failed otherwise, {} conflicts retried within runs, {commits} replace snapshots; \
+             left: {data_files} data files ({small_files} small), {delete_files} delete files; status: {} pending, {} compacted, {} consecutive failures, due {}; \
+             load at the writer's stop {}",
+            writer.committed,
+            writer.committed as usize + writer.refused.len(),
+            writer.refused.len(),
+            figures.runs,
+            figures.succeeded,
+            figures.conflicts,
+            figures.other_failures.len(),
+            figures.retried_in_runs,
+            status["pending_files"],
+            status["compacted_files"],
+            status["consecutive_failures"],
+            status["due"],
+            load_at_stop.trim(),
+        );
+        assert_eq!(
+            read,
+            writer.expected(),
+            "{case}: nothing lost, resurrected or doubled"
+        );
+        drop(server);
+    }
 }
