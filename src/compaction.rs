@@ -106,7 +106,10 @@ impl CompactionSettings {
             } else {
                 spec.min_input_files
             },
-            partial_progress: spec.partial_progress,
+            partial_progress: crate::policy::commits_per_group(
+                spec.partial_progress,
+                ticket.last_failure,
+            ),
             where_filter: spec.where_filter.clone(),
             expire_snapshots_older_than_hours: spec.expire_snapshots_older_than_hours,
             run_started_millis: ticket.started_millis,
@@ -281,6 +284,7 @@ mod tests {
             apply_deletes: false,
             nonce: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".to_string(),
             upto_seq: 4,
+            last_failure: None,
         };
         let job = settings.prepare(&spec, &ticket).unwrap();
         let sql = |job: &SparkJob| -> Vec<String> {
@@ -402,6 +406,7 @@ mod tests {
             apply_deletes: false,
             nonce: String::new(),
             upto_seq: 0,
+            last_failure: None,
         }
     }
 

@@ -5,6 +5,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 use crate::clock::UnixMillis;
+use crate::run::FailureClass;
 use crate::state::{PartitionCounts, PendingCounts, TableState};
 
 /// A table's thresholds, in bytes and milliseconds.
@@ -547,6 +548,16 @@ pub fn table_decision(
     }
 }
 
+/// Whether a run commits per partition group (partial progress: one commit per file group, so
+/// that a conflict in one group does not throw the others' work away): as the table's
+/// `partial_progress` says when it is set; unset, only when the table's last run lost to a
+/// commit conflict (`last_failure`, the class of the last run when it failed). A table without
+/// concurrent writers keeps one snapshot per run; one whose writers just won a race retries in
+/// groups, and the groups the writers did not touch commit.
+pub fn commits_per_group(setting: Option<bool>, last_failure: Option<FailureClass>) -> bool {
+    setting.unwrap_or(last_failure == Some(FailureClass::CommitConflict))
+}
+
 /// Whether a partition's small files hold `fragment_percent` of a small file's size (always, with
 /// the rule off).
 fn fragments_filled(counts: &PartitionCounts, thresholds: &Thresholds, pacing: &Pacing) -> bool {
@@ -760,6 +771,22 @@ mod tests {
     use proptest::prelude::*;
 
     const MIB: u64 = 1024 * 1024;
+
+    #[test]
+    fn runs_commit_per_group_after_a_lost_race_unless_the_table_says() {
+        assert!(!commits_per_group(None, None), "one snapshot a run");
+        assert!(commits_per_group(None, Some(FailureClass::CommitConflict)));
+        for other in FailureClass::ALL
+            .into_iter()
+            .filter(|class| *class != FailureClass::CommitConflict)
+        {
+            assert!(!commits_per_group(None, Some(other)), "{other:?}");
+        }
+        for class in [None, Some(FailureClass::CommitConflict)] {
+            assert!(commits_per_group(Some(true), class));
+            assert!(!commits_per_group(Some(false), class), "set, it is kept");
+        }
+    }
 
     fn thresholds() -> Thresholds {
         Thresholds {

@@ -156,10 +156,19 @@ pub struct ClaimTicket {
     pub nonce: String,
     /// The claimed files are the table's logged files below this sequence number.
     pub upto_seq: u64,
+    /// How the table's last run failed, when it did (the run before this one): a run after a
+    /// lost race commits per group ([`crate::policy::commits_per_group`]).
+    pub last_failure: Option<FailureClass>,
 }
 
 impl ClaimTicket {
-    fn from_claim(claim: &Claim, spec: Option<Vec<crate::partitions::PartitionField>>) -> Self {
+    fn from_claim(claim: &Claim, state: &TableState) -> Self {
+        let spec = state.partition_spec.clone();
+        let last_failure = state
+            .last_run
+            .as_ref()
+            .filter(|_| state.consecutive_failures > 0)
+            .and_then(|run| run.failure_class);
         ClaimTicket {
             run_id: claim.run_id.clone(),
             trigger: claim.trigger.clone(),
@@ -177,6 +186,7 @@ impl ClaimTicket {
             apply_deletes: claim.apply_deletes,
             nonce: claim.nonce.clone(),
             upto_seq: claim.upto_seq,
+            last_failure,
         }
     }
 }
@@ -619,7 +629,7 @@ impl Accumulator {
             apply_deletes: plan.apply_deletes,
             nonce: crate::run::random_hex(16),
         };
-        let ticket = ClaimTicket::from_claim(&claim, current.partition_spec.clone());
+        let ticket = ClaimTicket::from_claim(&claim, current);
         let state = TableState {
             pending: PendingCounts::default(),
             claim: Some(claim),
@@ -845,7 +855,7 @@ impl Accumulator {
         state
             .claim
             .as_ref()
-            .map(|claim| ClaimTicket::from_claim(claim, state.partition_spec.clone()))
+            .map(|claim| ClaimTicket::from_claim(claim, state))
     }
 
     /// The next moment the max-wait threshold makes a partition worth a run by itself, or a

@@ -424,6 +424,38 @@ fn a_failed_run_gives_its_files_back_and_backs_off() {
 /// read) is not replayed as it was: the table's next run names no partition, so whatever its
 /// claim named is not met again. Its files were given back, as for any failure.
 #[test]
+fn the_run_after_a_lost_race_knows_it_and_the_one_after_a_success_does_not() {
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    let land = |accumulator: &mut Accumulator, from: u64, now: i64| {
+        let files: Vec<Candidate> = (from..from + 4)
+            .map(|index| candidate(&format!("t/data/d=0/{index}.parquet"), 10, now, "d=0"))
+            .collect();
+        stage_and_commit(accumulator, &store, files, now);
+    };
+    land(&mut accumulator, 0, 1_000);
+    let first = claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
+    assert_eq!(first.last_failure, None);
+    let lost = RunOutcome::Failure {
+        class: crate::run::FailureClass::CommitConflict,
+        excerpt: "delete file applies to input".to_string(),
+        duration_millis: 5,
+        attempts: 1,
+    };
+    finish(&mut accumulator, &store, "run-1", &lost, 3_000);
+    let retry = claim_and_commit(&mut accumulator, &store, "run-2", 100_000);
+    assert_eq!(
+        retry.last_failure,
+        Some(crate::run::FailureClass::CommitConflict)
+    );
+    assert!(crate::policy::commits_per_group(None, retry.last_failure));
+    finish(&mut accumulator, &store, "run-2", &success(&[]), 101_000);
+    land(&mut accumulator, 10, 102_000);
+    let after = claim_and_commit(&mut accumulator, &store, "run-3", 103_000);
+    assert_eq!(after.last_failure, None, "the success ended the streak");
+}
+
+#[test]
 fn after_an_invalid_input_failure_the_next_run_names_no_partitions() {
     let due_run = |class: crate::run::FailureClass| {
         let store = MemoryStore::new();

@@ -208,7 +208,8 @@ pub struct TableConfig {
     /// A filter for `rewrite_data_files(where => ...)`, e.g. `order_date >= '2024-01-01'`.
     #[serde(rename = "where")]
     pub where_filter: Option<String>,
-    /// `partial-progress.enabled`: commit file groups as they finish.
+    /// `partial-progress.enabled`: commit file groups as they finish; unset, only in the runs
+    /// after one lost to a commit conflict ([`crate::policy::commits_per_group`]).
     pub partial_progress: Option<bool>,
     /// Run `expire_snapshots` after a successful rewrite, for snapshots older than this.
     pub expire_snapshots_older_than_hours: Option<PositiveHours>,
@@ -276,7 +277,8 @@ pub struct TableSpec {
     pub catalog: String,
     pub min_input_files: u64,
     pub where_filter: Option<String>,
-    pub partial_progress: bool,
+    /// `None`: per group after a lost race only ([`crate::policy::commits_per_group`]).
+    pub partial_progress: Option<bool>,
     pub expire_snapshots_older_than_hours: Option<u64>,
     pub reconcile_every_millis: Option<i64>,
     pub tenant: String,
@@ -336,7 +338,7 @@ impl TableSpec {
             catalog: DEFAULT_CATALOG.to_string(),
             min_input_files: thresholds.min_files,
             where_filter: None,
-            partial_progress: false,
+            partial_progress: None,
             expire_snapshots_older_than_hours: None,
             reconcile_every_millis: None,
             tenant: DEFAULT_TENANT.to_string(),
@@ -586,7 +588,7 @@ impl TableConfig {
                 .unwrap_or_else(|| DEFAULT_CATALOG.to_string()),
             min_input_files: self.min_input_files.unwrap_or(min_files).get(),
             where_filter: self.where_filter.clone(),
-            partial_progress: self.partial_progress.unwrap_or(false),
+            partial_progress: self.partial_progress,
             expire_snapshots_older_than_hours: self.expire_snapshots_older_than_hours.map(Int::get),
             reconcile_every_millis: self
                 .reconcile_every_hours

@@ -239,7 +239,10 @@ fn compaction_settings_have_the_reference_defaults() {
         specs[1].min_input_files, 3,
         "min_input_files follows the table's min_files"
     );
-    assert!(!specs[0].partial_progress);
+    assert_eq!(
+        specs[0].partial_progress, None,
+        "unset: per group after a lost race"
+    );
 }
 
 #[test]

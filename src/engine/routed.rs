@@ -1,8 +1,9 @@
 //! One engine per run, by the table's `engine`: Spark, the native engine, or `auto` — the native
 //! engine for the runs it can do, Spark for the others. What the native engine can do is known
 //! in part before a run (the task: a bin-pack rewrite or a reconcile of a table in a REST or JDBC
-//! catalog) and in part only from the table's metadata (delete files on an input, format v3, a
-//! run over `[native] max_run_mb`): such a run goes to Spark then, and the run history says why.
+//! catalog) and in part only from the table's metadata (equality delete files on an input, format
+//! v3, a run over `[native] max_run_mb`): such a run goes to Spark then, and the run history says
+//! why.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -101,7 +102,10 @@ impl RoutedEngine {
             } else {
                 spec.min_input_files
             },
-            partial_progress: spec.partial_progress,
+            partial_progress: crate::policy::commits_per_group(
+                spec.partial_progress,
+                ticket.last_failure,
+            ),
             deadline: Instant::now() + task.timeout,
             run_id: ticket.run_id.clone(),
             committed_since_millis: crate::accumulator::committed_since_millis(
@@ -486,6 +490,7 @@ engine = "native"
             apply_deletes: false,
             nonce: String::new(),
             upto_seq: 4,
+            last_failure: None,
         }
     }
 

@@ -48,6 +48,7 @@ fn ticket(run_id: &str, trigger: &str) -> ClaimTicket {
         apply_deletes: false,
         nonce: String::new(),
         upto_seq: 0,
+        last_failure: None,
     }
 }
 

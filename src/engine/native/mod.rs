@@ -7,10 +7,12 @@
 //!    current snapshot (`table.rs`): the plan works from the metadata, never from icepack's counts;
 //! 2. plans (`plan.rs`, pure): the run's partitions, their small files (and mid-sized ones where
 //!    the run says so), per (spec, partition), bin-packed into file groups ([`MAX_GROUP_BYTES`]);
-//!    a partition where a delete file applies is refused as [`NativeError::Unsupported`] (so are
-//!    format v1 and v3 tables, files not in Parquet, and runs over `max_run_bytes`);
-//! 3. rewrites each group (`rewrite.rs`): reads with the current schema, writes Parquet files of
-//!    the target size (measured on the files written) in the inputs' own partition spec and
+//!    a partition where an equality delete file applies is refused as
+//!    [`NativeError::Unsupported`] (so are format v1 and v3 tables, files not in Parquet, and runs
+//!    over `max_run_bytes`);
+//! 3. rewrites each group (`rewrite.rs`): reads with the current schema, the position deletes
+//!    that apply to its inputs applied, writes Parquet files of the target size (measured on the
+//!    files written) in the inputs' own partition spec and
 //!    values with the table's write properties, and checks that the rows written are the rows
 //!    read;
 //! 4. commits one `replace` snapshot (`snapshot.rs`) — one per group with partial progress — with
@@ -651,11 +653,13 @@ async fn write_batch(
     log: &OutputLog,
 ) -> Result<Vec<(i32, DataFile)>, NativeError> {
     let mut outputs = Vec::new();
+    let deletes = state.delete_facts();
     for &index in batch {
         let group = &groups[index];
         let rewrite = rewrite::rewrite_group(
             state,
             group,
+            &deletes,
             index,
             settings,
             log,

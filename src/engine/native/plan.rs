@@ -15,8 +15,10 @@
 //!   input bytes do not tell the output's size (another encoding, codec or dictionary), so groups
 //!   capped at one target by input bytes overflowed by a few rows into a file of their own. A
 //!   group left with a single file is dropped (rewriting it alone changes nothing).
-//! - **Deletes.** A partition where a delete file applies to a candidate is not rewritten here:
-//!   the plan answers [`PlanError::DeletesApply`] and the run goes to an engine that applies them.
+//! - **Deletes.** Position deletes that apply to a candidate are applied by the rewrite (its
+//!   outputs hold the live rows only). A partition where an *equality* delete applies to a
+//!   candidate is not rewritten here: the plan answers [`PlanError::DeletesApply`] and the run
+//!   goes to an engine that applies them.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -57,6 +59,9 @@ pub struct DeleteFileFacts {
     pub referenced_data_file: Option<String>,
     /// Position deletes: the lower and upper bounds of its `file_path` column, when known.
     pub referenced_path_bounds: Option<(String, String)>,
+    pub size_bytes: u64,
+    /// Rows it deletes (position deletes: positions it lists, of any data file).
+    pub record_count: u64,
 }
 
 /// Where mid-sized files (below three quarters of the target) join the small ones.
@@ -130,8 +135,8 @@ impl Plan {
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum PlanError {
-    /// The native engine does not apply deletes yet: such a run needs another engine.
-    #[error("delete file {delete_file} applies to data files of partition `{partition}` the run would rewrite: the native engine does not apply deletes")]
+    /// The native engine applies position deletes only: such a run needs another engine.
+    #[error("equality delete file {delete_file} applies to data files of partition `{partition}` the run would rewrite: the native engine applies position deletes only")]
     DeletesApply {
         partition: String,
         delete_file: String,
@@ -204,10 +209,9 @@ pub fn plan(
             continue;
         }
         for candidate in &candidates {
-            if let Some(delete) = delete_files
-                .iter()
-                .find(|delete| delete_applies(delete, candidate))
-            {
+            if let Some(delete) = delete_files.iter().find(|delete| {
+                delete.kind == DeleteKind::Equality && delete_applies(delete, candidate)
+            }) {
                 return Err(PlanError::DeletesApply {
                     partition: partition_path(&partition),
                     delete_file: delete.path.clone(),
@@ -398,6 +402,8 @@ mod tests {
             data_sequence_number: sequence,
             referenced_data_file: None,
             referenced_path_bounds: None,
+            size_bytes: 1000,
+            record_count: 1,
         }
     }
 
@@ -586,17 +592,16 @@ mod tests {
     }
 
     #[test]
-    fn a_partition_with_deletes_applying_is_unsupported() {
+    fn a_partition_with_equality_deletes_applying_is_unsupported() {
         let files: Vec<DataFileFacts> = (0..5)
             .map(|index| file(&format!("f{index}"), "p=1", MIB))
             .collect();
-        let error = plan(&request(&[]), &files, &[position_delete("p=1", 2)]).unwrap_err();
-        assert!(
-            matches!(error, PlanError::DeletesApply { ref partition, .. } if partition == "p=1")
-        );
-        assert!(
-            plan(&request(&[]), &files, &[position_delete("p=2", 2)]).is_ok(),
-            "another partition's delete"
+        assert_eq!(
+            plan(&request(&[]), &files, &[position_delete("p=1", 2)])
+                .unwrap()
+                .input_files(),
+            5,
+            "position deletes are applied by the rewrite"
         );
         let mut equality = position_delete("p=1", 1);
         equality.kind = DeleteKind::Equality;
@@ -605,12 +610,19 @@ mod tests {
             "equality delete of the same sequence number applies to nothing older"
         );
         equality.data_sequence_number = 2;
-        assert!(plan(&request(&[]), &files, &[equality]).is_err());
-        let mut global = position_delete("", 3);
-        global.spec_id = 7;
-        global.spec_unpartitioned = true;
+        let error = plan(&request(&[]), &files, &[equality.clone()]).unwrap_err();
         assert!(
-            plan(&request(&[]), &files, &[global]).is_err(),
+            matches!(error, PlanError::DeletesApply { ref partition, .. } if partition == "p=1")
+        );
+        equality.partition = values("p=2");
+        assert!(
+            plan(&request(&[]), &files, &[equality.clone()]).is_ok(),
+            "another partition's delete"
+        );
+        equality.spec_id = 7;
+        equality.spec_unpartitioned = true;
+        assert!(
+            plan(&request(&[]), &files, &[equality]).is_err(),
             "a global delete"
         );
     }

@@ -22,7 +22,11 @@
 //!   `bloom-filter-enabled.column.*` / `bloom-filter-fpp.column.*`; column metrics (sizes,
 //!   value, null and NaN counts, bounds) as iceberg's writer computes them (the
 //!   `write.metadata.metrics.*` modes are not implemented there: full metrics for every column).
-//! - **Checked**: the rows written must equal the inputs' record counts, or nothing is committed.
+//! - **Deletes**: the position deletes that apply to an input (by [`delete_applies`]) are applied
+//!   as it is read (iceberg's reader drops the positions they list): the outputs hold the live
+//!   rows only, so the delete files that named the inputs no longer apply to anything.
+//! - **Checked**: the rows written must equal the rows read, and those the inputs' record counts
+//!   less at most the rows of the position deletes applied, or nothing is committed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,7 +36,7 @@ use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
 use iceberg::arrow::ArrowReaderBuilder;
 use iceberg::io::FileIO;
-use iceberg::scan::FileScanTask;
+use iceberg::scan::{FileScanTask, FileScanTaskDeleteFile};
 use iceberg::spec::{DataContentType, DataFile, DataFileFormat, NameMapping, PartitionKey};
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, FileNameGenerator, LocationGenerator,
@@ -45,7 +49,7 @@ use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
-use super::plan::{partition_path, FileGroup};
+use super::plan::{delete_applies, partition_path, DeleteFileFacts, DeleteKind, FileGroup};
 use super::table::{partition_values, TableState};
 use super::NativeError;
 
@@ -265,10 +269,13 @@ impl WriteSettings {
     }
 }
 
-/// The rows of `group` rewritten into new data files (their paths also in `log` as made).
+/// The rows of `group` rewritten into new data files (their paths also in `log` as made), the
+/// position deletes among `deletes` (the table's live delete files) applied.
+#[allow(clippy::too_many_arguments)]
 pub async fn rewrite_group(
     state: &TableState,
     group: &FileGroup,
+    deletes: &[DeleteFileFacts],
     group_index: usize,
     settings: &WriteSettings,
     log: &OutputLog,
@@ -290,7 +297,27 @@ pub async fn rewrite_group(
         .collect();
     let mut tasks = Vec::with_capacity(group.files.len());
     let mut partition = None;
+    // Every position delete file applied, once: its rows bound the rows it may remove.
+    let mut applied: HashMap<&str, u64> = HashMap::new();
     for file in &group.files {
+        let mut file_deletes = Vec::new();
+        for delete in deletes.iter().filter(|delete| delete_applies(delete, file)) {
+            if delete.kind != DeleteKind::Position {
+                return Err(NativeError::Unsupported(format!(
+                    "equality delete file {} applies to input {}",
+                    delete.path, file.path
+                )));
+            }
+            applied.insert(delete.path.as_str(), delete.record_count);
+            file_deletes.push(
+                FileScanTaskDeleteFile::builder()
+                    .with_file_path(delete.path.clone())
+                    .with_file_size_in_bytes(delete.size_bytes)
+                    .with_file_type(DataContentType::PositionDeletes)
+                    .with_partition_spec_id(delete.spec_id)
+                    .build(),
+            );
+        }
         let (_, entry) = state.data_entry(&file.path).ok_or_else(|| {
             NativeError::CommitConflict(format!(
                 "input {} left the table before it was read",
@@ -320,6 +347,7 @@ pub async fn rewrite_group(
                 .with_partition(Some(data_file.partition().clone()))
                 .with_partition_spec(Some(spec.clone()))
                 .with_name_mapping(settings.name_mapping.clone())
+                .with_deletes(file_deletes)
                 .with_case_sensitive(true)
                 .build(),
         );
@@ -371,9 +399,10 @@ pub async fn rewrite_group(
     let written = writer.close().await?;
     let expected = group.input_records();
     let recorded: u64 = written.iter().map(|file| file.record_count()).sum();
-    if rows != expected || recorded != expected {
+    let deletable: u64 = applied.values().sum();
+    if recorded != rows || rows > expected || rows < expected.saturating_sub(deletable) {
         return Err(NativeError::Other(format!(
-            "group {group_index} read {rows} rows and wrote {recorded} where its inputs hold {expected}: nothing of it is committed"
+            "group {group_index} read {rows} rows and wrote {recorded} where its inputs hold {expected} and the position deletes applied list {deletable}: nothing of it is committed"
         )));
     }
     Ok(written)

@@ -188,6 +188,8 @@ impl TableState {
                     referenced_data_file: data_file.referenced_data_file(),
                     referenced_path_bounds: bound(data_file.lower_bounds())
                         .zip(bound(data_file.upper_bounds())),
+                    size_bytes: entry.file_size_in_bytes(),
+                    record_count: entry.record_count(),
                 })
             })
             .collect()

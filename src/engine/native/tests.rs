@@ -314,20 +314,53 @@ impl LocalLake {
         path
     }
 
-    /// Commits a position delete file for `data_file` (its content is never read here: a
-    /// delete applying to an input makes the native engine refuse first).
-    async fn delete_from(&self, data_file: &str) {
+    /// Commits a position delete file (file-scoped, as Spark writes them) deleting the row at
+    /// `position` of `data_file`.
+    async fn delete_from(&self, data_file: &str, position: i64) {
         let state = self.state().await;
         let (loaded, entry) = state.data_entry(data_file).unwrap();
         let spec_id = loaded.manifest.metadata().partition_spec().spec_id();
+        let field = |name: &str, id: i32, kind: arrow_schema::DataType| {
+            arrow_schema::Field::new(name, kind, false).with_metadata(HashMap::from([(
+                parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(),
+                id.to_string(),
+            )]))
+        };
+        let schema = Arc::new(arrow_schema::Schema::new(vec![
+            field("file_path", 2147483546, arrow_schema::DataType::Utf8),
+            field("pos", 2147483545, arrow_schema::DataType::Int64),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(vec![data_file])),
+                Arc::new(Int64Array::from(vec![position])),
+            ],
+        )
+        .unwrap();
+        let mut bytes = Vec::new();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let path = format!("{data_file}.{position}.deletes.parquet");
+        let size = bytes.len() as u64;
+        state
+            .table
+            .file_io
+            .new_output(&path)
+            .unwrap()
+            .write(bytes.into())
+            .await
+            .unwrap();
         let delete = DataFileBuilder::default()
             .content(DataContentType::PositionDeletes)
-            .file_path(format!("{}.deletes.parquet", data_file))
+            .file_path(path)
             .file_format(DataFileFormat::Parquet)
             .partition(entry.data_file().partition().clone())
             .partition_spec_id(spec_id)
             .record_count(1)
-            .file_size_in_bytes(100)
+            .file_size_in_bytes(size)
+            .referenced_data_file(Some(data_file.to_string()))
             .build()
             .unwrap();
         self.commit_files(ManifestContentType::Deletes, spec_id, vec![delete])
@@ -722,7 +755,7 @@ impl TableCatalog for RacingCatalog<'_> {
                 Race::Append(rows) => {
                     self.lake.append(&rows).await;
                 }
-                Race::DeleteFrom(path) => self.lake.delete_from(&path).await,
+                Race::DeleteFrom(path) => self.lake.delete_from(&path, 0).await,
             }
         }
         self.lake.jdbc.commit(base, snapshot).await
@@ -816,9 +849,16 @@ async fn a_delete_committed_on_an_input_during_the_run_refuses_the_commit() {
         lake.output_files_on_disk().is_empty(),
         "the outputs are removed"
     );
-    // The next run sees the delete and leaves the partition to an engine that applies it.
-    let next = lake.run(&lake.task(&["region=eu"])).await.unwrap_err();
-    assert!(next.needs_another_engine(), "{next}");
+    // The next run sees the delete and applies it: the deleted row stays deleted.
+    let rows_before = lake.rows().await;
+    assert_eq!(rows_before.len(), 59, "one of 60 rows deleted");
+    let report = lake.run(&lake.task(&["region=eu"])).await.unwrap();
+    assert_eq!(report.result.rewritten_data_files_count, 6);
+    assert_eq!(
+        lake.rows().await,
+        rows_before,
+        "nothing lost or resurrected"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
