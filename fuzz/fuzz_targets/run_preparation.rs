@@ -62,6 +62,7 @@ fuzz_target!(|data: &[u8]| {
         apply_deletes: false,
         nonce: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".to_string(),
         upto_seq: 0,
+        last_failure: None,
     };
     let job = match settings.prepare(spec, &ticket) {
         Ok(job) => job,
