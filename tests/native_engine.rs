@@ -1639,20 +1639,11 @@ async fn icepack_compacts_beside_an_appending_writer_and_loses_nothing() {
     let runs = run_history(&icepack, EVENTS);
     assert!(icepack.terminate(run).await.success());
     let log = icepack.log(run);
-    let failed: Vec<&serde_json::Value> = runs
-        .iter()
-        .filter(|run| run["outcome"] != "success")
-        .collect();
-    let conflicted_runs = failed
-        .iter()
-        .filter(|run| run["failure_class"] == "commit_conflict")
-        .count();
-    let conflicts_retried = log.matches("commit conflict, reloading").count();
+    let figures = race_figures(&runs, &log);
     assert!(
-        failed
-            .iter()
-            .all(|run| run["failure_class"] == "commit_conflict"),
-        "only lost races may fail: {failed:?}\n{log}"
+        figures.other_failures.is_empty(),
+        "only lost races may fail: {:?}\n{log}",
+        figures.other_failures
     );
     assert_eq!(
         settled["consecutive_failures"], 0,
@@ -1672,19 +1663,21 @@ async fn icepack_compacts_beside_an_appending_writer_and_loses_nothing() {
     ));
     let rows = row_with(&read, "rows_now");
     let files_now: u64 = row_with(&read, "files_now")["files_now"].parse().unwrap();
-    let succeeded = runs.len() - failed.len();
     println!(
-        "FIGURES beside an appending writer ({COMMITS} commits in {writer_seconds:.0} s): {} runs, {succeeded} succeeded, \
-         {conflicted_runs} lost to a conflict, {conflicts_retried} conflicts retried within runs; \
+        "FIGURES beside an appending writer ({COMMITS} commits in {writer_seconds:.0} s): {} runs, {} succeeded, \
+         {} lost to a conflict, {} conflicts retried within runs; \
          {files_now} data files left (all small), {} pending, {} compacted",
-        runs.len(),
+        figures.runs,
+        figures.succeeded,
+        figures.conflicts,
+        figures.retried_in_runs,
         settled["pending_files"],
         settled["compacted_files"],
     );
     assert_eq!(rows["rows_now"], (3 * COMMITS).to_string(), "none lost");
     assert_eq!(rows["ids_now"], (3 * COMMITS).to_string(), "none doubled");
     assert_eq!(rows["id_sum"], ids.to_string());
-    assert!(succeeded >= 1, "{runs:?}");
+    assert!(figures.succeeded >= 1, "{runs:?}");
     assert_eq!(
         settled["pending_files"], files_now,
         "pending files are the table's small files, each once: {settled}"
