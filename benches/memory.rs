@@ -306,7 +306,7 @@ fn run_record(rng: &mut fastrand::Rng, finished_millis: i64) -> RunRecord {
     };
     RunRecord {
         run_id: icepack::run::new_run_id(started_millis),
-        trigger: "files".to_string(),
+        trigger: icepack::task::Trigger::Files,
         started_millis,
         finished_millis,
         claimed_files,

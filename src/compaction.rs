@@ -20,7 +20,11 @@ pub use crate::spark::runner::instance_id;
 use crate::spark::runner::SparkJob;
 #[cfg(feature = "service")]
 use crate::spark::runner::SparkRunner;
-use crate::spark::sql::{CompactionSql, RewriteCall, MAX_REWRITE_CALLS, MAX_REWRITE_FILTER_BYTES};
+use crate::spark::sql::{
+    CompactionSql, DeleteThresholds, RewriteCall, SqlRewrite, SqlTask, MAX_REWRITE_CALLS,
+    MAX_REWRITE_FILTER_BYTES,
+};
+use crate::task::{MidSizedFiles, Rewrite, Task};
 
 /// Why a claimed run's job cannot be prepared: the run fails as `invalid_input`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,11 +105,6 @@ impl CompactionSettings {
             catalog: spec.catalog.clone(),
             table: spec.table.clone(),
             target_file_bytes: spec.target_file_bytes,
-            min_input_files: if ticket.min_input_files > 0 {
-                ticket.min_input_files
-            } else {
-                spec.min_input_files
-            },
             partial_progress: crate::policy::commits_per_group(
                 spec.partial_progress,
                 ticket.last_failure,
@@ -114,20 +113,31 @@ impl CompactionSettings {
             expire_snapshots_older_than_hours: spec.expire_snapshots_older_than_hours,
             run_started_millis: ticket.started_millis,
             small_file_bytes: spec.thresholds.small_file_bytes,
-            rewrites: rewrite_calls(spec, ticket),
-            rewrite: ticket.rewrite,
+            task: match &ticket.task {
+                Task::Rewrite(rewrite) => SqlTask::Rewrite(SqlRewrite {
+                    calls: rewrite_calls(spec, ticket, rewrite),
+                    strategy: rewrite.strategy.clone(),
+                    min_input_files: if rewrite.min_input_files > 0 {
+                        rewrite.min_input_files
+                    } else {
+                        spec.min_input_files
+                    },
+                    apply_deletes: rewrite.apply_deletes.then_some(DeleteThresholds {
+                        ratio_ppm: spec.deletes.ratio_ppm,
+                    }),
+                }),
+                Task::Reconcile | Task::ReadOrder => SqlTask::Read,
+                Task::Maintenance(maintenance) => SqlTask::Maintenance(*maintenance),
+            },
             committed_since_millis: crate::accumulator::committed_since_millis(
                 ticket.started_millis,
             ),
-            strategy: ticket.strategy.clone(),
             extra_options: spec.rewrite_options.clone(),
-            maintenance: ticket.maintenance,
             orphan_older_than_hours: spec.orphan_older_than_hours,
             orphan_prefix_listing: self.config.spark.orphan_prefix_listing,
             // A spec not read yet may be partitioned: Iceberg answers for an unpartitioned one.
             partition_statistics: ticket.spec.as_ref().is_none_or(|spec| !spec.is_empty()),
             expire_snapshots_retain_last: spec.expire_snapshots_retain_last,
-            apply_deletes: ticket.apply_deletes.then_some(spec.deletes.ratio_ppm),
         };
         Ok(SparkJob {
             run_id: ticket.run_id.clone(),
@@ -158,7 +168,7 @@ impl CompactionSettings {
 /// the partitions cannot be named (no spec yet, a partition no field of which can be pinned) —
 /// mid-sized files joining as before — or when they need more than [`MAX_REWRITE_CALLS`] calls:
 /// then mid-sized files join only if every partition of the run went quiet.
-fn rewrite_calls(spec: &TableSpec, ticket: &ClaimTicket) -> Vec<RewriteCall> {
+fn rewrite_calls(spec: &TableSpec, ticket: &ClaimTicket, rewrite: &Rewrite) -> Vec<RewriteCall> {
     let filters = |partitions: &[String]| {
         ticket
             .spec
@@ -181,19 +191,21 @@ fn rewrite_calls(spec: &TableSpec, ticket: &ClaimTicket) -> Vec<RewriteCall> {
                 .collect(),
         }
     };
-    let joining_partitions: std::collections::HashSet<&String> =
-        ticket.joining_partitions.iter().collect();
-    let (joining, staying): (Vec<String>, Vec<String>) = ticket
-        .partitions
+    let partitions = &rewrite.partitions;
+    let (joining, staying): (Vec<String>, Vec<String>) = partitions
         .iter()
         .cloned()
-        .partition(|partition| joining_partitions.contains(partition));
-    let all_join = ticket.joins_mid_sized
-        && (ticket.joining_partitions.is_empty() || staying.is_empty() || joining.is_empty());
-    let planned = if !ticket.joins_mid_sized || ticket.joining_partitions.is_empty() {
-        calls(ticket.joins_mid_sized, filters(&ticket.partitions))
+        .partition(|partition| rewrite.mid_sized.joins_in(partition));
+    let joins_mid_sized = rewrite.mid_sized.any();
+    let all_join = match &rewrite.mid_sized {
+        MidSizedFiles::Nowhere => false,
+        MidSizedFiles::Everywhere => true,
+        MidSizedFiles::In(_) => staying.is_empty() || joining.is_empty(),
+    };
+    let planned = if !matches!(rewrite.mid_sized, MidSizedFiles::In(_)) {
+        calls(joins_mid_sized, filters(partitions))
     } else if staying.is_empty() || joining.is_empty() {
-        calls(true, filters(&ticket.partitions))
+        calls(true, filters(partitions))
     } else {
         match (filters(&staying), filters(&joining)) {
             (Some(staying), Some(joining)) => {
@@ -269,19 +281,15 @@ mod tests {
         let settings = CompactionSettings::from_config(Arc::new(config));
         let ticket = ClaimTicket {
             run_id: "r1".to_string(),
-            trigger: "files".to_string(),
+            trigger: crate::task::Trigger::Files,
             started_millis: 1_714_564_800_000,
             files: 4,
             bytes: 4,
-            partitions: Vec::new(),
-            min_input_files: 4,
             spec: None,
-            rewrite: true,
-            joins_mid_sized: false,
-            joining_partitions: Vec::new(),
-            strategy: crate::strategy::RunStrategy::Binpack,
-            maintenance: None,
-            apply_deletes: false,
+            task: Task::Rewrite(Rewrite {
+                min_input_files: 4,
+                ..Rewrite::whole_table()
+            }),
             nonce: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".to_string(),
             upto_seq: 4,
             last_failure: None,
@@ -304,10 +312,9 @@ mod tests {
         let quiet = settings
             .prepare(
                 &spec,
-                &ClaimTicket {
-                    joins_mid_sized: true,
-                    ..ticket.clone()
-                },
+                &with_rewrite(&ticket, |rewrite| {
+                    rewrite.mid_sized = MidSizedFiles::Everywhere
+                }),
             )
             .unwrap();
         assert!(!sql(&quiet).join(";").contains("min-file-size-bytes"));
@@ -315,16 +322,16 @@ mod tests {
         // other's are not read again.
         let day = |day: &str| format!("d={day}");
         let partitioned = ClaimTicket {
-            partitions: vec![day("2024-05-01"), day("2024-05-02")],
             spec: Some(vec![crate::partitions::PartitionField {
                 name: "d".to_string(),
                 source: "d".to_string(),
                 transform: crate::partitions::Transform::Identity,
                 source_type: Some("date".to_string()),
             }]),
-            joins_mid_sized: true,
-            joining_partitions: vec![day("2024-05-01")],
-            ..ticket.clone()
+            ..with_rewrite(&ticket, |rewrite| {
+                rewrite.partitions = vec![day("2024-05-01"), day("2024-05-02")];
+                rewrite.mid_sized = MidSizedFiles::In(vec![day("2024-05-01")]);
+            })
         };
         let rewrites: Vec<String> = sql(&settings.prepare(&spec, &partitioned).unwrap())
             .into_iter()
@@ -344,10 +351,9 @@ mod tests {
         );
         // All of them quiet (or the partitions not known): one rewrite, mid-sized files joining.
         for ticket in [
-            ClaimTicket {
-                joining_partitions: partitioned.partitions.clone(),
-                ..partitioned.clone()
-            },
+            with_rewrite(&partitioned, |rewrite| {
+                rewrite.mid_sized = MidSizedFiles::In(rewrite.partitions.clone())
+            }),
             ClaimTicket {
                 spec: None,
                 ..partitioned.clone()
@@ -386,28 +392,45 @@ mod tests {
     fn customers_run(partitions: Vec<String>, joining: Vec<String>) -> ClaimTicket {
         ClaimTicket {
             run_id: "r1".to_string(),
-            trigger: "files".to_string(),
+            trigger: crate::task::Trigger::Files,
             started_millis: 1_714_564_800_000,
             files: 2 * partitions.len() as u64,
             bytes: 2 * partitions.len() as u64,
-            partitions,
-            min_input_files: 2,
             spec: Some(vec![crate::partitions::PartitionField {
                 name: "customer".to_string(),
                 source: "customer".to_string(),
                 transform: crate::partitions::Transform::Identity,
                 source_type: Some("string".to_string()),
             }]),
-            rewrite: true,
-            joins_mid_sized: !joining.is_empty(),
-            joining_partitions: joining,
-            strategy: crate::strategy::RunStrategy::Binpack,
-            maintenance: None,
-            apply_deletes: false,
+            task: Task::Rewrite(Rewrite {
+                partitions,
+                min_input_files: 2,
+                mid_sized: if joining.is_empty() {
+                    MidSizedFiles::Nowhere
+                } else {
+                    MidSizedFiles::In(joining)
+                },
+                ..Rewrite::whole_table()
+            }),
             nonce: String::new(),
             upto_seq: 0,
             last_failure: None,
         }
+    }
+
+    /// `ticket` with its rewrite changed by `change`.
+    fn with_rewrite(ticket: &ClaimTicket, change: impl FnOnce(&mut Rewrite)) -> ClaimTicket {
+        let mut rewrite = ticket.task.rewrite().expect("a rewrite").clone();
+        change(&mut rewrite);
+        ClaimTicket {
+            task: Task::Rewrite(rewrite),
+            ..ticket.clone()
+        }
+    }
+
+    /// The calls of a rewrite's ticket.
+    fn calls_of(spec: &TableSpec, ticket: &ClaimTicket) -> Vec<RewriteCall> {
+        rewrite_calls(spec, ticket, ticket.task.rewrite().expect("a rewrite"))
     }
 
     fn customers(range: std::ops::Range<u32>) -> Vec<String> {
@@ -424,7 +447,7 @@ mod tests {
         let (settings, spec) = settings_and_spec();
         let partitions = customers(0..5_000);
         let ticket = customers_run(partitions.clone(), Vec::new());
-        let calls = rewrite_calls(&spec, &ticket);
+        let calls = calls_of(&spec, &ticket);
         assert!(
             (2..=MAX_REWRITE_CALLS).contains(&calls.len()),
             "{} calls",
@@ -465,7 +488,7 @@ mod tests {
         // floor, each partition once.
         let joining = customers(0..2_500);
         let ticket = customers_run(partitions.clone(), joining.clone());
-        let calls = rewrite_calls(&spec, &ticket);
+        let calls = calls_of(&spec, &ticket);
         assert!(calls.len() <= MAX_REWRITE_CALLS, "{}", calls.len());
         let filters: Vec<&String> = calls
             .iter()
@@ -492,7 +515,7 @@ mod tests {
         let partitions = customers(0..40_000);
         let open = customers_run(partitions.clone(), Vec::new());
         assert_eq!(
-            rewrite_calls(&spec, &open),
+            calls_of(&spec, &open),
             [RewriteCall {
                 min_file_size_bytes: Some(64 * 1024 * 1024),
                 partition_filter: None
@@ -500,12 +523,12 @@ mod tests {
         );
         let some_quiet = customers_run(partitions.clone(), customers(0..10));
         assert_eq!(
-            rewrite_calls(&spec, &some_quiet)[0].min_file_size_bytes,
+            calls_of(&spec, &some_quiet)[0].min_file_size_bytes,
             Some(64 * 1024 * 1024)
         );
         let all_quiet = customers_run(partitions.clone(), partitions.clone());
         assert_eq!(
-            rewrite_calls(&spec, &all_quiet),
+            calls_of(&spec, &all_quiet),
             [RewriteCall {
                 min_file_size_bytes: None,
                 partition_filter: None
@@ -699,10 +722,17 @@ run_statements "$@"
                 let ticket = ClaimTicket {
                     started_millis,
                     spec: fields,
-                    joins_mid_sized,
-                    joining_partitions: joining,
-                    rewrite,
-                    ..customers_run(partitions, Vec::new())
+                    task: if rewrite {
+                        Task::Rewrite(Rewrite {
+                            partitions,
+                            min_input_files: 2,
+                            mid_sized: MidSizedFiles::from_stored(joins_mid_sized, joining),
+                            ..Rewrite::whole_table()
+                        })
+                    } else {
+                        Task::Reconcile
+                    },
+                    ..customers_run(Vec::new(), Vec::new())
                 };
                 match settings.prepare(&spec, &ticket) {
                     Ok(job) => {
@@ -715,7 +745,7 @@ run_statements "$@"
                             .collect();
                         prop_assert_eq!(rewrites.is_empty(), !rewrite);
                         prop_assert!(rewrites.len() <= MAX_REWRITE_CALLS);
-                        for call in rewrite_calls(&spec, &ticket) {
+                        for call in ticket.task.rewrite().map(|_| calls_of(&spec, &ticket)).unwrap_or_default() {
                             let length = call.partition_filter.map_or(0, |filter| filter.len());
                             prop_assert!(length <= MAX_REWRITE_FILTER_BYTES);
                         }

@@ -28,6 +28,7 @@ use crate::queue::QueueSnapshot;
 use crate::readiness::{self, Observation};
 use crate::service::Pipeline;
 use crate::status::TableStatus;
+use crate::task::Trigger;
 
 #[derive(Clone)]
 pub struct ApiState {
@@ -703,30 +704,28 @@ fn constant_time_equal(left: &[u8], right: &[u8]) -> bool {
             == 0
 }
 
-/// Tasks `POST /v1/tables/{table}/maintenance/{task}` starts.
-const MAINTENANCE_TASKS: [&str; 3] = [
-    "rewrite_manifests",
-    crate::accumulator::REMOVE_ORPHANS_TRIGGER,
-    "compute_statistics",
-];
-
 /// Starts a maintenance task of a table now (its first `remove_orphan_files` is a dry run).
 async fn maintain(
     State(state): State<ApiState>,
     Path((table, task)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    if !MAINTENANCE_TASKS.contains(&task.as_str()) {
+    let requestable = Trigger::REQUESTABLE_MAINTENANCE;
+    let Some(trigger) = requestable
+        .into_iter()
+        .find(|trigger| trigger.as_str() == task)
+    else {
         if let Err(refused) = authorize(&state, &headers) {
             return *refused;
         }
+        let names: Vec<&str> = requestable.iter().map(|trigger| trigger.as_str()).collect();
         return (
             StatusCode::NOT_FOUND,
-            Json(json!({"error": format!("no maintenance task `{}`; one of: {}", task.escape_debug(), MAINTENANCE_TASKS.join(", "))})),
+            Json(json!({"error": format!("no maintenance task `{}`; one of: {}", task.escape_debug(), names.join(", "))})),
         )
             .into_response();
-    }
-    request_run(state, table, headers, task).await
+    };
+    request_run(state, table, headers, trigger).await
 }
 
 async fn compact(
@@ -734,7 +733,7 @@ async fn compact(
     Path(table): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    request_run(state, table, headers, "manual".to_string()).await
+    request_run(state, table, headers, Trigger::Manual).await
 }
 
 /// Asks the pool for a forced run of `table` with `trigger`, unless one is in flight.
@@ -742,7 +741,7 @@ async fn request_run(
     state: ApiState,
     table: String,
     headers: HeaderMap,
-    trigger: String,
+    trigger: Trigger,
 ) -> Response {
     if let Err(refused) = authorize(&state, &headers) {
         return *refused;
@@ -764,7 +763,7 @@ async fn request_run(
     }
     state.pipeline.pool.do_send(RequestCompaction {
         table: index,
-        trigger: trigger.clone(),
+        trigger,
         force: true,
     });
     info!(%table, %trigger, "run requested over HTTP");

@@ -44,6 +44,7 @@ pub mod status;
 pub mod store;
 pub mod strategy;
 pub mod table_map;
+pub mod task;
 #[cfg(all(feature = "service", any(test, feature = "testing")))]
 #[doc(hidden)]
 pub mod testing;

@@ -41,6 +41,18 @@ impl DueReason {
     }
 }
 
+impl From<DueReason> for crate::task::Trigger {
+    fn from(reason: DueReason) -> Self {
+        use crate::task::Trigger;
+        match reason {
+            DueReason::Files => Trigger::Files,
+            DueReason::Bytes => Trigger::Bytes,
+            DueReason::Partition => Trigger::Partition,
+            DueReason::MaxWait => Trigger::MaxWait,
+        }
+    }
+}
+
 /// The first threshold crossed, checked in the order files, bytes, max-wait — on the table's
 /// totals only (see [`table_decision`] for the decision that also looks at partitions).
 pub fn due_reason(

@@ -25,6 +25,7 @@ use crate::routing::TableIndex;
 use crate::run::{new_run_id, RunOutcome};
 use crate::scheduler::{Scheduler, TenantLimits};
 use crate::table_map::TableMap;
+use crate::task::Trigger;
 
 /// Runs whose duration makes the median behind the expected waits.
 const RECENT_RUNS: usize = 50;
@@ -38,7 +39,7 @@ pub enum Effect {
     Start {
         table: TableIndex,
         run_id: String,
-        trigger: String,
+        trigger: Trigger,
         force: bool,
     },
     /// Find the end of a run a previous process (or accumulator) had in flight: its slot is held.
@@ -66,7 +67,7 @@ pub enum Effect {
 pub struct RunResult {
     pub table: String,
     pub run_id: String,
-    pub trigger: String,
+    pub trigger: Trigger,
     pub claimed_files: u64,
     pub claimed_bytes: u64,
     pub outcome: RunOutcome,
@@ -120,7 +121,7 @@ impl PoolStatus {
 /// A table waiting for a slot: its trigger and whether the run is forced.
 #[derive(Debug)]
 struct Request {
-    trigger: String,
+    trigger: Trigger,
     force: bool,
 }
 
@@ -131,7 +132,7 @@ struct Slot {
     started_millis: UnixMillis,
     tenant: String,
     /// What started it, to queue the table again when the start was lost.
-    trigger: String,
+    trigger: Trigger,
     force: bool,
 }
 
@@ -251,11 +252,8 @@ impl<A: Clone> PoolCore<A> {
     /// A table asks for a run. Idempotent: a table that waits already keeps its place (a forced
     /// request makes its run forced), one whose run is in flight or that the configuration no
     /// longer has changes nothing.
-    pub fn request(&mut self, table: TableIndex, trigger: &str, force: bool) -> Vec<Effect> {
-        let request = Request {
-            trigger: trigger.to_string(),
-            force,
-        };
+    pub fn request(&mut self, table: TableIndex, trigger: Trigger, force: bool) -> Vec<Effect> {
+        let request = Request { trigger, force };
         if !self.knows(table) {
             if let Some((_, early)) = self.early_requests.iter_mut().find(|(t, _)| *t == table) {
                 upgrade(early, request);
@@ -299,7 +297,7 @@ impl<A: Clone> PoolCore<A> {
                         run_id: run_id.clone(),
                         started_millis: now,
                         tenant: tenant.to_string(),
-                        trigger: request.trigger.clone(),
+                        trigger: request.trigger,
                         force: request.force,
                     },
                 );
@@ -426,7 +424,7 @@ impl<A: Clone> PoolCore<A> {
                 run_id: ticket.run_id.clone(),
                 started_millis: ticket.started_millis,
                 tenant,
-                trigger: ticket.trigger.clone(),
+                trigger: ticket.trigger,
                 force: true,
             },
         );
@@ -436,7 +434,11 @@ impl<A: Clone> PoolCore<A> {
     /// A manual run (`trigger`: `manual` or `reconcile`): refused when the table is not
     /// configured or runs already; else it waits in line, forced, and [`Effect::Answer`] tells
     /// how it ended.
-    pub fn compact_now(&mut self, table: TableIndex, trigger: &str) -> Result<Vec<Effect>, String> {
+    pub fn compact_now(
+        &mut self,
+        table: TableIndex,
+        trigger: Trigger,
+    ) -> Result<Vec<Effect>, String> {
         if !self.map.is_active(table) {
             return Err("the table is not configured".to_string());
         }
@@ -448,7 +450,7 @@ impl<A: Clone> PoolCore<A> {
         self.enqueue(
             table,
             Request {
-                trigger: trigger.to_string(),
+                trigger,
                 force: true,
             },
         );
@@ -472,14 +474,14 @@ impl<A: Clone> PoolCore<A> {
             .release(table, run_id)
             .map_or(ticket.started_millis, |slot| slot.started_millis);
         // A data rewrite or maintenance counts as a run; a reconcile (a read) does not.
-        if ticket.rewrite || ticket.maintenance.is_some() {
+        if !ticket.task.is_read() {
             self.remember_run(table, run_id, &outcome);
         }
         let mut effects = Vec::new();
         let manual = self.manual.remove(&table).then(|| RunResult {
             table: self.map.spec(table).table.clone(),
             run_id: run_id.clone(),
-            trigger: ticket.trigger.clone(),
+            trigger: ticket.trigger,
             claimed_files: ticket.files,
             claimed_bytes: ticket.bytes,
             outcome: outcome.clone(),

@@ -329,7 +329,7 @@ mod tests {
         let mut waiting = state(2, 20);
         waiting.claim = Some(crate::state::Claim {
             run_id: "r".to_string(),
-            trigger: "files".to_string(),
+            trigger: crate::task::Trigger::Files,
             started_millis: T0,
             upto_seq: 10,
             counts: PendingCounts {
@@ -338,14 +338,10 @@ mod tests {
                 ..PendingCounts::default()
             },
             partitions: Default::default(),
-            rewrite_partitions: Vec::new(),
-            min_input_files: 2,
-            rewrite: true,
-            joins_mid_sized: false,
-            joining_partitions: Vec::new(),
-            strategy: Default::default(),
-            maintenance: None,
-            apply_deletes: false,
+            task: crate::task::Task::Rewrite(crate::task::Rewrite {
+                min_input_files: 2,
+                ..crate::task::Rewrite::whole_table()
+            }),
             nonce: String::new(),
         });
         assert_eq!(Level::of(&waiting), Level(12, 120));

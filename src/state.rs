@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::UnixMillis;
+pub use crate::task::Maintenance;
+use crate::task::{MidSizedFiles, Rewrite, Task, Trigger};
 
 /// Small files waiting for a compaction, in aggregate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -358,95 +360,132 @@ impl ManifestCounts {
     }
 }
 
-/// Maintenance a run does instead of rewriting data files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Maintenance {
-    /// `rewrite_manifests`: merges the table's manifests.
-    RewriteManifests,
-    /// `remove_orphan_files`: deletes files no snapshot references (older than the limit);
-    /// a dry run lists them only.
-    RemoveOrphans { dry_run: bool },
-    /// `rewrite_position_delete_files`: merges position delete files (and drops dangling ones)
-    /// when they are few rows against the data, cheaper than rewriting the data.
-    RewritePositionDeletes,
-    /// `compute_table_stats` (Puffin NDV sketches) and `compute_partition_stats`, after a run
-    /// that changed the table's files (`compute_statistics`). Its failure is told and never
-    /// backs the table off: the run before it committed, and the next one tries again.
-    ComputeStatistics,
-}
-
-impl Maintenance {
-    /// One of each task (a dry run of orphan removal is the same task).
-    pub const ALL: [Maintenance; 4] = [
-        Maintenance::RewriteManifests,
-        Maintenance::RemoveOrphans { dry_run: false },
-        Maintenance::RewritePositionDeletes,
-        Maintenance::ComputeStatistics,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Maintenance::RewriteManifests => "rewrite_manifests",
-            Maintenance::RemoveOrphans { .. } => "remove_orphan_files",
-            Maintenance::RewritePositionDeletes => "rewrite_position_delete_files",
-            Maintenance::ComputeStatistics => "compute_statistics",
-        }
-    }
-}
-
 /// The files a run took when it started: every logged file with a sequence number below `upto_seq`.
 /// Files counted later stay pending for the next run.
+///
+/// Stored in the form of every earlier release ([`StoredClaim`]): the task as flags.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredClaim", into = "StoredClaim")]
 pub struct Claim {
     pub run_id: String,
-    /// `files`, `bytes`, `max_wait` or `manual`.
-    pub trigger: String,
+    pub trigger: Trigger,
     pub started_millis: UnixMillis,
     pub upto_seq: u64,
     pub counts: PendingCounts,
     pub partitions: BTreeMap<String, PartitionCounts>,
-    /// The partitions the run rewrites (empty: the whole table) and its `min-input-files`.
-    #[serde(default)]
-    pub rewrite_partitions: Vec<String>,
-    #[serde(default)]
-    pub min_input_files: u64,
-    /// `false` for a reconcile: the run rewrites nothing, it reads the truth.
-    #[serde(default = "yes")]
-    pub rewrite: bool,
-    /// Mid-sized files may join the rewrite (a partition went quiet); only small ones otherwise.
-    #[serde(default)]
-    pub joins_mid_sized: bool,
-    /// The partitions whose mid-sized files join; empty with `joins_mid_sized`: every partition
-    /// of the run (a manual run, and a claim made before this was kept).
-    #[serde(default)]
-    pub joining_partitions: Vec<String>,
-    /// How the run rewrites (bin-pack for a claim made before strategies existed).
-    #[serde(default)]
-    pub strategy: crate::strategy::RunStrategy,
-    /// Maintenance instead of a data rewrite (`rewrite` is then `false`).
-    #[serde(default)]
-    pub maintenance: Option<Maintenance>,
-    /// The data rewrite applies the table's deletes (it is due by them).
-    #[serde(default)]
-    pub apply_deletes: bool,
+    /// What the run does. A [`Task::ReadOrder`] goes with [`Trigger::ReadOrder`] (that is how it
+    /// is stored).
+    pub task: Task,
     /// The run's nonce (random, from the operating system): frames the engine's output so that
     /// nothing a table holds can pass for a result, and names the run's Spark Connect session.
     /// Kept here so that a run recovered after a restart is read with the nonce it started with.
     /// Empty in a claim made by an earlier release.
-    #[serde(default)]
     pub nonce: String,
 }
 
-/// The trigger of a read of an `auto` table's sort order before its first run (a reconcile:
-/// it rewrites nothing; the run follows once the order is known).
-pub const ORDER_READ_TRIGGER: &str = "read_order";
-
 impl Claim {
-    /// Whether its outcome counts like a run's (a failure backs the table off): a data rewrite,
-    /// maintenance, or the read of the order an `auto` table's runs wait for — not a reconcile.
+    /// Whether its outcome counts like a run's ([`Task::is_run`]).
     pub fn is_run(&self) -> bool {
-        self.rewrite || self.maintenance.is_some() || self.trigger == ORDER_READ_TRIGGER
+        self.task.is_run()
+    }
+}
+
+/// A [`Claim`] as the store keeps it, unchanged since before tasks were one enum: a claim
+/// written by any release reads back, and one written now reads in an earlier release.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredClaim {
+    run_id: String,
+    trigger: Trigger,
+    started_millis: UnixMillis,
+    upto_seq: u64,
+    counts: PendingCounts,
+    partitions: BTreeMap<String, PartitionCounts>,
+    /// The partitions the run rewrites (empty: the whole table) and its `min-input-files`.
+    #[serde(default)]
+    rewrite_partitions: Vec<String>,
+    #[serde(default)]
+    min_input_files: u64,
+    /// `false` for a read or maintenance.
+    #[serde(default = "yes")]
+    rewrite: bool,
+    #[serde(default)]
+    joins_mid_sized: bool,
+    /// Empty with `joins_mid_sized`: every partition of the run.
+    #[serde(default)]
+    joining_partitions: Vec<String>,
+    /// Bin-pack for a claim made before strategies existed.
+    #[serde(default)]
+    strategy: crate::strategy::RunStrategy,
+    #[serde(default)]
+    maintenance: Option<Maintenance>,
+    #[serde(default)]
+    apply_deletes: bool,
+    #[serde(default)]
+    nonce: String,
+}
+
+impl From<StoredClaim> for Claim {
+    fn from(stored: StoredClaim) -> Claim {
+        let task = match (stored.maintenance, stored.rewrite, stored.trigger) {
+            (Some(maintenance), _, _) => Task::Maintenance(maintenance),
+            (None, false, Trigger::ReadOrder) => Task::ReadOrder,
+            (None, false, _) => Task::Reconcile,
+            (None, true, _) => Task::Rewrite(Rewrite {
+                partitions: stored.rewrite_partitions,
+                min_input_files: stored.min_input_files,
+                mid_sized: MidSizedFiles::from_stored(
+                    stored.joins_mid_sized,
+                    stored.joining_partitions,
+                ),
+                strategy: stored.strategy,
+                apply_deletes: stored.apply_deletes,
+            }),
+        };
+        Claim {
+            run_id: stored.run_id,
+            trigger: stored.trigger,
+            started_millis: stored.started_millis,
+            upto_seq: stored.upto_seq,
+            counts: stored.counts,
+            partitions: stored.partitions,
+            task,
+            nonce: stored.nonce,
+        }
+    }
+}
+
+impl From<Claim> for StoredClaim {
+    fn from(claim: Claim) -> StoredClaim {
+        let rewrite = claim.task.rewrite().cloned();
+        let (joins_mid_sized, joining_partitions) = rewrite
+            .as_ref()
+            .map(|rewrite| rewrite.mid_sized.to_stored())
+            .unwrap_or_default();
+        StoredClaim {
+            run_id: claim.run_id,
+            trigger: claim.trigger,
+            started_millis: claim.started_millis,
+            upto_seq: claim.upto_seq,
+            counts: claim.counts,
+            partitions: claim.partitions,
+            rewrite: rewrite.is_some(),
+            maintenance: claim.task.maintenance(),
+            joins_mid_sized,
+            joining_partitions,
+            rewrite_partitions: rewrite
+                .as_ref()
+                .map(|rewrite| rewrite.partitions.clone())
+                .unwrap_or_default(),
+            min_input_files: rewrite
+                .as_ref()
+                .map_or(0, |rewrite| rewrite.min_input_files),
+            strategy: rewrite
+                .as_ref()
+                .map(|rewrite| rewrite.strategy.clone())
+                .unwrap_or_default(),
+            apply_deletes: rewrite.is_some_and(|rewrite| rewrite.apply_deletes),
+            nonce: claim.nonce,
+        }
     }
 }
 
@@ -458,7 +497,7 @@ fn yes() -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub run_id: String,
-    pub trigger: String,
+    pub trigger: Trigger,
     pub started_millis: UnixMillis,
     pub finished_millis: UnixMillis,
     pub claimed_files: u64,
@@ -528,4 +567,121 @@ pub struct SeenEntry {
     /// The file's sequence number in the table's log; `None` for a compaction's own output.
     #[serde(default)]
     pub seq: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::RunStrategy;
+
+    /// A claim as an earlier release stored it, with the task's flags `flags`.
+    fn stored(trigger: &str, flags: &str) -> String {
+        format!(
+            r#"{{"run_id":"r1","trigger":"{trigger}","started_millis":5,"upto_seq":7,"counts":{{"files":3,"bytes":30,"oldest_event_millis":1}},"partitions":{{}}{flags},"nonce":"n"}}"#
+        )
+    }
+
+    #[test]
+    fn claims_of_earlier_releases_read_back_as_their_task() {
+        let rewrite = |json: &str| serde_json::from_str::<Claim>(json).unwrap();
+        // Before strategies, partitions and maintenance existed: a bin-pack of the whole table.
+        let oldest = rewrite(&stored("files", ""));
+        assert_eq!(oldest.trigger, Trigger::Files);
+        assert_eq!(oldest.task, Task::Rewrite(Rewrite::whole_table()));
+        let partial = rewrite(&stored(
+            "partition",
+            r#","rewrite_partitions":["d=1","d=2"],"min_input_files":2,"rewrite":true,"joins_mid_sized":true,"joining_partitions":["d=1"],"strategy":{"sort":"id"},"apply_deletes":true"#,
+        ));
+        assert_eq!(
+            partial.task,
+            Task::Rewrite(Rewrite {
+                partitions: vec!["d=1".into(), "d=2".into()],
+                min_input_files: 2,
+                mid_sized: MidSizedFiles::In(vec!["d=1".into()]),
+                strategy: RunStrategy::Sort(Some("id".into())),
+                apply_deletes: true,
+            })
+        );
+        let everywhere = rewrite(&stored("manual", r#","joins_mid_sized":true"#));
+        assert_eq!(
+            everywhere.task.rewrite().unwrap().mid_sized,
+            MidSizedFiles::Everywhere
+        );
+        // A manual reconcile stored the manual run's options beside `rewrite: false`.
+        let reconcile = rewrite(&stored(
+            "reconcile",
+            r#","min_input_files":2,"rewrite":false,"joins_mid_sized":true,"apply_deletes":true"#,
+        ));
+        assert_eq!(reconcile.task, Task::Reconcile);
+        assert!(!reconcile.is_run());
+        let order = rewrite(&stored("read_order", r#","rewrite":false"#));
+        assert_eq!(order.task, Task::ReadOrder);
+        assert!(order.is_run());
+        let orphans = rewrite(&stored(
+            "remove_orphan_files",
+            r#","rewrite":false,"maintenance":{"remove_orphans":{"dry_run":true}}"#,
+        ));
+        assert_eq!(
+            orphans.task,
+            Task::Maintenance(Maintenance::RemoveOrphans { dry_run: true })
+        );
+        let manifests = rewrite(&stored(
+            "rewrite_manifests",
+            r#","rewrite":false,"maintenance":"rewrite_manifests""#,
+        ));
+        assert_eq!(
+            manifests.task,
+            Task::Maintenance(Maintenance::RewriteManifests)
+        );
+        // A trigger no release wrote is refused with its name, not read as something else.
+        let unknown = serde_json::from_str::<Claim>(&stored("sometimes", "")).unwrap_err();
+        assert!(
+            unknown.to_string().contains("unknown trigger `sometimes`"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn a_claim_is_stored_in_the_earlier_form_and_reads_back_the_same() {
+        let claims = [
+            (Trigger::MaxWait, Task::Rewrite(Rewrite::whole_table())),
+            (
+                Trigger::Partition,
+                Task::Rewrite(Rewrite {
+                    partitions: vec!["d=1".into()],
+                    min_input_files: 2,
+                    mid_sized: MidSizedFiles::In(vec!["d=1".into()]),
+                    strategy: RunStrategy::Zorder(vec!["a".into(), "b".into()]),
+                    apply_deletes: true,
+                }),
+            ),
+            (Trigger::Reconcile, Task::Reconcile),
+            (Trigger::ReadOrder, Task::ReadOrder),
+            (
+                Trigger::RemoveOrphans,
+                Task::Maintenance(Maintenance::RemoveOrphans { dry_run: false }),
+            ),
+            (
+                Trigger::Deletes,
+                Task::Maintenance(Maintenance::RewritePositionDeletes),
+            ),
+        ];
+        for (trigger, task) in claims {
+            let claim = Claim {
+                run_id: "r1".into(),
+                trigger,
+                started_millis: 5,
+                upto_seq: 7,
+                counts: PendingCounts::default(),
+                partitions: BTreeMap::new(),
+                task: task.clone(),
+                nonce: "n".into(),
+            };
+            let json = serde_json::to_value(&claim).unwrap();
+            assert_eq!(json["trigger"], trigger.as_str());
+            assert_eq!(json["rewrite"], task.rewrites_data(), "{json}");
+            assert_eq!(json["maintenance"].is_null(), task.maintenance().is_none());
+            assert_eq!(serde_json::from_value::<Claim>(json).unwrap(), claim);
+        }
+    }
 }

@@ -248,7 +248,7 @@ pub fn explain(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis) -> E
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InFlightRun {
     pub run_id: String,
-    pub trigger: String,
+    pub trigger: crate::task::Trigger,
     pub started_at: String,
     pub claimed_files: u64,
     pub claimed_bytes: u64,
@@ -257,7 +257,7 @@ pub struct InFlightRun {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LastRun {
     pub run_id: String,
-    pub trigger: String,
+    pub trigger: crate::task::Trigger,
     pub outcome: &'static str,
     pub failure_class: Option<&'static str>,
     pub error: Option<String>,
@@ -309,7 +309,7 @@ pub struct PartitionStatus {
 pub fn run_status(run: &crate::state::RunRecord) -> LastRun {
     LastRun {
         run_id: run.run_id.clone(),
-        trigger: run.trigger.clone(),
+        trigger: run.trigger,
         outcome: if run.succeeded { "success" } else { "failure" },
         failure_class: run.failure_class.map(|class| class.as_str()),
         // Runs recorded before a secret was recognised as one still show it hidden.
@@ -433,7 +433,7 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
             .collect(),
         in_flight_run: snapshot.state.claim.as_ref().map(|claim| InFlightRun {
             run_id: claim.run_id.clone(),
-            trigger: claim.trigger.clone(),
+            trigger: claim.trigger,
             started_at: format_rfc3339(claim.started_millis),
             claimed_files: claim.counts.files,
             claimed_bytes: claim.counts.bytes,
@@ -642,7 +642,7 @@ mod tests {
     fn an_older_runs_error_is_shown_without_its_secrets() {
         let run = crate::state::RunRecord {
             run_id: "r".to_string(),
-            trigger: "manual".to_string(),
+            trigger: crate::task::Trigger::Manual,
             started_millis: 0,
             finished_millis: 1,
             claimed_files: 2,

@@ -14,6 +14,7 @@ use icepack::config::{Config, TableSpec};
 use icepack::partitions::parse_describe;
 use icepack::spark::sql::{MAX_REWRITE_CALLS, MAX_REWRITE_FILTER_BYTES};
 use icepack::strategy::RunStrategy;
+use icepack::task::{MidSizedFiles, Rewrite, Task, Trigger};
 use libfuzzer_sys::fuzz_target;
 
 fn setup() -> &'static (CompactionSettings, TableSpec) {
@@ -47,19 +48,22 @@ fuzz_target!(|data: &[u8]| {
     let (settings, spec) = setup();
     let ticket = ClaimTicket {
         run_id: "fuzz".to_string(),
-        trigger: "files".to_string(),
+        trigger: Trigger::Files,
         started_millis: 1_714_564_800_000,
         files: partitions.len() as u64 * 2,
         bytes: partitions.len() as u64 * 2,
-        partitions,
-        min_input_files: 2,
         spec: parse_describe(describe),
-        rewrite: true,
-        joins_mid_sized: !joining.is_empty(),
-        joining_partitions: joining,
-        strategy: RunStrategy::Binpack,
-        maintenance: None,
-        apply_deletes: false,
+        task: Task::Rewrite(Rewrite {
+            partitions,
+            min_input_files: 2,
+            mid_sized: if joining.is_empty() {
+                MidSizedFiles::Nowhere
+            } else {
+                MidSizedFiles::In(joining)
+            },
+            strategy: RunStrategy::Binpack,
+            apply_deletes: false,
+        }),
         nonce: "0f1e2d3c4b5a69788796a5b4c3d2e1f0".to_string(),
         upto_seq: 0,
         last_failure: None,

@@ -19,6 +19,8 @@ use crate::state::{
 };
 use crate::store::{Op, StateStore, StoreError};
 use crate::strategy::RunStrategy;
+pub use crate::task::Trigger;
+use crate::task::{MidSizedFiles, Rewrite, Task};
 
 /// Adds to a commit's `ops` the series writes of the table's new state, if they carry one.
 pub fn sample_commit(sampler: &mut Sampler, table: &str, ops: &mut Vec<Op>, now: UnixMillis) {
@@ -132,26 +134,14 @@ enum PartitionUpdate {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimTicket {
     pub run_id: String,
-    pub trigger: String,
+    pub trigger: Trigger,
     pub started_millis: UnixMillis,
     pub files: u64,
     pub bytes: u64,
-    /// The partitions to rewrite (empty: the whole table), and `min-input-files`.
-    pub partitions: Vec<String>,
-    pub min_input_files: u64,
     /// The partition spec known when the run started (to build the `where` filter).
     pub spec: Option<Vec<crate::partitions::PartitionField>>,
-    /// `false`: a reconcile, which reads the truth and rewrites nothing.
-    pub rewrite: bool,
-    /// Mid-sized files may join the rewrite (Iceberg's default floor); only small ones otherwise.
-    pub joins_mid_sized: bool,
-    /// The partitions whose mid-sized files join (empty with `joins_mid_sized`: all of them).
-    pub joining_partitions: Vec<String>,
-    pub strategy: RunStrategy,
-    /// Maintenance instead of a data rewrite.
-    pub maintenance: Option<Maintenance>,
-    /// The data rewrite applies the table's deletes.
-    pub apply_deletes: bool,
+    /// What the run does.
+    pub task: Task,
     /// The claim's nonce ([`Claim::nonce`]).
     pub nonce: String,
     /// The claimed files are the table's logged files below this sequence number.
@@ -171,87 +161,76 @@ impl ClaimTicket {
             .and_then(|run| run.failure_class);
         ClaimTicket {
             run_id: claim.run_id.clone(),
-            trigger: claim.trigger.clone(),
+            trigger: claim.trigger,
             started_millis: claim.started_millis,
             files: claim.counts.files,
             bytes: claim.counts.bytes,
-            partitions: claim.rewrite_partitions.clone(),
-            min_input_files: claim.min_input_files,
             spec,
-            rewrite: claim.rewrite,
-            joins_mid_sized: claim.joins_mid_sized,
-            joining_partitions: claim.joining_partitions.clone(),
-            strategy: claim.strategy.clone(),
-            maintenance: claim.maintenance,
-            apply_deletes: claim.apply_deletes,
+            task: claim.task.clone(),
             nonce: claim.nonce.clone(),
             upto_seq: claim.upto_seq,
             last_failure,
         }
+    }
+
+    /// The partitions the run rewrites (empty: the whole table, or not a rewrite).
+    pub fn partitions(&self) -> &[String] {
+        self.task
+            .rewrite()
+            .map_or(&[], |rewrite| rewrite.partitions.as_slice())
     }
 }
 
 /// What a run is to do, decided when it gets its slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunPlan {
-    pub trigger: String,
-    pub partitions: Vec<String>,
-    pub min_input_files: u64,
-    pub rewrite: bool,
-    pub joins_mid_sized: bool,
-    /// See [`ClaimTicket::joining_partitions`].
-    pub joining_partitions: Vec<String>,
-    pub strategy: RunStrategy,
-    pub maintenance: Option<Maintenance>,
-    pub apply_deletes: bool,
+    pub trigger: Trigger,
+    pub task: Task,
 }
-
-/// The trigger of a run due by its delete files alone.
-pub const DELETES_TRIGGER: &str = "deletes";
-
-/// The trigger (and task name) of a `remove_orphan_files` run.
-pub const REMOVE_ORPHANS_TRIGGER: &str = "remove_orphan_files";
-
-pub use crate::state::ORDER_READ_TRIGGER;
 
 impl RunPlan {
     fn order_read() -> RunPlan {
         RunPlan {
-            trigger: ORDER_READ_TRIGGER.to_string(),
-            partitions: Vec::new(),
-            min_input_files: 0,
-            rewrite: false,
-            joins_mid_sized: false,
-            joining_partitions: Vec::new(),
-            strategy: RunStrategy::Binpack,
-            maintenance: None,
-            apply_deletes: false,
+            trigger: Trigger::ReadOrder,
+            task: Task::ReadOrder,
         }
     }
 
-    fn maintenance(maintenance: Maintenance) -> RunPlan {
+    fn maintenance(trigger: Trigger, maintenance: Maintenance) -> RunPlan {
         RunPlan {
-            trigger: maintenance.as_str().to_string(),
-            maintenance: Some(maintenance),
-            ..RunPlan::order_read()
+            trigger,
+            task: Task::Maintenance(maintenance),
         }
     }
 
     /// The same run over the whole table, naming no partition: mid-sized files join only when
     /// they joined in every partition of the run.
     fn over_the_whole_table(self) -> RunPlan {
-        let joining: HashSet<&String> = self.joining_partitions.iter().collect();
-        let every_partition_joins = self.joins_mid_sized
-            && (joining.is_empty()
-                || self
+        let Task::Rewrite(rewrite) = self.task else {
+            return self;
+        };
+        let every_partition_joins = match &rewrite.mid_sized {
+            MidSizedFiles::Nowhere => false,
+            MidSizedFiles::Everywhere => true,
+            MidSizedFiles::In(joining) => {
+                let joining: HashSet<&String> = joining.iter().collect();
+                rewrite
                     .partitions
                     .iter()
-                    .all(|partition| joining.contains(partition)));
+                    .all(|partition| joining.contains(partition))
+            }
+        };
         RunPlan {
-            partitions: Vec::new(),
-            joins_mid_sized: every_partition_joins,
-            joining_partitions: Vec::new(),
-            ..self
+            trigger: self.trigger,
+            task: Task::Rewrite(Rewrite {
+                partitions: Vec::new(),
+                mid_sized: if every_partition_joins {
+                    MidSizedFiles::Everywhere
+                } else {
+                    MidSizedFiles::Nowhere
+                },
+                ..rewrite
+            }),
         }
     }
 }
@@ -523,7 +502,7 @@ impl Accumulator {
     pub fn begin_claim(
         &mut self,
         run_id: &str,
-        trigger: &str,
+        trigger: Trigger,
         now: UnixMillis,
         force: bool,
     ) -> Option<(Vec<Op>, ClaimTicket)> {
@@ -542,48 +521,61 @@ impl Accumulator {
                 false,
             ) => match strategy {
                 Some(strategy) => RunPlan {
-                    trigger: reason.as_str().to_string(),
-                    partitions,
-                    min_input_files,
-                    rewrite: true,
-                    joins_mid_sized: !joining.is_empty(),
-                    joining_partitions: joining,
-                    strategy,
-                    maintenance: None,
-                    apply_deletes: self.deletes_due(),
+                    trigger: Trigger::from(reason),
+                    task: Task::Rewrite(Rewrite {
+                        partitions,
+                        min_input_files,
+                        mid_sized: if joining.is_empty() {
+                            MidSizedFiles::Nowhere
+                        } else {
+                            MidSizedFiles::In(joining)
+                        },
+                        strategy,
+                        apply_deletes: self.deletes_due(),
+                    }),
                 },
                 // `auto` on a table never read: its order first, the run once it is known.
                 None => RunPlan::order_read(),
             },
             (_, false) => return None,
-            (_, true) if trigger == Maintenance::RewriteManifests.as_str() => {
-                RunPlan::maintenance(Maintenance::RewriteManifests)
-            }
-            (_, true) if trigger == Maintenance::ComputeStatistics.as_str() => {
-                RunPlan::maintenance(Maintenance::ComputeStatistics)
-            }
-            (_, true) if trigger == DELETES_TRIGGER => {
-                self.deletes_plan(strategy.unwrap_or_default())
-            }
-            // A table's first `remove_orphan_files` only lists what it would remove.
-            (_, true) if trigger == REMOVE_ORPHANS_TRIGGER => {
-                RunPlan::maintenance(Maintenance::RemoveOrphans {
-                    dry_run: !self.snapshot.state.orphans.dry_run_done,
-                })
-            }
-            // A manual run compacts whatever can be: any partition with two small files or more.
-            (_, true) => RunPlan {
-                trigger: trigger.to_string(),
-                partitions: Vec::new(),
-                min_input_files: 2.min(self.spec.min_input_files),
-                rewrite: trigger != RECONCILE_TRIGGER,
-                // A manual run compacts whatever can be, mid-sized files too.
-                joins_mid_sized: true,
-                joining_partitions: Vec::new(),
-                // An `auto` table never read yet bin-packs (its runs after sort if it is sorted).
-                strategy: strategy.unwrap_or_default(),
-                maintenance: None,
-                apply_deletes: self.spec.deletes.is_on(),
+            (_, true) => match trigger {
+                Trigger::RewriteManifests => {
+                    RunPlan::maintenance(trigger, Maintenance::RewriteManifests)
+                }
+                Trigger::ComputeStatistics => {
+                    RunPlan::maintenance(trigger, Maintenance::ComputeStatistics)
+                }
+                Trigger::Deletes => self.deletes_plan(strategy.unwrap_or_default()),
+                // A table's first `remove_orphan_files` only lists what it would remove.
+                Trigger::RemoveOrphans => RunPlan::maintenance(
+                    trigger,
+                    Maintenance::RemoveOrphans {
+                        dry_run: !self.snapshot.state.orphans.dry_run_done,
+                    },
+                ),
+                Trigger::Reconcile => RunPlan {
+                    trigger,
+                    task: Task::Reconcile,
+                },
+                Trigger::ReadOrder => RunPlan::order_read(),
+                // A manual run compacts whatever can be: any partition with two small files or
+                // more, mid-sized files too.
+                Trigger::Manual
+                | Trigger::Files
+                | Trigger::Bytes
+                | Trigger::Partition
+                | Trigger::MaxWait => RunPlan {
+                    trigger,
+                    task: Task::Rewrite(Rewrite {
+                        partitions: Vec::new(),
+                        min_input_files: 2.min(self.spec.min_input_files),
+                        mid_sized: MidSizedFiles::Everywhere,
+                        // An `auto` table never read yet bin-packs (its runs after sort if it
+                        // is sorted).
+                        strategy: strategy.unwrap_or_default(),
+                        apply_deletes: self.spec.deletes.is_on(),
+                    }),
+                },
             },
         };
         self.begin_claim_with(run_id, plan, now)
@@ -619,14 +611,7 @@ impl Accumulator {
             upto_seq: current.next_file_seq,
             counts: current.pending.clone(),
             partitions: self.snapshot.partitions.clone(),
-            rewrite_partitions: plan.partitions,
-            min_input_files: plan.min_input_files,
-            rewrite: plan.rewrite,
-            joins_mid_sized: plan.joins_mid_sized,
-            joining_partitions: plan.joining_partitions,
-            strategy: plan.strategy,
-            maintenance: plan.maintenance,
-            apply_deletes: plan.apply_deletes,
+            task: plan.task,
             nonce: crate::run::random_hex(16),
         };
         let ticket = ClaimTicket::from_claim(&claim, current);
@@ -774,18 +759,17 @@ impl Accumulator {
         let ratio = self.spec.deletes.ratio_ppm.unwrap_or(300_000);
         let read = deletes.read_millis.is_some();
         if read && deletes.equality_files == 0 && deletes.ratio_ppm() < ratio {
-            return RunPlan::maintenance(Maintenance::RewritePositionDeletes);
+            return RunPlan::maintenance(Trigger::Deletes, Maintenance::RewritePositionDeletes);
         }
         RunPlan {
-            trigger: DELETES_TRIGGER.to_string(),
-            partitions: Vec::new(),
-            min_input_files: self.spec.min_input_files,
-            rewrite: true,
-            joins_mid_sized: false,
-            joining_partitions: Vec::new(),
-            strategy,
-            maintenance: None,
-            apply_deletes: true,
+            trigger: Trigger::Deletes,
+            task: Task::Rewrite(Rewrite {
+                partitions: Vec::new(),
+                min_input_files: self.spec.min_input_files,
+                mid_sized: MidSizedFiles::Nowhere,
+                strategy,
+                apply_deletes: true,
+            }),
         }
     }
 
@@ -875,7 +859,7 @@ impl Accumulator {
 mod settle;
 pub use settle::{prepare_settlement, settle_run, Settlement};
 mod step;
-pub use step::{NextStep, RECONCILE_TRIGGER};
+pub use step::NextStep;
 
 #[cfg(test)]
 mod tests;

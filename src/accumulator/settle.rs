@@ -244,7 +244,7 @@ pub fn prepare_settlement(
     }
     let record = |succeeded: bool| RunRecord {
         run_id: run_id.to_string(),
-        trigger: claim.trigger.clone(),
+        trigger: claim.trigger,
         started_millis: claim.started_millis,
         finished_millis: now,
         claimed_files: claim.counts.files,
@@ -255,13 +255,20 @@ pub fn prepare_settlement(
         result: None,
         output_files: 0,
         duration_millis: 0,
-        strategy: claim.rewrite.then(|| claim.strategy.name().to_string()),
-        maintenance: claim.maintenance,
+        strategy: claim
+            .task
+            .rewrite()
+            .map(|rewrite| rewrite.strategy.name().to_string()),
+        maintenance: claim.task.maintenance(),
         manifests: None,
         orphan_files: None,
         delete_rewrite: None,
         statistics_files: None,
-        partitions: claim.rewrite_partitions.clone(),
+        partitions: claim
+            .task
+            .rewrite()
+            .map(|rewrite| rewrite.partitions.clone())
+            .unwrap_or_default(),
         attempts: 0,
         maintenance_failed: None,
         ran_on: ran_on.cloned(),
@@ -294,7 +301,7 @@ pub fn prepare_settlement(
             });
             ops.extend(seen_ops);
             settled_keys = truth_keys;
-            if claim.rewrite {
+            if claim.task.rewrites_data() {
                 let still_pending: HashSet<(&str, &str)> = rebuilt
                     .values()
                     .map(|file| (file.bucket.as_str(), file.key.as_str()))
@@ -338,7 +345,7 @@ pub fn prepare_settlement(
                     read_millis: Some(now),
                 };
             }
-            if claim.maintenance == Some(Maintenance::ComputeStatistics) {
+            if claim.task.maintenance() == Some(Maintenance::ComputeStatistics) {
                 state.last_run = Some(RunRecord {
                     statistics_files: Some(report.statistics_files.unwrap_or(0)),
                     duration_millis: *duration_millis,
@@ -346,7 +353,7 @@ pub fn prepare_settlement(
                     ..record(true)
                 });
             }
-            if claim.maintenance == Some(Maintenance::RewritePositionDeletes) {
+            if claim.task.maintenance() == Some(Maintenance::RewritePositionDeletes) {
                 state.last_run = Some(RunRecord {
                     delete_rewrite: Some(report.delete_rewrite.unwrap_or_default()),
                     duration_millis: *duration_millis,
@@ -354,7 +361,7 @@ pub fn prepare_settlement(
                     ..record(true)
                 });
             }
-            if let Some(Maintenance::RemoveOrphans { dry_run }) = claim.maintenance {
+            if let Some(Maintenance::RemoveOrphans { dry_run }) = claim.task.maintenance() {
                 let files = report.orphan_files.unwrap_or(0);
                 let previous = current.orphans;
                 state.orphans = crate::state::OrphanRuns {
@@ -377,7 +384,7 @@ pub fn prepare_settlement(
             }
             if let Some(count) = report.manifest_count {
                 let before = current.manifests.total();
-                let rewritten = claim.maintenance == Some(Maintenance::RewriteManifests);
+                let rewritten = claim.task.maintenance() == Some(Maintenance::RewriteManifests);
                 state.manifests = crate::state::ManifestCounts {
                     known: count,
                     since_read: 0,
@@ -397,7 +404,7 @@ pub fn prepare_settlement(
                     });
                 }
             }
-            if claim.rewrite {
+            if claim.task.rewrites_data() {
                 state.last_run = Some(RunRecord {
                     result: Some(report.result),
                     output_files: report.output_files.len() as u64,
@@ -480,7 +487,7 @@ pub fn prepare_settlement(
             // listed, are told (the run history, an alert) and never back the table off: its
             // compactions are not theirs to hold. Statistics are tried again after the next run
             // that changes the table, orphans a period later.
-            match claim.maintenance {
+            match claim.task.maintenance() {
                 Some(Maintenance::ComputeStatistics) => {}
                 Some(Maintenance::RemoveOrphans { .. }) => {
                     state.orphans.failed_millis = Some(claim.started_millis);
@@ -507,7 +514,7 @@ pub fn prepare_settlement(
     // could not be rewritten (what the metadata lacks now waits for it, unconfirmed), and the
     // next run would rewrite nothing again until new files land.
     if let RunOutcome::Success { report, .. } = outcome {
-        if claim.rewrite {
+        if claim.task.rewrites_data() {
             let rewrote = report.result.rewritten_data_files_count > 0
                 || report.result.removed_delete_files_count > 0;
             state.empty_runs = if rewrote {
@@ -522,7 +529,7 @@ pub fn prepare_settlement(
     }
     // Statistics describe the table's files: a run that changed them makes them due (computed
     // by a run of their own); the statistics run ends that, whatever its outcome.
-    if claim.maintenance == Some(Maintenance::ComputeStatistics) {
+    if claim.task.maintenance() == Some(Maintenance::ComputeStatistics) {
         state.statistics_due = false;
     } else if let RunOutcome::Success { report, .. } = outcome {
         let changed = report.result.rewritten_data_files_count > 0
@@ -542,7 +549,7 @@ pub fn prepare_settlement(
         ..
     } = outcome
     {
-        if claim.rewrite {
+        if claim.task.rewrites_data() {
             state.run_costs.record(*duration_millis);
         }
     }

@@ -11,15 +11,12 @@
 
 use super::*;
 
-/// The trigger of a run that only reads the table's metadata (the truth) and rewrites nothing.
-pub const RECONCILE_TRIGGER: &str = "reconcile";
-
 /// The accumulator's next step: at most one run to ask for, and when to look again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NextStep {
     /// A run other than a compaction to ask for now, with no compaction due (its trigger). The
     /// pool starts it when the table's turn comes, whatever the thresholds (a forced request).
-    pub maintenance: Option<&'static str>,
+    pub maintenance: Option<Trigger>,
     /// The compaction that is due, to ask for now (the table may start a run).
     pub compaction: Option<DueReason>,
     /// When to look again if the step asks for nothing (or the pool cannot be asked): the end of
@@ -58,11 +55,11 @@ impl Accumulator {
         // With no compaction due: a run for the table's delete files, else `rewrite_manifests`
         // when it has too many manifests, else its statistics after a run that changed it.
         let maintenance = if self.deletes_due() {
-            Some(DELETES_TRIGGER)
+            Some(Trigger::Deletes)
         } else if self.manifests_due() {
-            Some(Maintenance::RewriteManifests.as_str())
+            Some(Trigger::RewriteManifests)
         } else if self.statistics_due() {
-            Some(Maintenance::ComputeStatistics.as_str())
+            Some(Trigger::ComputeStatistics)
         } else {
             None
         }
@@ -72,11 +69,11 @@ impl Accumulator {
         let orphans_now =
             due.is_none() && maintenance.is_none() && orphans_at.is_some_and(|at| at <= now);
         step.maintenance = if due.is_none() && reconcile_at.is_some_and(|at| now >= at) {
-            Some(RECONCILE_TRIGGER)
+            Some(Trigger::Reconcile)
         } else if maintenance.is_some() && may_start {
             maintenance
         } else if orphans_now && may_start {
-            Some(REMOVE_ORPHANS_TRIGGER)
+            Some(Trigger::RemoveOrphans)
         } else {
             None
         };
@@ -232,15 +229,15 @@ mod tests {
                 prop_assert_eq!(step.maintenance, None);
             }
             if !may_start {
-                prop_assert!(matches!(step.maintenance, None | Some(RECONCILE_TRIGGER)));
+                prop_assert!(matches!(step.maintenance, None | Some(Trigger::Reconcile)));
             }
-            let rank = |trigger: &str| {
+            let rank = |trigger: Trigger| {
                 [
-                    RECONCILE_TRIGGER,
-                    DELETES_TRIGGER,
-                    Maintenance::RewriteManifests.as_str(),
-                    Maintenance::ComputeStatistics.as_str(),
-                    REMOVE_ORPHANS_TRIGGER,
+                    Trigger::Reconcile,
+                    Trigger::Deletes,
+                    Trigger::RewriteManifests,
+                    Trigger::ComputeStatistics,
+                    Trigger::RemoveOrphans,
                 ]
                 .iter()
                 .position(|known| *known == trigger)
@@ -258,7 +255,7 @@ mod tests {
                     // Nothing of a higher rank was waiting.
                     prop_assert!(!waiting[..rank - 1].iter().any(|waits| *waits));
                 }
-                if trigger == REMOVE_ORPHANS_TRIGGER {
+                if trigger == Trigger::RemoveOrphans {
                     prop_assert!(accumulator.next_orphan_run() <= Some(now));
                 }
             }
@@ -294,7 +291,7 @@ mod tests {
         assert!(accumulator.next_step(case.now, 0).compaction.is_some());
         let store = MemoryStore::new();
         let (ops, _) = accumulator
-            .begin_claim("r-1", "files", case.now, false)
+            .begin_claim("r-1", Trigger::Files, case.now, false)
             .unwrap();
         store.commit(ops).unwrap();
         accumulator.settle(true);

@@ -233,7 +233,7 @@ fn claim_and_commit(
     now: i64,
 ) -> ClaimTicket {
     let (ops, ticket) = accumulator
-        .begin_claim(run_id, "files", now, true)
+        .begin_claim(run_id, Trigger::Files, now, true)
         .expect("no run in flight");
     store.commit(ops).unwrap();
     accumulator.settle(true);
@@ -276,7 +276,7 @@ fn files_landing_during_a_run_stay_pending_after_its_success() {
     assert_eq!(accumulator.snapshot().state.pending.files, 0);
     assert!(
         accumulator
-            .begin_claim("run-2", "files", 2_000, true)
+            .begin_claim("run-2", Trigger::Files, 2_000, true)
             .is_none(),
         "one run per table"
     );
@@ -473,11 +473,11 @@ fn after_an_invalid_input_failure_the_next_run_names_no_partitions() {
             .collect();
         stage_and_commit(&mut accumulator, &store, files, 1_000);
         let (ops, first) = accumulator
-            .begin_claim("run-1", "files", 200_000, false)
+            .begin_claim("run-1", Trigger::Files, 200_000, false)
             .expect("due: past twice its max-wait");
         store.commit(ops).unwrap();
         accumulator.settle(true);
-        assert_eq!(first.partitions, ["d=0", "d=1"]);
+        assert_eq!(first.partitions(), ["d=0", "d=1"]);
         let failed = RunOutcome::Failure {
             class,
             excerpt: "preparing the run failed unexpectedly".to_string(),
@@ -487,16 +487,19 @@ fn after_an_invalid_input_failure_the_next_run_names_no_partitions() {
         finish(&mut accumulator, &store, "run-1", &failed, 201_000);
         assert_eq!(accumulator.snapshot().state.pending.files, 4, "given back");
         let (_, next) = accumulator
-            .begin_claim("run-2", "files", 1_000_000, false)
+            .begin_claim("run-2", Trigger::Files, 1_000_000, false)
             .expect("due again after the back-off");
         next
     };
     let next = due_run(crate::run::FailureClass::InvalidInput);
-    assert!(next.partitions.is_empty(), "{:?}", next.partitions);
-    assert!(next.joining_partitions.is_empty());
+    assert!(next.partitions().is_empty(), "{:?}", next.task);
+    assert!(!matches!(
+        next.task.rewrite().unwrap().mid_sized,
+        MidSizedFiles::In(_)
+    ));
     let next = due_run(crate::run::FailureClass::Other);
     assert_eq!(
-        next.partitions,
+        next.partitions(),
         ["d=0", "d=1"],
         "other failures retry the same run"
     );
@@ -805,11 +808,11 @@ fn manifests_are_counted_from_events_and_reset_by_the_metadata() {
 
     // The run: rewrite_manifests, then the reads; six manifests were there, one is left.
     let (ops, ticket) = accumulator
-        .begin_claim("run-m", "rewrite_manifests", 2 * MINUTE, true)
+        .begin_claim("run-m", Trigger::RewriteManifests, 2 * MINUTE, true)
         .unwrap();
     assert_eq!(
-        (ticket.rewrite, ticket.maintenance),
-        (false, Some(Maintenance::RewriteManifests))
+        ticket.task,
+        Task::Maintenance(Maintenance::RewriteManifests)
     );
     store.commit(ops).unwrap();
     accumulator.settle(true);
@@ -884,11 +887,11 @@ fn a_run_that_changed_the_table_makes_its_statistics_due_once() {
     assert!(!accumulator.at_rest(MINUTE + 2), "a run is still to come");
 
     let (ops, ticket) = accumulator
-        .begin_claim("s1", "compute_statistics", 2 * MINUTE, true)
+        .begin_claim("s1", Trigger::ComputeStatistics, 2 * MINUTE, true)
         .unwrap();
     assert_eq!(
-        (ticket.rewrite, ticket.maintenance),
-        (false, Some(Maintenance::ComputeStatistics))
+        ticket.task,
+        Task::Maintenance(Maintenance::ComputeStatistics)
     );
     store.commit(ops).unwrap();
     accumulator.settle(true);
@@ -919,7 +922,7 @@ fn a_run_that_changed_the_table_makes_its_statistics_due_once() {
     rewrite(&mut accumulator, &store, "r3-", 20 * MINUTE, 3);
     assert!(accumulator.statistics_due());
     let (ops, _) = accumulator
-        .begin_claim("s2", "compute_statistics", 21 * MINUTE, true)
+        .begin_claim("s2", Trigger::ComputeStatistics, 21 * MINUTE, true)
         .unwrap();
     store.commit(ops).unwrap();
     accumulator.settle(true);
@@ -966,7 +969,7 @@ fn a_delete_file_named_like_data_is_corrected_by_the_next_read() {
     assert_eq!(accumulator.due(MINUTE), Some(DueReason::Files));
 
     let (ops, _) = accumulator
-        .begin_claim("read-1", "reconcile", 3 * MINUTE, true)
+        .begin_claim("read-1", Trigger::Reconcile, 3 * MINUTE, true)
         .unwrap();
     store.commit(ops).unwrap();
     accumulator.settle(true);
@@ -1004,7 +1007,7 @@ fn orphan_removal_starts_with_a_dry_run_and_follows_its_schedule() {
     assert_eq!(accumulator.next_orphan_run(), Some(UnixMillis::MIN));
     let orphan_run = |accumulator: &mut Accumulator, run_id: &str, at: i64, found: u64| {
         let (ops, ticket) = accumulator
-            .begin_claim(run_id, REMOVE_ORPHANS_TRIGGER, at, true)
+            .begin_claim(run_id, Trigger::RemoveOrphans, at, true)
             .unwrap();
         store.commit(ops).unwrap();
         accumulator.settle(true);
@@ -1019,8 +1022,8 @@ fn orphan_removal_starts_with_a_dry_run_and_follows_its_schedule() {
     };
     let first = orphan_run(&mut accumulator, "o-1", 10 * HOUR, 3);
     assert_eq!(
-        (first.rewrite, first.maintenance),
-        (false, Some(Maintenance::RemoveOrphans { dry_run: true }))
+        first.task,
+        Task::Maintenance(Maintenance::RemoveOrphans { dry_run: true })
     );
     let orphans = accumulator.snapshot().state.orphans;
     assert_eq!((orphans.found, orphans.removed), (Some(3), None));
@@ -1030,7 +1033,7 @@ fn orphan_removal_starts_with_a_dry_run_and_follows_its_schedule() {
     // its next period; it never backs the table off, so compactions go on, and it is not asked
     // again and again.
     let (ops, _) = accumulator
-        .begin_claim("o-2", REMOVE_ORPHANS_TRIGGER, 34 * HOUR, true)
+        .begin_claim("o-2", Trigger::RemoveOrphans, 34 * HOUR, true)
         .unwrap();
     store.commit(ops).unwrap();
     accumulator.settle(true);
@@ -1065,7 +1068,7 @@ fn orphan_removal_starts_with_a_dry_run_and_follows_its_schedule() {
     // A run asked for before the period (over HTTP) that succeeds clears the failure.
     let second = orphan_run(&mut accumulator, "o-3", 35 * HOUR, 3);
     assert_eq!(
-        second.maintenance,
+        second.task.maintenance(),
         Some(Maintenance::RemoveOrphans { dry_run: false })
     );
     let state = &accumulator.snapshot().state;
@@ -1109,7 +1112,13 @@ fn a_table_due_by_deletes_gets_the_cheaper_fix() {
         accumulator.deletes_plan(RunStrategy::Binpack)
     };
     let unknown = plan(&mut accumulator, None);
-    assert!(unknown.rewrite && unknown.apply_deletes && unknown.maintenance.is_none());
+    let applies = |plan: &RunPlan| {
+        plan.task
+            .rewrite()
+            .is_some_and(|rewrite| rewrite.apply_deletes)
+    };
+    assert!(applies(&unknown));
+    assert_eq!(unknown.trigger, Trigger::Deletes);
     let read = crate::state::DeleteCounts {
         position_files: 3,
         deleted_rows: 10,
@@ -1119,8 +1128,8 @@ fn a_table_due_by_deletes_gets_the_cheaper_fix() {
     };
     let few = plan(&mut accumulator, Some(read));
     assert_eq!(
-        (few.rewrite, few.maintenance),
-        (false, Some(Maintenance::RewritePositionDeletes))
+        few.task,
+        Task::Maintenance(Maintenance::RewritePositionDeletes)
     );
     let many = plan(
         &mut accumulator,
@@ -1129,7 +1138,7 @@ fn a_table_due_by_deletes_gets_the_cheaper_fix() {
             ..read
         }),
     );
-    assert!(many.rewrite && many.apply_deletes);
+    assert!(applies(&many));
     let equality = plan(
         &mut accumulator,
         Some(crate::state::DeleteCounts {
@@ -1137,7 +1146,7 @@ fn a_table_due_by_deletes_gets_the_cheaper_fix() {
             ..read
         }),
     );
-    assert!(equality.rewrite && equality.apply_deletes);
+    assert!(applies(&equality));
 }
 
 /// Issue 20: every settled run joins the table's history; it keeps `run_history` runs, the
@@ -1281,11 +1290,11 @@ fn an_auto_table_reads_its_order_first_then_sorts_or_bin_packs() {
 
         // The table is due; its first claim is the read of its order.
         let (ops, read) = accumulator
-            .begin_claim("read-1", "files", now, false)
+            .begin_claim("read-1", Trigger::Files, now, false)
             .unwrap();
         assert_eq!(
-            (read.trigger.as_str(), read.rewrite),
-            (ORDER_READ_TRIGGER, false)
+            (read.trigger, &read.task),
+            (Trigger::ReadOrder, &Task::ReadOrder)
         );
         store.commit(ops).unwrap();
         accumulator.settle(true);
@@ -1299,9 +1308,9 @@ fn an_auto_table_reads_its_order_first_then_sorts_or_bin_packs() {
         let later = now + 10 * MINUTE;
         assert!(accumulator.may_start_run(later));
         let (ops, read) = accumulator
-            .begin_claim("read-2", "files", later, false)
+            .begin_claim("read-2", Trigger::Files, later, false)
             .unwrap();
-        assert!(!read.rewrite);
+        assert_eq!(read.task, Task::ReadOrder);
         store.commit(ops).unwrap();
         accumulator.settle(true);
         finish(
@@ -1321,10 +1330,9 @@ fn an_auto_table_reads_its_order_first_then_sorts_or_bin_packs() {
 
         // The run follows, with the strategy the order calls for.
         let (_, run) = accumulator
-            .begin_claim("run-1", "files", later, false)
+            .begin_claim("run-1", Trigger::Files, later, false)
             .unwrap();
-        assert!(run.rewrite);
-        assert_eq!(run.strategy, expected, "{order:?}");
+        assert_eq!(run.task.rewrite().unwrap().strategy, expected, "{order:?}");
     }
 }
 
@@ -1336,7 +1344,7 @@ fn a_file_known_from_the_metadata_and_gone_from_it_is_not_kept_by_the_grace() {
     let mut accumulator = Accumulator::load(spec(), &store).unwrap();
     // A reconcile finds m, committed long ago without an event.
     let (ops, _) = accumulator
-        .begin_claim("reconcile-1", "reconcile", reconciled_at, true)
+        .begin_claim("reconcile-1", Trigger::Reconcile, reconciled_at, true)
         .unwrap();
     store.commit(ops).unwrap();
     accumulator.settle(true);
@@ -1467,7 +1475,7 @@ mod interleavings {
                     }
                     Step::Claim => {
                         run += 1;
-                        if let Some((ops, _)) = accumulator.begin_claim(&format!("run-{run}"), "files", now, true) {
+                        if let Some((ops, _)) = accumulator.begin_claim(&format!("run-{run}"), Trigger::Files, now, true) {
                             store.commit(ops).unwrap();
                             accumulator.settle(true);
                             claimed.append(&mut expected);
@@ -1695,7 +1703,7 @@ mod truth_reads {
                 announced_from = at;
             }
             announce(&mut accumulator, &store, &between(announced_from, CLAIMED_AT));
-            let trigger = if world.rewrite { "files" } else { "reconcile" };
+            let trigger = if world.rewrite { Trigger::Files } else { Trigger::Reconcile };
             let (ops, _) = accumulator.begin_claim("run-1", trigger, CLAIMED_AT, true).expect("no run in flight");
             store.commit(ops).unwrap();
             accumulator.settle(true);
@@ -1778,7 +1786,7 @@ mod truth_reads {
         outcome: &RunOutcome,
     ) {
         let (ops, _) = accumulator
-            .begin_claim("reconcile-0", "reconcile", at, true)
+            .begin_claim("reconcile-0", Trigger::Reconcile, at, true)
             .expect("no run in flight");
         store.commit(ops).unwrap();
         accumulator.settle(true);
@@ -2107,7 +2115,7 @@ fn files_never_committed_do_not_keep_a_table_due_after_one_read() {
     let read_again = accumulator.unconfirmed_read_at().unwrap();
     assert_eq!(read_again, read_at + RECONCILE_GRACE_MILLIS);
     let (ops, _) = accumulator
-        .begin_claim("reconcile-1", "reconcile", read_again, true)
+        .begin_claim("reconcile-1", Trigger::Reconcile, read_again, true)
         .expect("no run in flight");
     store.commit(ops).unwrap();
     accumulator.settle(true);

@@ -30,6 +30,7 @@ use crate::routing::TableIndex;
 use crate::run::RunOutcome;
 use crate::status::table_status;
 use crate::store::{StateStore, StoreError};
+use crate::task::Trigger;
 
 /// How long a settlement that could not be committed waits before it is tried again.
 const SETTLE_RETRY: Duration = Duration::from_secs(5);
@@ -268,7 +269,7 @@ impl TableAccumulatorActor {
             }
         }
         if let Some(reason) = step.compaction {
-            self.ask(reason.as_str(), false);
+            self.ask(Trigger::from(reason), false);
         }
         let wake_at = step.wake_at;
         if let Some(wake_at) = wake_at {
@@ -280,14 +281,14 @@ impl TableAccumulatorActor {
     /// Asks the pool for a run (again: the pool ignores a request of a table that waits or runs
     /// already). `asked` only keeps the accumulator from stopping before the pool's answer.
     /// `false` when it counts only.
-    fn ask(&mut self, trigger: &str, force: bool) -> bool {
+    fn ask(&mut self, trigger: Trigger, force: bool) -> bool {
         let Some(pool) = &self.pool else {
             return false;
         };
         self.asked = true;
         pool.do_send(RequestCompaction {
             table: self.index,
-            trigger: trigger.to_string(),
+            trigger,
             force,
         });
         true
@@ -349,7 +350,7 @@ impl TableAccumulatorActor {
         }
         let Some((ops, ticket)) =
             self.accumulator
-                .begin_claim(&start.run_id, &start.trigger, now, start.force)
+                .begin_claim(&start.run_id, start.trigger, now, start.force)
         else {
             pool.do_send(NotClaimed {
                 table: index,
@@ -975,7 +976,7 @@ mod tests {
         accumulator.settle(true);
         clock.advance(Duration::from_secs(60));
         let (ops, _) = accumulator
-            .begin_claim("run-1", "manual", clock.now_millis(), true)
+            .begin_claim("run-1", Trigger::Manual, clock.now_millis(), true)
             .unwrap();
         store.commit(ops).unwrap();
         accumulator.settle(true);
@@ -1166,7 +1167,7 @@ mod tests {
             store.commit(staged.ops).unwrap();
             a.settle(true);
         }
-        let (ops, _) = a.begin_claim("r", "files", NOW, true).unwrap();
+        let (ops, _) = a.begin_claim("r", Trigger::Files, NOW, true).unwrap();
         store.commit(ops).unwrap();
         a.settle(true);
         let b = Accumulator::load(specs[1].clone(), store.as_ref()).unwrap();
@@ -1434,7 +1435,7 @@ mod tests {
             shared.commit(staged.ops).unwrap();
             accumulator.settle(true);
             let (ops, _) = accumulator
-                .begin_claim("run-1", "manual", clock.now_millis(), true)
+                .begin_claim("run-1", Trigger::Manual, clock.now_millis(), true)
                 .unwrap();
             shared.commit(ops).unwrap();
             accumulator.settle(true);

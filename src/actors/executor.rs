@@ -32,6 +32,7 @@ use crate::pool::{Effect, PoolCore};
 use crate::routing::TableIndex;
 use crate::run::{FailureClass, RunOutcome};
 use crate::store::StateStore;
+use crate::strategy::RunStrategy;
 
 /// Notifications carry counts, not the list of output files.
 fn strip_output_files(outcome: &RunOutcome) -> RunOutcome {
@@ -215,7 +216,7 @@ impl CompactionPool {
                 duration_millis, ..
             } => *duration_millis,
         };
-        let rewrite = ticket.rewrite || ticket.maintenance.is_some();
+        let rewrite = !ticket.task.is_read();
         let kind = run_kind(ticket);
         if rewrite {
             let duration_seconds = duration_millis as f64 / 1000.0;
@@ -268,9 +269,15 @@ impl CompactionPool {
                 catalog_impl: catalog
                     .map(|catalog| catalog.catalog_impl.clone())
                     .unwrap_or_default(),
-                trigger: ticket.trigger.clone(),
-                strategy: ticket.strategy.name().to_string(),
-                maintenance: ticket.maintenance,
+                trigger: ticket.trigger,
+                strategy: ticket
+                    .task
+                    .rewrite()
+                    .map_or(RunStrategy::Binpack.name(), |rewrite| {
+                        rewrite.strategy.name()
+                    })
+                    .to_string(),
+                maintenance: ticket.task.maintenance(),
                 started_millis,
                 finished_millis: self.clock.now_millis(),
                 target_file_bytes: spec.target_file_bytes,
@@ -450,7 +457,7 @@ impl Handler<RequestCompaction> for CompactionPool {
     fn handle(&mut self, message: RequestCompaction, ctx: &mut Context<Self>) {
         let effects = self
             .core
-            .request(message.table, &message.trigger, message.force);
+            .request(message.table, message.trigger, message.force);
         self.apply(effects, ctx);
     }
 }
@@ -458,7 +465,8 @@ impl Handler<RequestCompaction> for CompactionPool {
 /// The `kind` label of a run's metrics: `rewrite_data_files` or the maintenance it does.
 fn run_kind(ticket: &ClaimTicket) -> &'static str {
     ticket
-        .maintenance
+        .task
+        .maintenance()
         .map_or(REWRITE_KIND, |maintenance| maintenance.as_str())
 }
 
@@ -469,7 +477,7 @@ impl Handler<Claimed> for CompactionPool {
         let table = message.table;
         let ticket = message.ticket;
         let spec = self.core.map().spec(table).clone();
-        if ticket.rewrite || ticket.maintenance.is_some() {
+        if !ticket.task.is_read() {
             self.metrics
                 .runs_started
                 .get_or_create(&RunLabels {
@@ -536,7 +544,7 @@ impl Handler<CompactNow> for CompactionPool {
 
     fn handle(&mut self, message: CompactNow, ctx: &mut Context<Self>) -> Self::Result {
         let (sender, receiver) = oneshot::channel();
-        match self.core.compact_now(message.table, &message.trigger) {
+        match self.core.compact_now(message.table, message.trigger) {
             Ok(effects) => {
                 self.manual.entry(message.table).or_default().push(sender);
                 self.apply(effects, ctx);
@@ -1060,19 +1068,16 @@ mod tests {
         };
         let claim = crate::state::Claim {
             run_id: "run-before-the-restart".to_string(),
-            trigger: "files".to_string(),
+            trigger: crate::task::Trigger::Files,
             started_millis: 1_714_564_790_000,
             upto_seq: 2,
             counts: crate::state::PendingCounts::default(),
             partitions: BTreeMap::new(),
-            rewrite_partitions: vec![partition.clone()],
-            min_input_files: 2,
-            rewrite: true,
-            joins_mid_sized: false,
-            joining_partitions: Vec::new(),
-            strategy: crate::strategy::RunStrategy::Binpack,
-            maintenance: None,
-            apply_deletes: false,
+            task: crate::task::Task::Rewrite(crate::task::Rewrite {
+                partitions: vec![partition.clone()],
+                min_input_files: 2,
+                ..crate::task::Rewrite::whole_table()
+            }),
             nonce: String::new(),
         };
         store

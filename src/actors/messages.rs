@@ -8,6 +8,7 @@ use crate::routing::TableIndex;
 use crate::run::RunOutcome;
 use crate::status::TableStatus;
 use crate::store::StoreError;
+use crate::task::Trigger;
 
 pub use crate::pool::{FailureNote, PoolStatus, RunResult};
 
@@ -96,7 +97,7 @@ pub enum IntakeError {
 #[rtype(result = "()")]
 pub struct RequestCompaction {
     pub table: TableIndex,
-    pub trigger: String,
+    pub trigger: Trigger,
     /// Run even when nothing is pending (manual runs).
     pub force: bool,
 }
@@ -106,7 +107,7 @@ pub struct RequestCompaction {
 #[rtype(result = "()")]
 pub struct StartRun {
     pub run_id: String,
-    pub trigger: String,
+    pub trigger: Trigger,
     pub force: bool,
 }
 
@@ -150,8 +151,8 @@ pub struct RunFinished {
 #[rtype(result = "Result<RunResult, String>")]
 pub struct CompactNow {
     pub table: TableIndex,
-    /// `manual` or `reconcile`.
-    pub trigger: String,
+    /// `Manual` or `Reconcile`.
+    pub trigger: Trigger,
 }
 
 /// Answers once no run is in flight or waiting.

@@ -109,12 +109,12 @@ pub(crate) fn one_shot_pipeline(
     )
 }
 
-/// Runs `trigger` (`manual` or `reconcile`) on one table now and waits until its settlement is
+/// Runs `trigger` (`Manual` or `Reconcile`) on one table now and waits until its settlement is
 /// committed; returns how it went and the table's status after it.
 pub(crate) async fn run_now(
     pipeline: &icepack::service::Pipeline,
     index: usize,
-    trigger: &str,
+    trigger: icepack::task::Trigger,
 ) -> Result<(
     Result<icepack::actors::messages::RunResult, String>,
     icepack::status::TableStatus,
@@ -123,7 +123,7 @@ pub(crate) async fn run_now(
         .pool
         .send(CompactNow {
             table: index,
-            trigger: trigger.to_string(),
+            trigger,
         })
         .await
         .context("executor pool stopped")?;

@@ -17,6 +17,7 @@ use crate::compaction::CompactionSettings;
 use crate::config::{Config, EngineChoice, TableSpec};
 use crate::run::{FailureClass, ReportSummary, RunOutcome};
 use crate::strategy::{RunStrategy, Strategy};
+use crate::task::Task;
 
 /// What a run recorded as the native engine's says.
 pub const NATIVE: &str = "native";
@@ -52,28 +53,27 @@ impl RoutedEngine {
     /// before reading the table).
     fn native_task(&self, task: &RunTask) -> Result<NativeTask, String> {
         let ticket = &task.ticket;
-        if ticket.maintenance.is_some() {
-            return Err(format!(
-                "{} is a Spark procedure",
-                ticket
-                    .maintenance
-                    .map_or("maintenance", |maintenance| maintenance.as_str())
-            ));
-        }
-        if ticket.apply_deletes {
-            return Err("applying delete files is Spark's (rewrite_position_delete_files)".into());
-        }
-        if ticket.trigger == crate::state::ORDER_READ_TRIGGER {
-            return Err("reading the table's sort order is Spark's".into());
-        }
-        if ticket.rewrite && !matches!(ticket.strategy, RunStrategy::Binpack) {
-            return Err(format!(
-                "the native engine bin-packs; {} is Spark's",
-                ticket.strategy.name()
-            ));
-        }
+        let rewrite = match &ticket.task {
+            Task::Maintenance(maintenance) => {
+                return Err(format!("{} is a Spark procedure", maintenance.as_str()));
+            }
+            Task::ReadOrder => return Err("reading the table's sort order is Spark's".into()),
+            Task::Rewrite(rewrite) if rewrite.apply_deletes => {
+                return Err(
+                    "applying delete files is Spark's (rewrite_position_delete_files)".into(),
+                );
+            }
+            Task::Rewrite(rewrite) if !matches!(rewrite.strategy, RunStrategy::Binpack) => {
+                return Err(format!(
+                    "the native engine bin-packs; {} is Spark's",
+                    rewrite.strategy.name()
+                ));
+            }
+            Task::Rewrite(rewrite) => Some(rewrite),
+            Task::Reconcile => None,
+        };
         let spec = &task.spec;
-        if let Some(reason) = spark_only_run_setting(spec, ticket.rewrite) {
+        if let Some(reason) = spark_only_run_setting(spec, rewrite.is_some()) {
             return Err(reason);
         }
         let config = self.config();
@@ -82,23 +82,17 @@ impl RoutedEngine {
             .get(&spec.catalog)
             .ok_or_else(|| format!("no [catalogs.{}] section", spec.catalog))?;
         catalog_kind(catalog)?;
-        let joining = if !ticket.joins_mid_sized {
-            MidSizedFiles::Nowhere
-        } else if ticket.joining_partitions.is_empty() {
-            MidSizedFiles::Everywhere
-        } else {
-            MidSizedFiles::In(ticket.joining_partitions.clone())
-        };
+        let min_input_files = rewrite.map_or(0, |rewrite| rewrite.min_input_files);
         Ok(NativeTask {
             catalog_name: spec.catalog.clone(),
             catalog: catalog.clone(),
             table: spec.table.clone(),
-            partitions: ticket.partitions.clone(),
-            joining,
+            partitions: ticket.partitions().to_vec(),
+            joining: rewrite.map_or(MidSizedFiles::Nowhere, |rewrite| rewrite.mid_sized.clone()),
             small_file_bytes: spec.thresholds.small_file_bytes,
             target_file_bytes: spec.target_file_bytes,
-            min_input_files: if ticket.min_input_files > 0 {
-                ticket.min_input_files
+            min_input_files: if min_input_files > 0 {
+                min_input_files
             } else {
                 spec.min_input_files
             },
@@ -122,7 +116,7 @@ impl RoutedEngine {
         native_task: NativeTask,
     ) -> Result<RunOutcome, String> {
         let started = Instant::now();
-        let result = if task.ticket.rewrite {
+        let result = if task.ticket.task.rewrites_data() {
             native.run(native_task).await
         } else {
             native.read(native_task).await
@@ -422,6 +416,7 @@ mod tests {
     use super::*;
     use crate::accumulator::ClaimTicket;
     use crate::engine::spark::SparkEngine;
+    use crate::task::{Rewrite, Trigger};
     use crate::testing::stand_in_runner::StandInRunner;
 
     const CONFIG: &str = r#"
@@ -475,23 +470,31 @@ engine = "native"
     fn rewrite() -> ClaimTicket {
         ClaimTicket {
             run_id: "r1".to_string(),
-            trigger: "files".to_string(),
+            trigger: Trigger::Files,
             started_millis: 1_714_564_800_000,
             files: 4,
             bytes: 40,
-            partitions: vec!["d=2024-05-01".to_string(), "d=2024-05-02".to_string()],
-            min_input_files: 2,
             spec: None,
-            rewrite: true,
-            joins_mid_sized: true,
-            joining_partitions: vec!["d=2024-05-01".to_string()],
-            strategy: RunStrategy::Binpack,
-            maintenance: None,
-            apply_deletes: false,
+            task: Task::Rewrite(Rewrite {
+                partitions: vec!["d=2024-05-01".to_string(), "d=2024-05-02".to_string()],
+                min_input_files: 2,
+                mid_sized: MidSizedFiles::In(vec!["d=2024-05-01".to_string()]),
+                strategy: RunStrategy::Binpack,
+                apply_deletes: false,
+            }),
             nonce: String::new(),
             upto_seq: 4,
             last_failure: None,
         }
+    }
+
+    /// `rewrite()` with its rewrite changed by `change`.
+    fn rewriting(change: impl FnOnce(&mut Rewrite)) -> ClaimTicket {
+        let mut ticket = rewrite();
+        if let Task::Rewrite(rewrite) = &mut ticket.task {
+            change(rewrite);
+        }
+        ticket
     }
 
     fn engines(spark: bool) -> RoutedEngine {
@@ -512,7 +515,7 @@ engine = "native"
         let native = routed.native_task(&task("a.orders", rewrite())).unwrap();
         assert_eq!(native.table, "a.orders");
         assert_eq!(native.catalog_name, "lakehouse");
-        assert_eq!(native.partitions, rewrite().partitions);
+        assert_eq!(native.partitions, rewrite().partitions());
         assert_eq!(
             native.joining,
             MidSizedFiles::In(vec!["d=2024-05-01".to_string()])
@@ -522,8 +525,8 @@ engine = "native"
         assert_eq!(native.run_id, "r1");
         // A reconcile reads the table: the native engine's too.
         let reconcile = ClaimTicket {
-            rewrite: false,
-            trigger: "reconcile".to_string(),
+            trigger: Trigger::Reconcile,
+            task: Task::Reconcile,
             ..rewrite()
         };
         assert!(routed.native_task(&task("a.orders", reconcile)).is_ok());
@@ -535,31 +538,24 @@ engine = "native"
         let refused = |table: &str, ticket: ClaimTicket| {
             routed.native_task(&task(table, ticket)).unwrap_err()
         };
-        let sorted = ClaimTicket {
-            strategy: RunStrategy::Sort(Some("id".to_string())),
-            ..rewrite()
-        };
+        let sorted =
+            rewriting(|rewrite| rewrite.strategy = RunStrategy::Sort(Some("id".to_string())));
         assert!(refused("a.orders", sorted).contains("bin-packs"));
         let manifests = ClaimTicket {
-            rewrite: false,
-            maintenance: Some(crate::state::Maintenance::RewriteManifests),
+            task: Task::Maintenance(crate::state::Maintenance::RewriteManifests),
             ..rewrite()
         };
         assert!(refused("a.orders", manifests).contains("rewrite_manifests"));
         let statistics = ClaimTicket {
-            rewrite: false,
-            maintenance: Some(crate::state::Maintenance::ComputeStatistics),
+            task: Task::Maintenance(crate::state::Maintenance::ComputeStatistics),
             ..rewrite()
         };
         assert!(refused("a.orders", statistics).contains("compute_statistics is a Spark procedure"));
-        let deletes = ClaimTicket {
-            apply_deletes: true,
-            ..rewrite()
-        };
+        let deletes = rewriting(|rewrite| rewrite.apply_deletes = true);
         assert!(refused("a.orders", deletes).contains("delete"));
         let order = ClaimTicket {
-            rewrite: false,
-            trigger: crate::state::ORDER_READ_TRIGGER.to_string(),
+            trigger: Trigger::ReadOrder,
+            task: Task::ReadOrder,
             ..rewrite()
         };
         assert!(refused("a.orders", order).contains("sort order"));
@@ -569,10 +565,8 @@ engine = "native"
     #[tokio::test]
     async fn auto_sends_what_the_native_engine_cannot_do_to_spark_and_says_why() {
         let routed = engines(true);
-        let sorted = ClaimTicket {
-            strategy: RunStrategy::Sort(Some("id".to_string())),
-            ..rewrite()
-        };
+        let sorted =
+            rewriting(|rewrite| rewrite.strategy = RunStrategy::Sort(Some("id".to_string())));
         let ended = routed.run(&task("a.orders", sorted)).await;
         assert!(
             matches!(ended.outcome, RunOutcome::Success { .. }),
@@ -595,10 +589,8 @@ engine = "native"
     #[tokio::test]
     async fn a_native_table_never_goes_to_spark() {
         let routed = engines(true);
-        let sorted = ClaimTicket {
-            strategy: RunStrategy::Sort(Some("id".to_string())),
-            ..rewrite()
-        };
+        let sorted =
+            rewriting(|rewrite| rewrite.strategy = RunStrategy::Sort(Some("id".to_string())));
         let ended = routed.run(&task("a.native", sorted)).await;
         assert_eq!(ended.ran_on.engine, "native");
         match ended.outcome {
@@ -649,8 +641,8 @@ engine = "native"
         );
         // A read expires nothing: still the native engine's.
         let reconcile = ClaimTicket {
-            rewrite: false,
-            trigger: "reconcile".to_string(),
+            trigger: Trigger::Reconcile,
+            task: Task::Reconcile,
             ..rewrite()
         };
         assert!(routed.native_task(&extra_task(&config, reconcile)).is_ok());

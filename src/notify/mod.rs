@@ -19,7 +19,7 @@ pub struct RunEvent {
     pub run_id: String,
     pub catalog: String,
     pub catalog_impl: String,
-    pub trigger: String,
+    pub trigger: crate::task::Trigger,
     /// `binpack`, `sort` or `zorder`.
     pub strategy: String,
     /// Maintenance the run did instead of a data rewrite.

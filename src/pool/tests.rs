@@ -2,7 +2,7 @@ use super::*;
 use crate::clock::FakeClock;
 use crate::config::Config;
 use crate::run::{FailureClass, ReportSummary};
-use crate::strategy::RunStrategy;
+use crate::task::{Rewrite, Task};
 use proptest::prelude::*;
 
 const NOW: UnixMillis = 1_714_564_800_000;
@@ -30,22 +30,18 @@ fn core(slots: usize, map: Arc<TableMap<()>>) -> PoolCore<()> {
     core
 }
 
-fn ticket(run_id: &str, trigger: &str) -> ClaimTicket {
+fn ticket(run_id: &str, trigger: Trigger) -> ClaimTicket {
     ClaimTicket {
         run_id: run_id.to_string(),
-        trigger: trigger.to_string(),
+        trigger,
         started_millis: NOW - 1_000,
         files: 3,
         bytes: 30,
-        partitions: Vec::new(),
-        min_input_files: 3,
         spec: None,
-        rewrite: true,
-        joins_mid_sized: false,
-        joining_partitions: Vec::new(),
-        strategy: RunStrategy::Binpack,
-        maintenance: None,
-        apply_deletes: false,
+        task: Task::Rewrite(Rewrite {
+            min_input_files: 3,
+            ..Rewrite::whole_table()
+        }),
         nonce: String::new(),
         upto_seq: 0,
         last_failure: None,
@@ -70,7 +66,7 @@ fn failure() -> RunOutcome {
 }
 
 /// The `(table, run id, trigger, force)` of each start among the effects.
-fn starts(effects: &[Effect]) -> Vec<(TableIndex, String, String, bool)> {
+fn starts(effects: &[Effect]) -> Vec<(TableIndex, String, Trigger, bool)> {
     effects
         .iter()
         .filter_map(|effect| match effect {
@@ -79,13 +75,13 @@ fn starts(effects: &[Effect]) -> Vec<(TableIndex, String, String, bool)> {
                 run_id,
                 trigger,
                 force,
-            } => Some((*table, run_id.clone(), trigger.clone(), *force)),
+            } => Some((*table, run_id.clone(), *trigger, *force)),
             _ => None,
         })
         .collect()
 }
 
-fn only_start(effects: &[Effect]) -> (TableIndex, String, String, bool) {
+fn only_start(effects: &[Effect]) -> (TableIndex, String, Trigger, bool) {
     let mut found = starts(effects);
     assert_eq!(found.len(), 1, "{effects:?}");
     found.remove(0)
@@ -94,20 +90,20 @@ fn only_start(effects: &[Effect]) -> (TableIndex, String, String, bool) {
 #[test]
 fn requests_are_idempotent_while_waiting_or_running() {
     let mut core = core(1, map_of(2, &[]));
-    let (table, run_id, trigger, force) = only_start(&core.request(0, "files", false));
-    assert_eq!((table, trigger.as_str(), force), (0, "files", false));
+    let (table, run_id, trigger, force) = only_start(&core.request(0, Trigger::Files, false));
+    assert_eq!((table, trigger, force), (0, Trigger::Files, false));
     assert!(
-        core.request(0, "files", false).is_empty(),
+        core.request(0, Trigger::Files, false).is_empty(),
         "its run holds the slot: asking again changes nothing"
     );
     assert!(
-        starts(&core.request(1, "bytes", false)).is_empty(),
+        starts(&core.request(1, Trigger::Bytes, false)).is_empty(),
         "one slot"
     );
-    assert!(starts(&core.request(1, "bytes", false)).is_empty());
+    assert!(starts(&core.request(1, Trigger::Bytes, false)).is_empty());
     assert_eq!(core.status().waiting, [1], "asked twice, waits once");
 
-    let (_, effects) = core.finish(0, &ticket(&run_id, "files"), success(), true);
+    let (_, effects) = core.finish(0, &ticket(&run_id, Trigger::Files), success(), true);
     assert_eq!(
         effects[0],
         Effect::Deliver {
@@ -124,7 +120,7 @@ fn requests_are_idempotent_while_waiting_or_running() {
     );
     assert!(core.status().waiting.is_empty());
     assert!(
-        starts(&core.request(0, "files", false)).is_empty(),
+        starts(&core.request(0, Trigger::Files, false)).is_empty(),
         "its run ended: it may ask again, and waits for the one slot"
     );
     assert_eq!(core.status().waiting, [0]);
@@ -133,30 +129,30 @@ fn requests_are_idempotent_while_waiting_or_running() {
 #[test]
 fn a_forced_request_makes_the_waiting_run_forced() {
     let mut core = core(1, map_of(2, &[]));
-    let (_, first, ..) = only_start(&core.request(0, "files", false));
-    core.request(1, "files", false);
-    core.request(1, "rewrite_manifests", true);
-    core.request(1, "bytes", false);
-    let (_, effects) = core.finish(0, &ticket(&first, "files"), success(), true);
+    let (_, first, ..) = only_start(&core.request(0, Trigger::Files, false));
+    core.request(1, Trigger::Files, false);
+    core.request(1, Trigger::RewriteManifests, true);
+    core.request(1, Trigger::Bytes, false);
+    let (_, effects) = core.finish(0, &ticket(&first, Trigger::Files), success(), true);
     let (table, _, trigger, force) = only_start(&effects);
     assert_eq!(
-        (table, trigger.as_str(), force),
-        (1, "rewrite_manifests", true)
+        (table, trigger, force),
+        (1, Trigger::RewriteManifests, true)
     );
 }
 
 #[test]
 fn what_comes_before_the_map_waits_for_it_recoveries_first() {
     let mut core = PoolCore::new(2, Arc::new(FakeClock::new(NOW)), true);
-    assert!(core.request(0, "files", false).is_empty());
-    assert!(core.request(1, "files", false).is_empty());
-    assert!(core.recover(0, ticket("old", "files")).is_empty());
+    assert!(core.request(0, Trigger::Files, false).is_empty());
+    assert!(core.request(1, Trigger::Files, false).is_empty());
+    assert!(core.recover(0, ticket("old", Trigger::Files)).is_empty());
     let effects = core.set_map(map_of(2, &[]));
     assert_eq!(
         effects[0],
         Effect::Recover {
             table: 0,
-            ticket: ticket("old", "files")
+            ticket: ticket("old", Trigger::Files)
         }
     );
     let (table, ..) = only_start(&effects);
@@ -171,7 +167,7 @@ fn what_comes_before_the_map_waits_for_it_recoveries_first() {
 fn a_table_added_by_a_reload_is_served_once_the_new_map_comes() {
     let mut core = core(2, map_of(1, &[]));
     assert!(
-        core.request(1, "files", false).is_empty(),
+        core.request(1, Trigger::Files, false).is_empty(),
         "its accumulator started before the pool had the new map"
     );
     let (table, ..) = only_start(&core.set_map(map_of(2, &[])));
@@ -181,32 +177,32 @@ fn a_table_added_by_a_reload_is_served_once_the_new_map_comes() {
 #[test]
 fn a_recovered_run_takes_the_table_out_of_the_line() {
     let mut core = core(1, map_of(2, &[]));
-    let (_, first, ..) = only_start(&core.request(0, "files", false));
-    core.request(1, "files", false);
+    let (_, first, ..) = only_start(&core.request(0, Trigger::Files, false));
+    core.request(1, Trigger::Files, false);
     // A claim of table 1 reported failed reached the store: its run is recovered.
     assert_eq!(
-        core.recover(1, ticket("found", "files")),
+        core.recover(1, ticket("found", Trigger::Files)),
         [Effect::Recover {
             table: 1,
-            ticket: ticket("found", "files")
+            ticket: ticket("found", Trigger::Files)
         }]
     );
     assert!(core.status().waiting.is_empty());
-    let (_, effects) = core.finish(0, &ticket(&first, "files"), success(), true);
+    let (_, effects) = core.finish(0, &ticket(&first, Trigger::Files), success(), true);
     assert!(starts(&effects).is_empty(), "table 1 is not started twice");
-    let (_, effects) = core.finish(1, &ticket("found", "files"), success(), true);
+    let (_, effects) = core.finish(1, &ticket("found", Trigger::Files), success(), true);
     assert!(effects.contains(&Effect::Idle));
 }
 
 #[test]
 fn a_start_lost_with_its_accumulator_is_started_again() {
     let mut core = core(1, map_of(1, &[]));
-    let (_, lost, ..) = only_start(&core.request(0, "files", false));
+    let (_, lost, ..) = only_start(&core.request(0, Trigger::Files, false));
     // The new accumulator asked before the pool heard of the restart: ignored (slot held).
-    assert!(core.request(0, "files", false).is_empty());
+    assert!(core.request(0, Trigger::Files, false).is_empty());
     let effects = core.accumulator_restarted(0, None);
     let (table, again, trigger, _) = only_start(&effects);
-    assert_eq!((table, trigger.as_str()), (0, "files"));
+    assert_eq!((table, trigger), (0, Trigger::Files));
     assert_ne!(again, lost, "a new run");
     // A late `NotClaimed` of the lost start frees nothing of the new run's.
     assert!(starts(&core.not_claimed(0, &lost)).is_empty());
@@ -216,11 +212,11 @@ fn a_start_lost_with_its_accumulator_is_started_again() {
 #[test]
 fn a_restart_that_loaded_the_claim_keeps_the_run() {
     let mut core = core(1, map_of(1, &[]));
-    let (_, run_id, ..) = only_start(&core.request(0, "files", false));
+    let (_, run_id, ..) = only_start(&core.request(0, Trigger::Files, false));
     assert!(core.accumulator_restarted(0, Some(&run_id)).is_empty());
     assert_eq!(core.running_run(0), Some(run_id.as_str()));
     assert!(
-        core.recover(0, ticket(&run_id, "files")).is_empty(),
+        core.recover(0, ticket(&run_id, Trigger::Files)).is_empty(),
         "the restarted accumulator reporting the pool's own run: nothing to recover"
     );
 }
@@ -228,8 +224,8 @@ fn a_restart_that_loaded_the_claim_keeps_the_run() {
 #[test]
 fn an_outcome_waits_for_the_restarted_accumulator() {
     let mut core = core(1, map_of(1, &[]));
-    let (_, run_id, ..) = only_start(&core.request(0, "files", false));
-    let (started, effects) = core.finish(0, &ticket(&run_id, "files"), failure(), false);
+    let (_, run_id, ..) = only_start(&core.request(0, Trigger::Files, false));
+    let (started, effects) = core.finish(0, &ticket(&run_id, Trigger::Files), failure(), false);
     assert_eq!(started, NOW, "the slot's start");
     assert!(!effects
         .iter()
@@ -244,7 +240,7 @@ fn an_outcome_waits_for_the_restarted_accumulator() {
         }]
     );
     assert!(
-        core.recover(0, ticket(&run_id, "files")).is_empty(),
+        core.recover(0, ticket(&run_id, Trigger::Files)).is_empty(),
         "the handed-over run is not recovered as well"
     );
     let status = core.status();
@@ -257,16 +253,17 @@ fn an_outcome_waits_for_the_restarted_accumulator() {
 fn a_manual_run_is_answered_after_the_accumulator_hears_its_end() {
     let mut core = core(1, map_of(2, &[]));
     assert_eq!(
-        core.compact_now(5, "manual"),
+        core.compact_now(5, Trigger::Manual),
         Err("the table is not configured".to_string())
     );
-    let (table, run_id, trigger, force) = only_start(&core.compact_now(0, "manual").unwrap());
-    assert_eq!((table, trigger.as_str(), force), (0, "manual", true));
+    let (table, run_id, trigger, force) =
+        only_start(&core.compact_now(0, Trigger::Manual).unwrap());
+    assert_eq!((table, trigger, force), (0, Trigger::Manual, true));
     assert_eq!(
-        core.compact_now(0, "manual"),
+        core.compact_now(0, Trigger::Manual),
         Err("the table has a run in flight already".to_string())
     );
-    let (_, effects) = core.finish(0, &ticket(&run_id, "manual"), success(), true);
+    let (_, effects) = core.finish(0, &ticket(&run_id, Trigger::Manual), success(), true);
     assert!(matches!(effects[0], Effect::Deliver { .. }));
     match &effects[1] {
         Effect::Answer {
@@ -287,7 +284,7 @@ fn a_manual_run_is_answered_after_the_accumulator_hears_its_end() {
 #[test]
 fn a_manual_run_that_claims_nothing_is_answered() {
     let mut core = core(1, map_of(1, &[]));
-    let (_, run_id, ..) = only_start(&core.compact_now(0, "manual").unwrap());
+    let (_, run_id, ..) = only_start(&core.compact_now(0, Trigger::Manual).unwrap());
     let effects = core.not_claimed(0, &run_id);
     assert!(matches!(
         &effects[0],
@@ -302,9 +299,9 @@ fn a_manual_run_that_claims_nothing_is_answered() {
 #[test]
 fn a_reload_moves_a_waiting_table_and_drops_a_removed_one() {
     let mut core = core(1, map_of(3, &[]));
-    only_start(&core.request(0, "files", false));
-    core.request(1, "files", false);
-    core.compact_now(2, "manual").unwrap();
+    only_start(&core.request(0, Trigger::Files, false));
+    core.request(1, Trigger::Files, false);
+    core.compact_now(2, Trigger::Manual).unwrap();
     assert_eq!(core.status().waiting, [1, 2]);
     // Table 2 moves to tenant b (weight 3): it goes first.
     let moved = map_of(3, &[2]);
@@ -328,7 +325,7 @@ fn a_reload_moves_a_waiting_table_and_drops_a_removed_one() {
     );
     assert_eq!(core.status().waiting, [1]);
     assert!(
-        core.request(2, "files", false).is_empty(),
+        core.request(2, Trigger::Files, false).is_empty(),
         "removed: not queued"
     );
     assert_eq!(core.status().waiting, [1]);
@@ -337,13 +334,13 @@ fn a_reload_moves_a_waiting_table_and_drops_a_removed_one() {
 #[test]
 fn stopping_leaves_what_waits_and_is_idle_once_runs_end() {
     let mut core = core(1, map_of(2, &[]));
-    let (_, run_id, ..) = only_start(&core.request(0, "files", false));
-    core.request(1, "files", false);
+    let (_, run_id, ..) = only_start(&core.request(0, Trigger::Files, false));
+    core.request(1, Trigger::Files, false);
     assert!(
         !core.stop_dispatching().contains(&Effect::Idle),
         "a run is in flight"
     );
-    let (_, effects) = core.finish(0, &ticket(&run_id, "files"), success(), true);
+    let (_, effects) = core.finish(0, &ticket(&run_id, Trigger::Files), success(), true);
     assert!(starts(&effects).is_empty(), "nothing starts while stopping");
     assert_eq!(effects.last(), Some(&Effect::Idle));
     assert!(core.is_idle());
@@ -352,9 +349,9 @@ fn stopping_leaves_what_waits_and_is_idle_once_runs_end() {
 #[test]
 fn more_slots_start_what_waits() {
     let mut core = core(1, map_of(3, &[]));
-    core.request(0, "files", false);
-    core.request(1, "files", false);
-    core.request(2, "files", false);
+    core.request(0, Trigger::Files, false);
+    core.request(1, Trigger::Files, false);
+    core.request(2, Trigger::Files, false);
     let effects = core.set_max_concurrent(3);
     assert_eq!(
         starts(&effects).iter().map(|s| s.0).collect::<Vec<_>>(),
@@ -410,7 +407,7 @@ proptest! {
                     if core.running_run(table).is_none() {
                         asked.insert(table);
                     }
-                    core.request(table, "files", force)
+                    core.request(table, Trigger::Files, force)
                 }
                 Event::Answer(table, claim) => {
                     let Some(run_id) = unanswered.entry(table).or_default().pop_front() else {
@@ -428,7 +425,7 @@ proptest! {
                         continue;
                     };
                     let outcome = if ok { success() } else { failure() };
-                    core.finish(table, &ticket(&run_id, "files"), outcome, true).1
+                    core.finish(table, &ticket(&run_id, Trigger::Files), outcome, true).1
                 }
                 Event::Restart(table) => {
                     // The new accumulator loaded the claim of its latest claimed run, if any;
@@ -439,7 +436,7 @@ proptest! {
                     let loaded = claimed.get(&table).and_then(|runs| runs.back().cloned());
                     if lost && loaded.is_none() {
                         asked.insert(table);
-                        let ignored = core.request(table, "files", false);
+                        let ignored = core.request(table, Trigger::Files, false);
                         prop_assert!(starts(&ignored).is_empty());
                     }
                     core.accumulator_restarted(table, loaded.as_deref())
@@ -468,7 +465,7 @@ proptest! {
             }
             for (table, runs) in claimed.iter_mut() {
                 for run_id in runs.drain(..) {
-                    effects.extend(core.finish(*table, &ticket(&run_id, "files"), success(), true).1);
+                    effects.extend(core.finish(*table, &ticket(&run_id, Trigger::Files), success(), true).1);
                 }
             }
             if effects.is_empty() {
@@ -485,13 +482,13 @@ proptest! {
 fn never_more_runs_than_slots() {
     let mut core = core(2, map_of(4, &[0, 1]));
     for table in 0..4 {
-        core.request(table, "files", false);
+        core.request(table, Trigger::Files, false);
     }
     assert_eq!(core.status().running.len(), 2);
     core.set_max_concurrent(1);
     assert_eq!(core.status().running.len(), 2, "runs in flight go on");
     let run = core.running_run(0).unwrap().to_string();
-    let (_, effects) = core.finish(0, &ticket(&run, "files"), success(), true);
+    let (_, effects) = core.finish(0, &ticket(&run, Trigger::Files), success(), true);
     assert!(starts(&effects).is_empty(), "one slot now, still taken");
 }
 

@@ -17,6 +17,7 @@ use crate::run::FailureClass;
 use crate::run::{ReportSummary, RunOutcome};
 use crate::state::{FileEntry, FileSource, PartitionCounts};
 use crate::store::{MemoryStore, StateStore};
+use crate::task::{Rewrite, Trigger};
 
 mod baseline;
 mod svg;
@@ -347,16 +348,21 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                 run_number += 1;
                 let run_id = format!("run-{run_number}");
                 let upto = accumulator.snapshot().state.next_file_seq;
-                if let Some((ops, ticket)) = accumulator.begin_claim(&run_id, "", now, false) {
+                if let Some((ops, ticket)) =
+                    accumulator.begin_claim(&run_id, Trigger::Files, now, false)
+                {
                     store.commit(ops).unwrap();
                     accumulator.settle(true);
                     meter.report.runs += 1;
+                    // A read of an `auto` table's order rewrites nothing.
+                    let no_rewrite = Rewrite::whole_table();
+                    let rewrite = ticket.task.rewrite().unwrap_or(&no_rewrite);
                     let claimed: Vec<FileEntry> = store
                         .files(&accumulator.spec().table)
                         .unwrap()
                         .into_iter()
                         .filter(|(seq, file)| {
-                            *seq < upto && ticket.partitions.contains(&file.partition)
+                            *seq < upto && rewrite.partitions.contains(&file.partition)
                         })
                         .map(|(_, file)| file)
                         .collect();
@@ -364,16 +370,13 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                     // partitions when it names none): Iceberg's default floor there.
                     let spec = accumulator.spec();
                     let floor = |partition: &String| {
-                        let joins = ticket.joins_mid_sized
-                            && (ticket.joining_partitions.is_empty()
-                                || ticket.joining_partitions.contains(partition));
-                        spec.rewrite_floor_bytes(joins)
+                        spec.rewrite_floor_bytes(rewrite.mid_sized.joins_in(partition))
                             .unwrap_or(spec.target_file_bytes / 4 * 3)
                     };
                     let joinable: Vec<(String, u64)> = mid_sized[table]
                         .iter()
                         .filter(|(partition, size)| {
-                            ticket.partitions.contains(partition) && *size < floor(partition)
+                            rewrite.partitions.contains(partition) && *size < floor(partition)
                         })
                         .cloned()
                         .collect();
@@ -388,7 +391,7 @@ pub fn simulate_icepack(trace: &Trace, scenario: &Scenario) -> PolicyReport {
                     }
                     let enough = |partition: &str| {
                         candidates.get(partition).copied().unwrap_or(0)
-                            >= ticket.min_input_files.max(1)
+                            >= rewrite.min_input_files.max(1)
                     };
                     let rewritten: Vec<FileEntry> = claimed
                         .iter()

@@ -115,7 +115,6 @@ pub struct CompactionSql {
     /// `namespace.table`, validated as identifiers.
     pub table: String,
     pub target_file_bytes: u64,
-    pub min_input_files: u64,
     pub partial_progress: bool,
     /// A filter expression for `rewrite_data_files(where => ...)`, passed as a quoted string.
     pub where_filter: Option<String>,
@@ -125,19 +124,12 @@ pub struct CompactionSql {
     pub run_started_millis: UnixMillis,
     /// Files strictly smaller than this are small files (for the truth query).
     pub small_file_bytes: u64,
-    /// The `rewrite_data_files` calls, in order (a rewrite has at least one; none is read as
-    /// one call over the whole table with Iceberg's default floor).
-    pub rewrites: Vec<RewriteCall>,
-    /// `false` for a reconcile: read the spec and the truth, rewrite nothing.
-    pub rewrite: bool,
+    /// What the statements do before they read the table.
+    pub task: SqlTask,
     /// Data files committed since this time are reported (a grace window before the claim).
     pub committed_since_millis: UnixMillis,
-    /// Bin-pack, sort or z-order.
-    pub strategy: RunStrategy,
     /// Further `rewrite_data_files` options from the configuration (never icepack's own keys).
     pub extra_options: BTreeMap<String, String>,
-    /// Maintenance instead of the rewrite (`rewrite` is `false`).
-    pub maintenance: Option<Maintenance>,
     /// `remove_orphan_files` removes no file younger than this.
     pub orphan_older_than_hours: u64,
     /// `remove_orphan_files` lists the table's location through its FileIO (`prefix_listing`,
@@ -148,9 +140,38 @@ pub struct CompactionSql {
     pub partition_statistics: bool,
     /// `retain_last` of `expire_snapshots` (`None`: Iceberg's default, 1).
     pub expire_snapshots_retain_last: Option<u64>,
+}
+
+/// What a run's statements do before they read the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SqlTask {
+    /// `rewrite_data_files`, then the reads of the run's output and the truth.
+    Rewrite(SqlRewrite),
+    /// Nothing: the reads only (the spec, the sort order, the truth).
+    Read,
+    /// A maintenance procedure, then the reads.
+    Maintenance(Maintenance),
+}
+
+/// A data rewrite's calls and options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlRewrite {
+    /// The `rewrite_data_files` calls, in order (none is read as one call over the whole table
+    /// with Iceberg's default floor).
+    pub calls: Vec<RewriteCall>,
+    /// Bin-pack, sort or z-order.
+    pub strategy: RunStrategy,
+    pub min_input_files: u64,
     /// The rewrite applies the table's deletes (it is due by them): `delete-file-threshold`,
-    /// `delete-ratio-threshold` (per million, when configured) and `remove-dangling-deletes`.
-    pub apply_deletes: Option<Option<u64>>,
+    /// `delete-ratio-threshold` (when configured) and `remove-dangling-deletes`.
+    pub apply_deletes: Option<DeleteThresholds>,
+}
+
+/// The thresholds of a rewrite that applies the table's delete files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeleteThresholds {
+    /// `delete-ratio-threshold` in parts per million (`None`: Iceberg's default).
+    pub ratio_ppm: Option<u64>,
 }
 
 /// One `rewrite_data_files` call of a run. A run makes several when some of its partitions
@@ -205,22 +226,63 @@ impl CompactionSql {
     /// The statements in order, each without its `;`, with what each one is.
     pub fn statement_list(&self) -> Vec<Statement> {
         let table_ref = format!("{}.{}", self.catalog, self.table);
+        // A long-lived engine (Spark Connect) caches table metadata: compact what is committed
+        // now. On a fresh spark-sql it costs nothing.
+        let mut statements = vec![Statement::new(
+            StatementKind::Refresh,
+            format!("REFRESH TABLE {table_ref}"),
+        )];
+        match &self.task {
+            SqlTask::Rewrite(rewrite) => statements.extend(self.rewrite_statements(rewrite)),
+            SqlTask::Maintenance(maintenance) => {
+                statements.extend(self.maintenance_statements(*maintenance))
+            }
+            SqlTask::Read => {}
+        }
+        // The reads (spec, order, output, truth) follow the rewrite: an engine may run them at
+        // once.
+        statements.extend(table_description_statements(&table_ref));
+        if !matches!(self.task, SqlTask::Rewrite(_)) {
+            statements.extend(self.truth_statements(&table_ref));
+            return statements;
+        }
+        statements.push(self.own_output_statement(&table_ref));
+        statements.extend(self.truth_statements(&table_ref));
+        if let Some(hours) = self.expire_snapshots_older_than_hours {
+            let older_than = sql_timestamp(self.run_started_millis - hours as i64 * 3_600_000);
+            let retain_last = self
+                .expire_snapshots_retain_last
+                .map(|retain| format!(", retain_last => {retain}"))
+                .unwrap_or_default();
+            statements.push(Statement::new(StatementKind::ExpireSnapshots, format!(
+                "CALL {catalog}.system.expire_snapshots(table => {table}, older_than => TIMESTAMP {older_than}{retain_last})",
+                catalog = self.catalog,
+                table = quote_string(&self.table),
+                older_than = quote_string(&older_than),
+            )));
+        }
+        statements
+    }
+
+    /// The `rewrite_data_files` calls, and the merge of position deletes after a rewrite that
+    /// applied the table's deletes.
+    fn rewrite_statements(&self, rewrite: &SqlRewrite) -> Vec<Statement> {
         let mut options: BTreeMap<&str, String> = self
             .extra_options
             .iter()
             .map(|(key, value)| (key.as_str(), value.clone()))
             .collect();
         options.insert("target-file-size-bytes", self.target_file_bytes.to_string());
-        options.insert("min-input-files", self.min_input_files.to_string());
+        options.insert("min-input-files", rewrite.min_input_files.to_string());
         if self.partial_progress {
             options.insert("partial-progress.enabled", "true".to_string());
         }
-        if let Some(ratio_ppm) = self.apply_deletes {
+        if let Some(thresholds) = rewrite.apply_deletes {
             // Any data file with a delete is worth rewriting, unless the table says otherwise.
             options
                 .entry("delete-file-threshold")
                 .or_insert_with(|| "1".to_string());
-            if let Some(ppm) = ratio_ppm {
+            if let Some(ppm) = thresholds.ratio_ppm {
                 options
                     .entry("delete-ratio-threshold")
                     .or_insert_with(|| format!("{}", ppm as f64 / 1_000_000.0));
@@ -248,38 +310,28 @@ impl CompactionSql {
                 .map(|filter| format!(", where => {}", quote_string(&filter)))
                 .unwrap_or_default()
         };
-        // A long-lived engine (Spark Connect) caches table metadata: compact what is committed
-        // now. On a fresh spark-sql it costs nothing.
-        let mut statements = vec![Statement::new(
-            StatementKind::Refresh,
-            format!("REFRESH TABLE {table_ref}"),
-        )];
-        if self.rewrite {
-            let (strategy, sort_order) = self.strategy.procedure_arguments();
-            let sort_order = sort_order
-                .map(|order| format!(", sort_order => {}", quote_string(&order)))
-                .unwrap_or_default();
-            let whole_table = [RewriteCall {
-                min_file_size_bytes: None,
-                partition_filter: None,
-            }];
-            let rewrites = if self.rewrites.is_empty() {
-                &whole_table[..]
-            } else {
-                &self.rewrites[..]
-            };
-            for call in rewrites {
-                statements.push(Statement::new(StatementKind::Rewrite, format!(
-                    "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => {strategy}{sort_order}, options => map({options}){where_argument})",
-                    catalog = self.catalog,
-                    table = quote_string(&self.table),
-                    strategy = quote_string(strategy),
-                    options = options_with(call.min_file_size_bytes),
-                    where_argument = where_argument(call.partition_filter.as_ref()),
-                )));
-            }
-        }
-        if self.rewrite && self.apply_deletes.is_some() {
+        let (strategy, sort_order) = rewrite.strategy.procedure_arguments();
+        let sort_order = sort_order
+            .map(|order| format!(", sort_order => {}", quote_string(&order)))
+            .unwrap_or_default();
+        let whole_table = [RewriteCall {
+            min_file_size_bytes: None,
+            partition_filter: None,
+        }];
+        let calls = if rewrite.calls.is_empty() {
+            &whole_table[..]
+        } else {
+            &rewrite.calls[..]
+        };
+        let mut statements: Vec<Statement> = calls.iter().map(|call| Statement::new(StatementKind::Rewrite, format!(
+            "CALL {catalog}.system.rewrite_data_files(table => {table}, strategy => {strategy}{sort_order}, options => map({options}){where_argument})",
+            catalog = self.catalog,
+            table = quote_string(&self.table),
+            strategy = quote_string(strategy),
+            options = options_with(call.min_file_size_bytes),
+            where_argument = where_argument(call.partition_filter.as_ref()),
+        ))).collect();
+        if rewrite.apply_deletes.is_some() {
             // Deletes committed at or after the rewrite's starting sequence number stay beside
             // its output, referencing files it removed: rewriting the position delete files
             // drops what references nothing.
@@ -289,71 +341,63 @@ impl CompactionSql {
                 table = quote_string(&self.table),
             )));
         }
-        match self.maintenance {
-            Some(Maintenance::RewriteManifests) => statements.push(Statement::new(StatementKind::ManifestRewrite, format!(
-                "CALL {catalog}.system.rewrite_manifests(table => {table})",
-                catalog = self.catalog,
-                table = quote_string(&self.table),
-            ))),
-            Some(Maintenance::RemoveOrphans { dry_run }) => statements.push(Statement::new(StatementKind::OrphanRemoval, format!(
-                "CALL {catalog}.system.remove_orphan_files(table => {table}, older_than => TIMESTAMP {older_than}, dry_run => {dry_run}{prefix_listing})",
-                catalog = self.catalog,
-                table = quote_string(&self.table),
-                older_than = quote_string(&sql_timestamp(
-                    self.run_started_millis - self.orphan_older_than_hours as i64 * 3_600_000
-                )),
-                prefix_listing = if self.orphan_prefix_listing { ", prefix_listing => true" } else { "" },
-            ))),
-            Some(Maintenance::RewritePositionDeletes) => statements.push(Statement::new(StatementKind::PositionDeleteRewrite, format!(
-                "CALL {catalog}.system.rewrite_position_delete_files(table => {table})",
-                catalog = self.catalog,
-                table = quote_string(&self.table),
-            ))),
-            Some(Maintenance::ComputeStatistics) => {
-                statements.push(Statement::new(
+        statements
+    }
+
+    /// The maintenance procedure's calls.
+    fn maintenance_statements(&self, maintenance: Maintenance) -> Vec<Statement> {
+        let call = |kind: StatementKind, procedure: &str, arguments: String| {
+            Statement::new(
+                kind,
+                format!(
+                    "CALL {catalog}.system.{procedure}(table => {table}{arguments})",
+                    catalog = self.catalog,
+                    table = quote_string(&self.table),
+                ),
+            )
+        };
+        match maintenance {
+            Maintenance::RewriteManifests => vec![call(
+                StatementKind::ManifestRewrite,
+                "rewrite_manifests",
+                String::new(),
+            )],
+            Maintenance::RemoveOrphans { dry_run } => vec![call(
+                StatementKind::OrphanRemoval,
+                "remove_orphan_files",
+                format!(
+                    ", older_than => TIMESTAMP {older_than}, dry_run => {dry_run}{prefix_listing}",
+                    older_than = quote_string(&sql_timestamp(
+                        self.run_started_millis - self.orphan_older_than_hours as i64 * 3_600_000
+                    )),
+                    prefix_listing = if self.orphan_prefix_listing {
+                        ", prefix_listing => true"
+                    } else {
+                        ""
+                    },
+                ),
+            )],
+            Maintenance::RewritePositionDeletes => vec![call(
+                StatementKind::PositionDeleteRewrite,
+                "rewrite_position_delete_files",
+                String::new(),
+            )],
+            Maintenance::ComputeStatistics => {
+                let mut statements = vec![call(
                     StatementKind::TableStatistics,
-                    format!(
-                        "CALL {catalog}.system.compute_table_stats(table => {table})",
-                        catalog = self.catalog,
-                        table = quote_string(&self.table),
-                    ),
-                ));
+                    "compute_table_stats",
+                    String::new(),
+                )];
                 if self.partition_statistics {
-                    statements.push(Statement::new(
+                    statements.push(call(
                         StatementKind::PartitionStatistics,
-                        format!(
-                            "CALL {catalog}.system.compute_partition_stats(table => {table})",
-                            catalog = self.catalog,
-                            table = quote_string(&self.table),
-                        ),
+                        "compute_partition_stats",
+                        String::new(),
                     ));
                 }
+                statements
             }
-            None => {}
         }
-        // The reads (spec, order, output, truth) follow the rewrite: an engine may run them at
-        // once.
-        statements.extend(table_description_statements(&table_ref));
-        if !self.rewrite {
-            statements.extend(self.truth_statements(&table_ref));
-            return statements;
-        }
-        statements.push(self.own_output_statement(&table_ref));
-        statements.extend(self.truth_statements(&table_ref));
-        if let Some(hours) = self.expire_snapshots_older_than_hours {
-            let older_than = sql_timestamp(self.run_started_millis - hours as i64 * 3_600_000);
-            let retain_last = self
-                .expire_snapshots_retain_last
-                .map(|retain| format!(", retain_last => {retain}"))
-                .unwrap_or_default();
-            statements.push(Statement::new(StatementKind::ExpireSnapshots, format!(
-                "CALL {catalog}.system.expire_snapshots(table => {table}, older_than => TIMESTAMP {older_than}{retain_last})",
-                catalog = self.catalog,
-                table = quote_string(&self.table),
-                older_than = quote_string(&older_than),
-            )));
-        }
-        statements
     }
 
     /// What a run reads when its engine lost the connection after the rewrite was sent, or when
@@ -362,7 +406,7 @@ impl CompactionSql {
     /// those that removed the run's claimed files — then the usual reads. Empty for a reconcile
     /// or maintenance, which rewrite no data files.
     pub fn recovery_statement_list(&self) -> Vec<Statement> {
-        if !self.rewrite {
+        if !matches!(self.task, SqlTask::Rewrite(_)) {
             return Vec::new();
         }
         let table_ref = format!("{}.{}", self.catalog, self.table);
@@ -503,42 +547,55 @@ mod tests {
             catalog: "lakehouse".to_string(),
             table: "analytics.customer_orders".to_string(),
             target_file_bytes: 536_870_912,
-            min_input_files: 10,
             partial_progress: false,
             where_filter: None,
             expire_snapshots_older_than_hours: None,
             run_started_millis: 1_714_564_800_000,
             small_file_bytes: 64 * 1024 * 1024,
-            rewrites: vec![RewriteCall {
-                min_file_size_bytes: None,
-                partition_filter: None,
-            }],
-            rewrite: true,
+            task: SqlTask::Rewrite(rewrite()),
             committed_since_millis: 1_714_564_800_000,
-            strategy: RunStrategy::Binpack,
             extra_options: BTreeMap::new(),
-            maintenance: None,
             orphan_older_than_hours: 72,
             orphan_prefix_listing: false,
             partition_statistics: true,
             expire_snapshots_retain_last: None,
+        }
+    }
+
+    fn rewrite() -> SqlRewrite {
+        SqlRewrite {
+            calls: vec![RewriteCall {
+                min_file_size_bytes: None,
+                partition_filter: None,
+            }],
+            strategy: RunStrategy::Binpack,
+            min_input_files: 10,
             apply_deletes: None,
+        }
+    }
+
+    /// `sql()` with a rewrite of its own.
+    fn rewriting(rewrite: SqlRewrite) -> CompactionSql {
+        CompactionSql {
+            task: SqlTask::Rewrite(rewrite),
+            ..sql()
         }
     }
 
     #[test]
     fn a_run_due_by_deletes_applies_them_or_merges_position_deletes() {
-        let applying = CompactionSql {
-            apply_deletes: Some(Some(250_000)),
-            ..sql()
-        }
+        let applying = rewriting(SqlRewrite {
+            apply_deletes: Some(DeleteThresholds {
+                ratio_ppm: Some(250_000),
+            }),
+            ..rewrite()
+        })
         .statements();
         assert!(applying.contains("'delete-file-threshold', '1', 'delete-ratio-threshold', '0.25', 'min-input-files', '10', 'remove-dangling-deletes', 'true'"), "{applying}");
         assert!(applying.contains("'536870912'));\nCALL lakehouse.system.rewrite_position_delete_files(table => 'analytics.customer_orders', options => map('rewrite-all', 'true'));\nDESCRIBE"), "{applying}");
         assert!(!sql().statements().contains("rewrite_position_delete_files"));
         let merging = CompactionSql {
-            rewrite: false,
-            maintenance: Some(Maintenance::RewritePositionDeletes),
+            task: SqlTask::Maintenance(Maintenance::RewritePositionDeletes),
             ..sql()
         }
         .statement_list()
@@ -562,8 +619,7 @@ mod tests {
     fn a_statistics_run_computes_table_and_partition_statistics_then_reads_the_table() {
         let statistics = |partition_statistics| {
             CompactionSql {
-                rewrite: false,
-                maintenance: Some(Maintenance::ComputeStatistics),
+                task: SqlTask::Maintenance(Maintenance::ComputeStatistics),
                 partition_statistics,
                 ..sql()
             }
@@ -607,8 +663,7 @@ mod tests {
     fn orphans_older_than_the_limit_are_removed_or_listed_and_expiry_keeps_retain_last() {
         let orphans = |dry_run| {
             CompactionSql {
-                rewrite: false,
-                maintenance: Some(Maintenance::RemoveOrphans { dry_run }),
+                task: SqlTask::Maintenance(Maintenance::RemoveOrphans { dry_run }),
                 ..sql()
             }
             .statement_list()
@@ -622,8 +677,7 @@ mod tests {
         );
         assert!(orphans(false)[1].ends_with("dry_run => false)"));
         let listed_by_prefix = CompactionSql {
-            rewrite: false,
-            maintenance: Some(Maintenance::RemoveOrphans { dry_run: false }),
+            task: SqlTask::Maintenance(Maintenance::RemoveOrphans { dry_run: false }),
             orphan_prefix_listing: true,
             ..sql()
         }
@@ -648,8 +702,7 @@ mod tests {
     #[test]
     fn a_manifest_run_rewrites_manifests_not_data_and_reads_the_count() {
         let statements = CompactionSql {
-            rewrite: false,
-            maintenance: Some(Maintenance::RewriteManifests),
+            task: SqlTask::Maintenance(Maintenance::RewriteManifests),
             ..sql()
         }
         .statement_list()
@@ -677,30 +730,32 @@ mod tests {
     #[test]
     fn a_sort_or_zorder_run_passes_its_order_quoted_and_extra_options_join_icepacks() {
         let sorted = CompactionSql {
-            strategy: RunStrategy::Sort(Some("event_ts DESC NULLS LAST, id".to_string())),
             extra_options: BTreeMap::from([(
                 "shuffle-partitions-per-file".to_string(),
                 "4".to_string(),
             )]),
-            ..sql()
+            ..rewriting(SqlRewrite {
+                strategy: RunStrategy::Sort(Some("event_ts DESC NULLS LAST, id".to_string())),
+                ..rewrite()
+            })
         }
         .statements();
         assert!(sorted.contains(
             "rewrite_data_files(table => 'analytics.customer_orders', strategy => 'sort', sort_order => 'event_ts DESC NULLS LAST, id', options => map('min-input-files', '10', 'shuffle-partitions-per-file', '4', 'target-file-size-bytes', '536870912'));"
         ), "{sorted}");
-        let own_order = CompactionSql {
+        let own_order = rewriting(SqlRewrite {
             strategy: RunStrategy::Sort(None),
-            ..sql()
-        }
+            ..rewrite()
+        })
         .statements();
         assert!(
             own_order.contains("strategy => 'sort', options => map("),
             "the table's own order: {own_order}"
         );
-        let zorder = CompactionSql {
+        let zorder = rewriting(SqlRewrite {
             strategy: RunStrategy::Zorder(vec!["lat".to_string(), "lon".to_string()]),
-            ..sql()
-        }
+            ..rewrite()
+        })
         .statements();
         assert!(
             zorder.contains("strategy => 'sort', sort_order => 'zorder(lat, lon)', options"),
@@ -716,7 +771,7 @@ mod tests {
             .map(|statement| statement.sql)
             .collect::<Vec<_>>();
         let reconcile = CompactionSql {
-            rewrite: false,
+            task: SqlTask::Read,
             ..sql()
         }
         .statement_list()
@@ -801,7 +856,7 @@ mod tests {
             assert!(kinds.contains(&kind), "{kind:?}");
         }
         assert!(CompactionSql {
-            rewrite: false,
+            task: SqlTask::Read,
             ..sql()
         }
         .recovery_statement_list()
@@ -812,17 +867,19 @@ mod tests {
     fn every_statement_says_what_it_is() {
         let statements = CompactionSql {
             expire_snapshots_older_than_hours: Some(24),
-            rewrites: vec![
-                RewriteCall {
-                    min_file_size_bytes: Some(64 * 1024 * 1024),
-                    partition_filter: Some("`d` = '2024-05-01'".to_string()),
-                },
-                RewriteCall {
-                    min_file_size_bytes: None,
-                    partition_filter: Some("`d` = '2024-05-02'".to_string()),
-                },
-            ],
-            ..sql()
+            ..rewriting(SqlRewrite {
+                calls: vec![
+                    RewriteCall {
+                        min_file_size_bytes: Some(64 * 1024 * 1024),
+                        partition_filter: Some("`d` = '2024-05-01'".to_string()),
+                    },
+                    RewriteCall {
+                        min_file_size_bytes: None,
+                        partition_filter: Some("`d` = '2024-05-02'".to_string()),
+                    },
+                ],
+                ..rewrite()
+            })
         }
         .statement_list();
         let kinds: Vec<StatementKind> = statements.iter().map(|statement| statement.kind).collect();
@@ -864,11 +921,13 @@ mod tests {
     fn partition_and_user_filters_combine_and_reconcile_rewrites_nothing() {
         let statements = CompactionSql {
             where_filter: Some("amount > 0".to_string()),
-            rewrites: vec![RewriteCall {
-                min_file_size_bytes: None,
-                partition_filter: Some("`d` = '2024-05-01'".to_string()),
-            }],
-            ..sql()
+            ..rewriting(SqlRewrite {
+                calls: vec![RewriteCall {
+                    min_file_size_bytes: None,
+                    partition_filter: Some("`d` = '2024-05-01'".to_string()),
+                }],
+                ..rewrite()
+            })
         }
         .statements();
         assert!(
@@ -876,7 +935,7 @@ mod tests {
             "{statements}"
         );
         let reconcile = CompactionSql {
-            rewrite: false,
+            task: SqlTask::Read,
             ..sql()
         }
         .statements();

@@ -525,19 +525,15 @@ fn pending_and_claimed_keys_outlive_the_retention(store: &dyn StateStore) {
         next_file_seq: 4,
         claim: Some(crate::state::Claim {
             run_id: "run-1".to_string(),
-            trigger: "files".to_string(),
+            trigger: crate::task::Trigger::Files,
             started_millis: 150,
             upto_seq: 2,
             counts: PendingCounts::default(),
             partitions: Default::default(),
-            rewrite_partitions: Vec::new(),
-            min_input_files: 2,
-            rewrite: true,
-            joins_mid_sized: false,
-            joining_partitions: Vec::new(),
-            strategy: Default::default(),
-            maintenance: None,
-            apply_deletes: false,
+            task: crate::task::Task::Rewrite(crate::task::Rewrite {
+                min_input_files: 2,
+                ..crate::task::Rewrite::whole_table()
+            }),
             nonce: String::new(),
         }),
         ..TableState::default()
@@ -706,7 +702,7 @@ fn forgetting_a_table_takes_its_index_entries(store: &dyn StateStore) {
 fn run_history(store: &dyn StateStore) {
     let run = |run_id: &str| crate::state::RunRecord {
         run_id: run_id.to_string(),
-        trigger: "files".to_string(),
+        trigger: crate::task::Trigger::Files,
         started_millis: 1,
         finished_millis: 2,
         claimed_files: 3,

@@ -24,6 +24,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use thiserror::Error;
 
+pub use crate::task::MidSizedFiles;
+
 /// A partition as (field name, value) pairs in spec order, values as Iceberg renders them in
 /// paths (`2024-05-01`, `eu west`, `null`), decoded. Empty for an unpartitioned file.
 pub type PartitionValues = Vec<(String, String)>;
@@ -62,18 +64,6 @@ pub struct DeleteFileFacts {
     pub size_bytes: u64,
     /// Rows it deletes (position deletes: positions it lists, of any data file).
     pub record_count: u64,
-}
-
-/// Where mid-sized files (below three quarters of the target) join the small ones.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum MidSizedFiles {
-    /// Only files below the small-file size are rewritten.
-    #[default]
-    Nowhere,
-    /// In every partition of the run (all of them have gone quiet).
-    Everywhere,
-    /// In these partitions (paths as the run names them).
-    In(Vec<String>),
 }
 
 /// What the run asks for.
