@@ -1100,7 +1100,7 @@ mod tests {
     /// The shipped pacing (`pacing = "settle"` with the default keys), resolved as a table
     /// that has never run resolves it.
     fn default_pacing() -> Pacing {
-        crate::config::TableDefaults::default()
+        crate::config::TableSettings::default()
             .pacing()
             .resolve(None)
     }

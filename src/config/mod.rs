@@ -48,8 +48,9 @@ pub struct Config {
     pub service: ServiceConfig,
     #[serde(default)]
     pub sqs: SqsConfig,
+    /// Settings of every table, under its tenant's and its own.
     #[serde(default)]
-    pub defaults: TableDefaults,
+    pub defaults: TableSettings,
     #[serde(default)]
     pub tables: Vec<TableConfig>,
     /// Iceberg catalogs by Spark catalog name; tables name theirs (`lakehouse` by default).
@@ -81,7 +82,7 @@ impl Default for Config {
         Config {
             service: ServiceConfig::default(),
             sqs: SqsConfig::default(),
-            defaults: TableDefaults::default(),
+            defaults: TableSettings::default(),
             tables: Vec::new(),
             catalogs: default_catalogs(),
             spark: SparkConfig::default(),
@@ -118,7 +119,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.service.validate()?;
         self.sqs.validate()?;
-        self.defaults.validate()?;
+        self.defaults.validate("defaults")?;
         for (name, catalog) in &self.catalogs {
             catalog.validate(name)?;
         }
@@ -175,23 +176,20 @@ impl Config {
                 }
                 _ => {}
             }
-            let no_overrides = TenantDefaults::default();
+            let no_overrides = TableSettings::default();
             let tenant_defaults = table
                 .tenant
                 .as_ref()
                 .and_then(|tenant| self.tenants.get(tenant))
                 .map_or(&no_overrides, |tenant| &tenant.defaults);
+            let settings = table.merged(&self.defaults, tenant_defaults);
             table
-                .strategy(&self.defaults, tenant_defaults)
+                .strategy(&settings)
                 .map_err(|reason| ConfigError::Invalid(format!("{key}: {reason}")))?;
-            let pacing = table
-                .pacing
-                .or(tenant_defaults.pacing)
-                .unwrap_or(self.defaults.pacing);
-            let max_wait = table
+            let pacing = settings.pacing.unwrap_or_default();
+            let max_wait = settings
                 .max_wait_minutes
-                .or(tenant_defaults.max_wait_minutes)
-                .unwrap_or(self.defaults.max_wait_minutes);
+                .unwrap_or_else(default_max_wait_minutes);
             if pacing == PacingMode::Cost && max_wait.get() == 0 {
                 return invalid(format!(
                     "{key}.pacing: \"cost\" waits for a run to be worth its cost, never past max_wait_minutes, which is 0 (off) for this table: set max_wait_minutes, or use pacing \"settle\""
@@ -258,7 +256,7 @@ impl Config {
 
     /// Every configured table with the defaults applied, in configuration order.
     pub fn table_specs(&self) -> Vec<TableSpec> {
-        let no_overrides = TenantDefaults::default();
+        let no_overrides = TableSettings::default();
         self.tables
             .iter()
             .map(|table| {

@@ -3,92 +3,161 @@
 
 use super::*;
 
-/// Threshold defaults; every key may be overridden per table.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TableDefaults {
-    #[serde(default = "default_small_file_mb")]
-    pub small_file_mb: Mebibytes,
-    #[serde(default = "default_min_files")]
-    pub min_files: FileCount,
-    #[serde(default = "default_min_total_mb")]
-    pub min_total_mb: Mebibytes,
-    #[serde(default = "default_target_file_mb")]
-    pub target_file_mb: Mebibytes,
-    /// 0 disables the time threshold.
-    #[serde(default = "default_max_wait_minutes")]
-    pub max_wait_minutes: WaitMinutes,
-    #[serde(default = "default_file_suffixes")]
-    pub file_suffixes: Vec<String>,
-    /// Pacing (docs/design.md, "Pacing"): when a due table's run starts. `"settle"` (the
-    /// default): once files stop landing, at max-wait at the latest; `"cost"`: also weighed
-    /// against what the run costs, never past max-wait; `"off"` (or `false`): as soon as a
-    /// threshold is crossed, of the partitions the rewrite rule finds worth it.
-    #[serde(default)]
-    pub pacing: PacingMode,
-    /// With `pacing = "cost"`: what one run costs on the engine whatever it rewrites, in
-    /// seconds. Absent: the table's measured run cost (the median of its recent successful
-    /// runs), or before its first run the runner's estimate (90 for a container or spark-sql,
-    /// 2 for a warm Spark Connect server).
-    #[serde(default)]
-    pub run_cost_seconds: Option<DaySeconds>,
-    /// What fixing one small file is worth, in engine seconds: a run waits for
-    /// `run_cost_seconds / this` files it can fix (0: no such wait).
-    #[serde(default = "default_file_fix_value_seconds")]
-    pub file_fix_value_seconds: DaySeconds,
-    /// What one small file waiting an hour costs, in engine seconds: a run waits until the
-    /// files it fixes have waited, together, `run_cost_seconds / this` hours (0: no such wait).
-    #[serde(default = "default_file_hour_cost_seconds")]
-    pub file_hour_cost_seconds: DaySeconds,
-    /// A due table waits until no file has landed for this long (0: off) ...
-    #[serde(default = "default_settle_seconds")]
-    pub settle_seconds: DaySeconds,
-    /// ... but not past this long after the oldest pending file landed.
-    #[serde(default = "default_settle_max_seconds")]
-    pub settle_max_seconds: DaySeconds,
-    /// A partition with no new file for this long is complete: its last small files merge
-    /// into its mid-sized outputs (0: never).
-    #[serde(default = "default_quiet_partition_minutes")]
-    pub quiet_partition_minutes: WaitMinutes,
-    /// A partition holding one still-small output of an earlier run joins a run once its new
-    /// files hold this share of the output's bytes, in percent (0: at once), or it is quiet or
-    /// past max-wait.
-    #[serde(default = "default_remerge_new_data_percent")]
-    pub remerge_new_data_percent: Percent,
-    /// A partition's small files join a run once they hold this share of a small file's size,
-    /// in percent (0: at once), or it is quiet or past max-wait, so that what they merge into is
-    /// no longer small. Absent: 100 when `run_cost_seconds` is at most 10 (a warm engine), else 0.
-    #[serde(default)]
-    pub fragment_fill_percent: Option<Percent>,
-    /// How runs rewrite: `binpack`, `sort`, `zorder` or `auto` (sort a table that has a sort
-    /// order, bin-pack the others). `sort_order` is per table.
-    #[serde(default = "default_strategy")]
-    pub strategy: String,
-    /// Which engine runs the table's runs: `spark` (the default), `native` or `auto`.
-    #[serde(default)]
-    pub engine: EngineChoice,
-    /// Run `rewrite_manifests` when a table has more manifests than this, counted from their
-    /// own S3 events and the metadata (0: off).
-    #[serde(default)]
-    pub max_manifests: Threshold,
-    /// Run `remove_orphan_files` this often (0: off); the first run of a table is a dry run.
-    #[serde(default)]
-    pub remove_orphans_every_hours: Hours,
-    /// Never remove files younger than this (at least 24: a running writer's files are not
-    /// orphans yet).
-    #[serde(default = "default_orphan_older_than_hours")]
-    pub orphan_older_than_hours: Hours,
-    /// A table with this many delete files (merge-on-read) is due; its run applies them (0: off).
-    #[serde(default)]
-    pub delete_file_threshold: Threshold,
-    /// A table whose deleted rows are this share of its rows (0 < x <= 1) is due (absent: off).
-    #[serde(default)]
-    pub delete_ratio_threshold: Option<f64>,
-    /// After a run that changed the table's files, compute its statistics for query planners
-    /// (`compute_table_stats`: Puffin NDV sketches; `compute_partition_stats`), as a run of its
-    /// own (Spark procedures, Iceberg 1.10). Off by default.
-    #[serde(default)]
-    pub compute_statistics: bool,
+/// Declares the keys of a table's compaction once, as [`TableSettings`] (what `[defaults]`, a
+/// tenant's `defaults` and a table each may set, every key optional) and inline in the
+/// `[[tables]]` entry beside the keys only a table has. Inline, not `#[serde(flatten)]`: serde
+/// cannot refuse unknown keys of a struct with a flattened field, and a misspelt key must be an
+/// error that names it.
+macro_rules! table_settings {
+    (
+        settings { $( $(#[$sdoc:meta])* $skey:ident: $sty:ty, )* }
+        $(#[$emeta:meta])*
+        pub struct $entry:ident { $( $(#[$edoc:meta])* $ekey:ident: $ety:ty, )* }
+    ) => {
+        /// The keys of a table's compaction that `[defaults]`, a tenant's `defaults` and the
+        /// table's own `[[tables]]` entry may each set. A key the table leaves out is its
+        /// tenant's, else `[defaults]`', else the built-in default ([`TableConfig::resolve`]).
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct TableSettings {
+            $( $(#[$sdoc])* pub $skey: Option<$sty>, )*
+        }
+
+        impl TableSettings {
+            /// Each key of `self`, else `fallback`'s.
+            pub fn or(&self, fallback: &TableSettings) -> TableSettings {
+                TableSettings {
+                    $( $skey: self.$skey.clone().or_else(|| fallback.$skey.clone()), )*
+                }
+            }
+        }
+
+        $(#[$emeta])*
+        pub struct $entry {
+            $( $(#[$edoc])* pub $ekey: $ety, )*
+            $( $(#[$sdoc])* pub $skey: Option<$sty>, )*
+        }
+
+        impl $entry {
+            /// The settings the entry sets itself.
+            pub fn settings(&self) -> TableSettings {
+                TableSettings {
+                    $( $skey: self.$skey.clone(), )*
+                }
+            }
+        }
+    };
+}
+
+table_settings! {
+    settings {
+        /// Files smaller than this are small files (64).
+        small_file_mb: Mebibytes,
+        /// A table is due with this many small files (10) ...
+        min_files: FileCount,
+        /// ... or this many MiB of them (256) ...
+        min_total_mb: Mebibytes,
+        /// `target-file-size-bytes` of the rewrite (512).
+        target_file_mb: Mebibytes,
+        /// ... or when its oldest small file has waited this long (120; 0 disables the time
+        /// threshold).
+        max_wait_minutes: WaitMinutes,
+        /// Objects counted as data files end with one of these (`.parquet`).
+        file_suffixes: Vec<String>,
+        /// Pacing (docs/design.md, "Pacing"): when a due table's run starts. `"settle"` (the
+        /// default): once files stop landing, at max-wait at the latest; `"cost"`: also weighed
+        /// against what the run costs, never past max-wait; `"off"` (or `false`): as soon as a
+        /// threshold is crossed, of the partitions the rewrite rule finds worth it.
+        pacing: PacingMode,
+        /// With `pacing = "cost"`: what one run costs on the engine whatever it rewrites, in
+        /// seconds. Absent: the table's measured run cost (the median of its recent successful
+        /// runs), or before its first run the runner's estimate (90 for a container or
+        /// spark-sql, 2 for a warm Spark Connect server or the native engine).
+        run_cost_seconds: DaySeconds,
+        /// What fixing one small file is worth, in engine seconds: a run waits for
+        /// `run_cost_seconds / this` files it can fix (8; 0: no such wait).
+        file_fix_value_seconds: DaySeconds,
+        /// What one small file waiting an hour costs, in engine seconds: a run waits until the
+        /// files it fixes have waited, together, `run_cost_seconds / this` hours (40; 0: no
+        /// such wait).
+        file_hour_cost_seconds: DaySeconds,
+        /// A due table waits until no file has landed for this long (60; 0: off) ...
+        settle_seconds: DaySeconds,
+        /// ... but not past this long after the oldest pending file landed (300).
+        settle_max_seconds: DaySeconds,
+        /// A partition with no new file for this long is complete: its last small files merge
+        /// into its mid-sized outputs (15; 0: never).
+        quiet_partition_minutes: WaitMinutes,
+        /// A partition holding one still-small output of an earlier run joins a run once its
+        /// new files hold this share of the output's bytes, in percent (0: at once), or it is
+        /// quiet or past max-wait.
+        remerge_new_data_percent: Percent,
+        /// A partition's small files join a run once they hold this share of a small file's
+        /// size, in percent (0: at once), or it is quiet or past max-wait, so that what they
+        /// merge into is no longer small. Absent: 100 when the run cost is at most 10 seconds
+        /// (a warm engine), else 0.
+        fragment_fill_percent: Percent,
+        /// How runs rewrite: `binpack` (the default), `sort`, `zorder` or `auto` (sort a table
+        /// that has a sort order, bin-pack the others). `sort_order` is per table.
+        strategy: String,
+        /// Which engine runs the table's runs: `spark` (the default), `native` or `auto`.
+        engine: EngineChoice,
+        /// Run `rewrite_manifests` when a table has more manifests than this, counted from
+        /// their own S3 events and the metadata (0, the default: off).
+        max_manifests: Threshold,
+        /// Run `remove_orphan_files` this often (0, the default: off); the first run of a table
+        /// is a dry run.
+        remove_orphans_every_hours: Hours,
+        /// Never remove files younger than this (72; at least 24: a running writer's files are
+        /// not orphans yet).
+        orphan_older_than_hours: Hours,
+        /// A table with this many delete files (merge-on-read) is due; its run applies them
+        /// (0, the default: off).
+        delete_file_threshold: Threshold,
+        /// A table whose deleted rows are this share of its rows (0 < x <= 1) is due (absent:
+        /// off).
+        delete_ratio_threshold: f64,
+        /// After a run that changed the table's files, compute its statistics for query
+        /// planners (`compute_table_stats`: Puffin NDV sketches; `compute_partition_stats`), as
+        /// a run of its own (Spark procedures, Iceberg 1.10). Off by default.
+        compute_statistics: bool,
+    }
+
+    /// One `[[tables]]` entry: where a table's files land, the keys only a table has, and its
+    /// own [`TableSettings`].
+    #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct TableConfig {
+        /// `namespace.table` in the Iceberg catalog (nested namespaces allowed: `a.b.table`).
+        table: String,
+        bucket: String,
+        prefix: String,
+        /// Spark catalog holding the table; `lakehouse` by default.
+        catalog: Option<String>,
+        /// `min-input-files` of `rewrite_data_files`; `min_files` by default.
+        min_input_files: Option<FileCount>,
+        /// A filter for `rewrite_data_files(where => ...)`, e.g. `order_date >= '2024-01-01'`.
+        #[serde(rename = "where")]
+        where_filter: Option<String>,
+        /// `partial-progress.enabled`: commit file groups as they finish; unset, only in the
+        /// runs after one lost to a commit conflict ([`crate::policy::commits_per_group`]).
+        partial_progress: Option<bool>,
+        /// Run `expire_snapshots` after a successful rewrite, for snapshots older than this.
+        expire_snapshots_older_than_hours: Option<PositiveHours>,
+        /// Rebuild the pending state from the table's metadata this often, events or not (off).
+        reconcile_every_hours: Option<PositiveHours>,
+        /// The `[tenants.<name>]` owning the table; required when tenants are configured.
+        tenant: Option<String>,
+        /// For `sort`: `col1 DESC NULLS LAST, col2` (the table's own order when left out); for
+        /// `zorder`: `zorder(col1, col2)`.
+        sort_order: Option<String>,
+        /// Further `rewrite_data_files` options (`max-file-group-size-bytes`,
+        /// `shuffle-partitions-per-file`, ...); icepack's own keys are refused.
+        #[serde(default)]
+        options: BTreeMap<String, String>,
+        /// `retain_last` of the `expire_snapshots` follow-up (Iceberg's default: 1).
+        expire_snapshots_retain_last: Option<FileCount>,
+    }
 }
 
 pub(super) fn default_orphan_older_than_hours() -> Hours {
@@ -98,9 +167,8 @@ pub(super) fn default_orphan_older_than_hours() -> Hours {
 /// Below this, `orphan_older_than_hours` is refused.
 pub(super) const MIN_ORPHAN_AGE_HOURS: u64 = 24;
 
-pub(super) fn default_strategy() -> String {
-    "binpack".to_string()
-}
+/// The strategy of a table that names none.
+pub(super) const DEFAULT_STRATEGY: &str = "binpack";
 
 pub(super) fn default_file_fix_value_seconds() -> DaySeconds {
     Int::new(8)
@@ -150,104 +218,69 @@ pub(super) fn default_file_suffixes() -> Vec<String> {
     vec![".parquet".to_string()]
 }
 
-impl TableDefaults {
-    /// The pacing of a table that sets none of its keys.
+impl TableSettings {
+    /// The pacing of a table whose keys are these (each unset one the built-in default).
     pub fn pacing(&self) -> crate::policy::PacingSpec {
-        TableConfig::default().pacing(self, &TenantDefaults::default())
-    }
-}
-
-impl Default for TableDefaults {
-    fn default() -> Self {
-        TableDefaults {
-            small_file_mb: default_small_file_mb(),
-            min_files: default_min_files(),
-            min_total_mb: default_min_total_mb(),
-            target_file_mb: default_target_file_mb(),
-            max_wait_minutes: default_max_wait_minutes(),
-            file_suffixes: default_file_suffixes(),
-            pacing: PacingMode::default(),
-            run_cost_seconds: None,
-            file_fix_value_seconds: default_file_fix_value_seconds(),
-            file_hour_cost_seconds: default_file_hour_cost_seconds(),
-            settle_seconds: default_settle_seconds(),
-            settle_max_seconds: default_settle_max_seconds(),
-            quiet_partition_minutes: default_quiet_partition_minutes(),
-            remerge_new_data_percent: default_remerge_new_data_percent(),
-            fragment_fill_percent: None,
-            strategy: default_strategy(),
-            engine: EngineChoice::default(),
-            max_manifests: Int::new(0),
-            remove_orphans_every_hours: Int::new(0),
-            orphan_older_than_hours: default_orphan_older_than_hours(),
-            delete_file_threshold: Int::new(0),
-            delete_ratio_threshold: None,
-            compute_statistics: false,
+        let mode = self.pacing.unwrap_or_default();
+        if mode == PacingMode::Off {
+            return crate::policy::PacingSpec::OFF;
+        }
+        crate::policy::PacingSpec {
+            mode,
+            run_cost_millis: self.run_cost_seconds.map(|seconds| seconds.get() * 1000),
+            estimated_run_cost_millis: COLD_RUN_COST_SECONDS * 1000,
+            file_fix_value_millis: self
+                .file_fix_value_seconds
+                .unwrap_or_else(default_file_fix_value_seconds)
+                .get()
+                * 1000,
+            file_hour_cost_millis: self
+                .file_hour_cost_seconds
+                .unwrap_or_else(default_file_hour_cost_seconds)
+                .get()
+                * 1000,
+            settle_millis: self
+                .settle_seconds
+                .unwrap_or_else(default_settle_seconds)
+                .millis(1000),
+            settle_max_millis: self
+                .settle_max_seconds
+                .unwrap_or_else(default_settle_max_seconds)
+                .millis(1000),
+            quiet_millis: self
+                .quiet_partition_minutes
+                .unwrap_or_else(default_quiet_partition_minutes)
+                .millis(60_000),
+            remerge_percent: self
+                .remerge_new_data_percent
+                .unwrap_or_else(default_remerge_new_data_percent)
+                .get(),
+            fragment_percent: self.fragment_fill_percent.map(Int::get),
         }
     }
-}
 
-/// One `[[tables]]` entry: where a table's files land, and its threshold overrides.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TableConfig {
-    /// `namespace.table` in the Iceberg catalog (nested namespaces allowed: `a.b.table`).
-    pub table: String,
-    pub bucket: String,
-    pub prefix: String,
-    pub small_file_mb: Option<Mebibytes>,
-    pub min_files: Option<FileCount>,
-    pub min_total_mb: Option<Mebibytes>,
-    pub target_file_mb: Option<Mebibytes>,
-    pub max_wait_minutes: Option<WaitMinutes>,
-    pub file_suffixes: Option<Vec<String>>,
-    /// Spark catalog holding the table; `lakehouse` by default.
-    pub catalog: Option<String>,
-    /// `min-input-files` of `rewrite_data_files`; `min_files` by default.
-    pub min_input_files: Option<FileCount>,
-    /// A filter for `rewrite_data_files(where => ...)`, e.g. `order_date >= '2024-01-01'`.
-    #[serde(rename = "where")]
-    pub where_filter: Option<String>,
-    /// `partial-progress.enabled`: commit file groups as they finish; unset, only in the runs
-    /// after one lost to a commit conflict ([`crate::policy::commits_per_group`]).
-    pub partial_progress: Option<bool>,
-    /// Run `expire_snapshots` after a successful rewrite, for snapshots older than this.
-    pub expire_snapshots_older_than_hours: Option<PositiveHours>,
-    /// Rebuild the pending state from the table's metadata this often, events or not (off).
-    pub reconcile_every_hours: Option<PositiveHours>,
-    /// The `[tenants.<name>]` owning the table; required when tenants are configured.
-    pub tenant: Option<String>,
-    pub pacing: Option<PacingMode>,
-    pub run_cost_seconds: Option<DaySeconds>,
-    pub file_fix_value_seconds: Option<DaySeconds>,
-    pub file_hour_cost_seconds: Option<DaySeconds>,
-    pub settle_seconds: Option<DaySeconds>,
-    pub settle_max_seconds: Option<DaySeconds>,
-    pub quiet_partition_minutes: Option<WaitMinutes>,
-    pub remerge_new_data_percent: Option<Percent>,
-    pub fragment_fill_percent: Option<Percent>,
-    /// `binpack`, `sort`, `zorder` or `auto`; the tenant's, else `[defaults]`, by default.
-    pub strategy: Option<String>,
-    /// `spark`, `native` or `auto`; the tenant's, else `[defaults]`, by default.
-    pub engine: Option<EngineChoice>,
-    /// For `sort`: `col1 DESC NULLS LAST, col2` (the table's own order when left out); for
-    /// `zorder`: `zorder(col1, col2)`.
-    pub sort_order: Option<String>,
-    /// Further `rewrite_data_files` options (`max-file-group-size-bytes`,
-    /// `shuffle-partitions-per-file`, ...); icepack's own keys are refused.
-    #[serde(default)]
-    pub options: BTreeMap<String, String>,
-    /// `rewrite_manifests` past this many manifests; the tenant's, else `[defaults]`, by default.
-    pub max_manifests: Option<Threshold>,
-    pub remove_orphans_every_hours: Option<Hours>,
-    pub orphan_older_than_hours: Option<Hours>,
-    /// `retain_last` of the `expire_snapshots` follow-up (Iceberg's default: 1).
-    pub expire_snapshots_retain_last: Option<FileCount>,
-    pub delete_file_threshold: Option<Threshold>,
-    pub delete_ratio_threshold: Option<f64>,
-    /// `compute_table_stats` and `compute_partition_stats` after a run that changed the table;
-    /// the tenant's, else `[defaults]`, by default.
-    pub compute_statistics: Option<bool>,
+    /// The strategy's name: the key's, else `binpack`.
+    pub fn strategy_name(&self) -> &str {
+        self.strategy.as_deref().unwrap_or(DEFAULT_STRATEGY)
+    }
+
+    /// Checks what the keys' types do not (their ranges are checked as they are read), each
+    /// named under `key` (`defaults`, `tenants.x.defaults`, `tables[3]`).
+    pub(super) fn validate(&self, key: &str) -> Result<(), ConfigError> {
+        if let Some(hours) = self.orphan_older_than_hours {
+            check_orphan_age(&format!("{key}.orphan_older_than_hours"), hours)?;
+        }
+        if let Some(suffixes) = &self.file_suffixes {
+            check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
+        }
+        if let Some(strategy) = &self.strategy {
+            check_strategy_name(&format!("{key}.strategy"), strategy)?;
+        }
+        if let Some(ratio) = self.delete_ratio_threshold {
+            check_ratio(&format!("{key}.delete_ratio_threshold"), ratio)?;
+        }
+        Ok(())
+    }
 }
 
 /// What a run costs on an engine that starts a JVM and a Spark session per run (a container,
@@ -357,20 +390,6 @@ impl TableSpec {
     }
 }
 
-impl TableDefaults {
-    pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        check_orphan_age(
-            "defaults.orphan_older_than_hours",
-            self.orphan_older_than_hours,
-        )?;
-        if let Some(ratio) = self.delete_ratio_threshold {
-            check_ratio("defaults.delete_ratio_threshold", ratio)?;
-        }
-        check_strategy_name("defaults.strategy", &self.strategy)?;
-        check_suffixes("defaults.file_suffixes", &self.file_suffixes)
-    }
-}
-
 impl TableConfig {
     pub(super) fn validate(&self, key: &str) -> Result<(), ConfigError> {
         validate_table_identifier(&self.table)
@@ -389,34 +408,7 @@ impl TableConfig {
                 self.prefix
             ));
         }
-        TenantDefaults {
-            small_file_mb: self.small_file_mb,
-            min_files: self.min_files,
-            min_total_mb: self.min_total_mb,
-            target_file_mb: self.target_file_mb,
-            max_wait_minutes: self.max_wait_minutes,
-            file_suffixes: self.file_suffixes.clone(),
-            pacing: self.pacing,
-            run_cost_seconds: self.run_cost_seconds,
-            file_fix_value_seconds: self.file_fix_value_seconds,
-            file_hour_cost_seconds: self.file_hour_cost_seconds,
-            settle_seconds: self.settle_seconds,
-            settle_max_seconds: self.settle_max_seconds,
-            quiet_partition_minutes: self.quiet_partition_minutes,
-            remerge_new_data_percent: self.remerge_new_data_percent,
-            fragment_fill_percent: self.fragment_fill_percent,
-            strategy: self.strategy.clone(),
-            engine: self.engine,
-            max_manifests: self.max_manifests,
-            remove_orphans_every_hours: self.remove_orphans_every_hours,
-            orphan_older_than_hours: self.orphan_older_than_hours,
-            delete_file_threshold: self.delete_file_threshold,
-            compute_statistics: self.compute_statistics,
-        }
-        .validate(key)?;
-        if let Some(ratio) = self.delete_ratio_threshold {
-            check_ratio(&format!("{key}.delete_ratio_threshold"), ratio)?;
-        }
+        self.settings().validate(key)?;
         for (option, value) in &self.options {
             let well_formed = !option.is_empty()
                 && option.len() <= 128
@@ -461,127 +453,51 @@ impl TableConfig {
         Ok(())
     }
 
-    /// The table's pacing: its keys, else the tenant's, else `[defaults]`. The runner's run
-    /// cost estimate is the configuration's to set ([`Config::table_specs`]).
-    pub(super) fn pacing(
-        &self,
-        defaults: &TableDefaults,
-        tenant: &TenantDefaults,
-    ) -> crate::policy::PacingSpec {
-        let mode = self.pacing.or(tenant.pacing).unwrap_or(defaults.pacing);
-        if mode == PacingMode::Off {
-            return crate::policy::PacingSpec::OFF;
-        }
-        crate::policy::PacingSpec {
-            mode,
-            run_cost_millis: self
-                .run_cost_seconds
-                .or(tenant.run_cost_seconds)
-                .or(defaults.run_cost_seconds)
-                .map(|seconds| seconds.get() * 1000),
-            estimated_run_cost_millis: COLD_RUN_COST_SECONDS * 1000,
-            file_fix_value_millis: pick(
-                self.file_fix_value_seconds,
-                tenant.file_fix_value_seconds,
-                defaults.file_fix_value_seconds,
-            )
-            .get()
-                * 1000,
-            file_hour_cost_millis: pick(
-                self.file_hour_cost_seconds,
-                tenant.file_hour_cost_seconds,
-                defaults.file_hour_cost_seconds,
-            )
-            .get()
-                * 1000,
-            settle_millis: pick(
-                self.settle_seconds,
-                tenant.settle_seconds,
-                defaults.settle_seconds,
-            )
-            .millis(1000),
-            settle_max_millis: pick(
-                self.settle_max_seconds,
-                tenant.settle_max_seconds,
-                defaults.settle_max_seconds,
-            )
-            .millis(1000),
-            quiet_millis: pick(
-                self.quiet_partition_minutes,
-                tenant.quiet_partition_minutes,
-                defaults.quiet_partition_minutes,
-            )
-            .millis(60_000),
-            remerge_percent: pick(
-                self.remerge_new_data_percent,
-                tenant.remerge_new_data_percent,
-                defaults.remerge_new_data_percent,
-            )
-            .get(),
-            fragment_percent: self
-                .fragment_fill_percent
-                .or(tenant.fragment_fill_percent)
-                .or(defaults.fragment_fill_percent)
-                .map(Int::get),
-        }
+    /// The table's settings: its own keys, else its tenant's, else `[defaults]`' (the
+    /// built-in default where none sets a key is applied by [`TableConfig::resolve`]).
+    pub(super) fn merged(&self, defaults: &TableSettings, tenant: &TableSettings) -> TableSettings {
+        self.settings().or(tenant).or(defaults)
     }
 
-    /// The table's strategy with its sort order: its key, else the tenant's, else `[defaults]`.
+    /// The table's strategy with its sort order.
     pub(super) fn strategy(
         &self,
-        defaults: &TableDefaults,
-        tenant: &TenantDefaults,
+        settings: &TableSettings,
     ) -> Result<crate::strategy::Strategy, String> {
-        let name = self
-            .strategy
-            .as_deref()
-            .or(tenant.strategy.as_deref())
-            .unwrap_or(&defaults.strategy);
-        crate::strategy::Strategy::parse(name, self.sort_order.as_deref())
+        crate::strategy::Strategy::parse(settings.strategy_name(), self.sort_order.as_deref())
     }
 
-    /// Applies the tenant's defaults, then `[defaults]`, to every key the table leaves out.
+    /// The table with every key resolved: its own, else the tenant's, else `[defaults]`', else
+    /// the built-in default.
     pub(super) fn resolve(
         &self,
-        defaults: &TableDefaults,
-        tenant: &TenantDefaults,
+        defaults: &TableSettings,
+        tenant: &TableSettings,
         tenant_name: &str,
     ) -> TableSpec {
+        let settings = self.merged(defaults, tenant);
         let mib = |value: Mebibytes| value.get() * MIB;
-        let max_wait = pick(
-            self.max_wait_minutes,
-            tenant.max_wait_minutes,
-            defaults.max_wait_minutes,
-        );
-        let min_files = pick(self.min_files, tenant.min_files, defaults.min_files);
+        let max_wait = settings
+            .max_wait_minutes
+            .unwrap_or_else(default_max_wait_minutes);
+        let min_files = settings.min_files.unwrap_or_else(default_min_files);
         TableSpec {
             table: self.table.clone(),
             bucket: self.bucket.clone(),
             prefix: self.prefix.clone(),
             thresholds: Thresholds {
-                small_file_bytes: mib(pick(
-                    self.small_file_mb,
-                    tenant.small_file_mb,
-                    defaults.small_file_mb,
-                )),
+                small_file_bytes: mib(settings.small_file_mb.unwrap_or_else(default_small_file_mb)),
                 min_files: min_files.get(),
-                min_total_bytes: mib(pick(
-                    self.min_total_mb,
-                    tenant.min_total_mb,
-                    defaults.min_total_mb,
-                )),
+                min_total_bytes: mib(settings.min_total_mb.unwrap_or_else(default_min_total_mb)),
                 max_wait_millis: (max_wait.get() > 0).then(|| max_wait.millis(60_000)),
             },
-            target_file_bytes: mib(pick(
-                self.target_file_mb,
-                tenant.target_file_mb,
-                defaults.target_file_mb,
-            )),
-            file_suffixes: self
+            target_file_bytes: mib(settings
+                .target_file_mb
+                .unwrap_or_else(default_target_file_mb)),
+            file_suffixes: settings
                 .file_suffixes
                 .clone()
-                .or_else(|| tenant.file_suffixes.clone())
-                .unwrap_or_else(|| defaults.file_suffixes.clone()),
+                .unwrap_or_else(default_file_suffixes),
             catalog: self
                 .catalog
                 .clone()
@@ -594,47 +510,28 @@ impl TableConfig {
                 .reconcile_every_hours
                 .map(|hours| hours.millis(3_600_000)),
             tenant: tenant_name.to_string(),
-            pacing: self.pacing(defaults, tenant),
+            pacing: settings.pacing(),
             strategy: self
-                .strategy(defaults, tenant)
+                .strategy(&settings)
                 .expect("the strategy is validated with the configuration"),
-            engine: self.engine.or(tenant.engine).unwrap_or(defaults.engine),
+            engine: settings.engine.unwrap_or_default(),
             rewrite_options: self.options.clone(),
-            max_manifests: pick(
-                self.max_manifests,
-                tenant.max_manifests,
-                defaults.max_manifests,
-            )
-            .nonzero(),
-            remove_orphans_every_millis: Some(pick(
-                self.remove_orphans_every_hours,
-                tenant.remove_orphans_every_hours,
-                defaults.remove_orphans_every_hours,
-            ))
-            .filter(|every| every.get() > 0)
-            .map(|every| every.millis(3_600_000)),
-            orphan_older_than_hours: pick(
-                self.orphan_older_than_hours,
-                tenant.orphan_older_than_hours,
-                defaults.orphan_older_than_hours,
-            )
-            .get(),
+            max_manifests: settings.max_manifests.and_then(Int::nonzero),
+            remove_orphans_every_millis: settings
+                .remove_orphans_every_hours
+                .filter(|every| every.get() > 0)
+                .map(|every| every.millis(3_600_000)),
+            orphan_older_than_hours: settings
+                .orphan_older_than_hours
+                .unwrap_or_else(default_orphan_older_than_hours)
+                .get(),
             expire_snapshots_retain_last: self.expire_snapshots_retain_last.map(Int::get),
             run_history: default_run_history().get(),
-            compute_statistics: self
-                .compute_statistics
-                .or(tenant.compute_statistics)
-                .unwrap_or(defaults.compute_statistics),
+            compute_statistics: settings.compute_statistics.unwrap_or(false),
             deletes: DeleteThresholds {
-                files: pick(
-                    self.delete_file_threshold,
-                    tenant.delete_file_threshold,
-                    defaults.delete_file_threshold,
-                )
-                .nonzero(),
-                ratio_ppm: self
+                files: settings.delete_file_threshold.and_then(Int::nonzero),
+                ratio_ppm: settings
                     .delete_ratio_threshold
-                    .or(defaults.delete_ratio_threshold)
                     .map(|ratio| (ratio * 1_000_000.0).round() as u64),
             },
         }
@@ -681,15 +578,6 @@ pub(super) fn validate_bucket(bucket: &str) -> Result<(), String> {
             bucket.escape_debug()
         ))
     }
-}
-
-/// A key's value for a table: its own, else its tenant's, else `[defaults]`.
-pub(super) fn pick<const LO: u64, const HI: u64>(
-    table: Option<Int<LO, HI>>,
-    tenant: Option<Int<LO, HI>>,
-    default: Int<LO, HI>,
-) -> Int<LO, HI> {
-    table.or(tenant).unwrap_or(default)
 }
 
 pub(super) fn check_ratio(key: &str, ratio: f64) -> Result<(), ConfigError> {

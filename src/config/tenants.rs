@@ -19,9 +19,9 @@ pub struct TenantConfig {
     /// Share of the run slots when tenants compete (weighted round-robin).
     #[serde(default = "default_weight")]
     pub weight: Int<1, 100>,
-    /// Threshold defaults for the tenant's tables, over `[defaults]`.
+    /// Settings of the tenant's tables, over `[defaults]`.
     #[serde(default)]
-    pub defaults: TenantDefaults,
+    pub defaults: TableSettings,
 }
 
 pub(super) fn default_weight() -> Int<1, 100> {
@@ -39,35 +39,6 @@ pub struct QueueConfig {
     pub endpoint_url: Option<String>,
     /// `sqs.pollers` by default.
     pub pollers: Option<Pollers>,
-}
-
-/// A tenant's threshold defaults: each key falls back to `[defaults]`. (A table's own keys have
-/// the same shape and are checked the same way.)
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TenantDefaults {
-    pub small_file_mb: Option<Mebibytes>,
-    pub min_files: Option<FileCount>,
-    pub min_total_mb: Option<Mebibytes>,
-    pub target_file_mb: Option<Mebibytes>,
-    pub max_wait_minutes: Option<WaitMinutes>,
-    pub file_suffixes: Option<Vec<String>>,
-    pub pacing: Option<PacingMode>,
-    pub run_cost_seconds: Option<DaySeconds>,
-    pub file_fix_value_seconds: Option<DaySeconds>,
-    pub file_hour_cost_seconds: Option<DaySeconds>,
-    pub settle_seconds: Option<DaySeconds>,
-    pub settle_max_seconds: Option<DaySeconds>,
-    pub quiet_partition_minutes: Option<WaitMinutes>,
-    pub remerge_new_data_percent: Option<Percent>,
-    pub fragment_fill_percent: Option<Percent>,
-    pub strategy: Option<String>,
-    pub engine: Option<EngineChoice>,
-    pub max_manifests: Option<Threshold>,
-    pub remove_orphans_every_hours: Option<Hours>,
-    pub orphan_older_than_hours: Option<Hours>,
-    pub delete_file_threshold: Option<Threshold>,
-    pub compute_statistics: Option<bool>,
 }
 
 /// A tenant with its settings resolved.
@@ -146,22 +117,5 @@ impl TenantConfig {
             )?;
         }
         self.defaults.validate(&format!("{key}.defaults"))
-    }
-}
-
-impl TenantDefaults {
-    /// Checks what the keys' types do not (their ranges are checked as they are read), each
-    /// named under `key` (`tenants.x.defaults`, `tables[3]`).
-    pub(super) fn validate(&self, key: &str) -> Result<(), ConfigError> {
-        if let Some(hours) = self.orphan_older_than_hours {
-            check_orphan_age(&format!("{key}.orphan_older_than_hours"), hours)?;
-        }
-        if let Some(suffixes) = &self.file_suffixes {
-            check_suffixes(&format!("{key}.file_suffixes"), suffixes)?;
-        }
-        if let Some(strategy) = &self.strategy {
-            check_strategy_name(&format!("{key}.strategy"), strategy)?;
-        }
-        Ok(())
     }
 }

@@ -667,3 +667,71 @@ fn a_parse_error_quoting_wide_characters_is_an_error_not_a_panic() {
     let error = Config::from_toml_str("[defaults]\nsmall_file_mЌ= 64\n").unwrap_err();
     assert!(error.to_string().contains("small_file_m"), "{error}");
 }
+
+/// Issue 35 item 3: `[defaults]`, a tenant's `defaults` and a table take the same keys (one
+/// struct), and each key falls back table → tenant → `[defaults]` → built-in, including keys a
+/// tenant could not set before (`delete_ratio_threshold`); a misspelt key is refused at each
+/// level with its name.
+#[test]
+fn every_setting_falls_back_from_table_to_tenant_to_defaults_to_built_in() {
+    let text = TENANTS
+        .replace(
+            "defaults = { min_files = 5, max_wait_minutes = 30 }",
+            "defaults = { min_files = 5, max_wait_minutes = 30, delete_ratio_threshold = 0.25, strategy = \"sort\", engine = \"native\" }",
+        )
+        .replace(
+            "[tenants.analytics]",
+            "[defaults]\nmin_files = 7\nsmall_file_mb = 32\ndelete_ratio_threshold = 0.5\nsettle_seconds = 9\n\n[tenants.analytics]",
+        );
+    let config = Config::from_toml_str(&text).unwrap();
+    let specs = config.table_specs();
+    let spec = |name: &str| specs.iter().find(|spec| spec.table == name).unwrap();
+    let events = spec("analytics.events");
+    let sessions = spec("analytics.sessions");
+    let invoices = spec("billing.invoices");
+    // min_files: the table's (8), the tenant's (5), `[defaults]`' (7).
+    assert_eq!(
+        [events, sessions, invoices].map(|spec| spec.thresholds.min_files),
+        [8, 5, 7]
+    );
+    // small_file_mb: `[defaults]`' for all; target_file_mb: the built-in 512 MiB.
+    assert!([events, sessions, invoices]
+        .iter()
+        .all(|spec| spec.thresholds.small_file_bytes == 32 * MIB
+            && spec.target_file_bytes == 512 * MIB));
+    assert_eq!(
+        [events, invoices].map(|spec| spec.deletes.ratio_ppm),
+        [Some(250_000), Some(500_000)]
+    );
+    assert_eq!(
+        [events, invoices].map(|spec| spec.strategy.clone()),
+        [
+            crate::strategy::Strategy::Sort(None),
+            crate::strategy::Strategy::Binpack
+        ]
+    );
+    assert_eq!(
+        [events, invoices].map(|spec| spec.engine),
+        [EngineChoice::Native, EngineChoice::Spark]
+    );
+    assert_eq!(
+        [events, invoices].map(|spec| spec.pacing.settle_millis),
+        [9_000, 9_000]
+    );
+    for (from, to, named) in [
+        ("min_files = 7", "min_file = 7", "min_file"),
+        ("min_files = 5,", "min_file = 5,", "min_file"),
+        ("min_files = 8", "min_file = 8", "min_file"),
+    ] {
+        let error = error_of(&text.replacen(from, to, 1));
+        assert!(error.contains(named), "{from} → {to}: {error}");
+    }
+    let error = error_of(&text.replace(
+        "delete_ratio_threshold = 0.25",
+        "delete_ratio_threshold = 2.0",
+    ));
+    assert!(
+        error.contains("tenants.analytics.defaults.delete_ratio_threshold"),
+        "{error}"
+    );
+}

@@ -73,7 +73,7 @@ impl Default for Scenario {
             // icepack's default pacing, with the model's run cost as its estimate.
             pacing: PacingSpec {
                 estimated_run_cost_millis: 90_000,
-                ..crate::config::TableDefaults::default().pacing()
+                ..crate::config::TableSettings::default().pacing()
             },
         }
     }
