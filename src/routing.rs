@@ -166,11 +166,13 @@ pub fn is_metadata_key(prefix: &str, key: &str) -> bool {
         .is_some_and(|relative| relative.starts_with("metadata/"))
 }
 
-/// Whether `key` is a delete file as Iceberg's own writers (Spark's, Flink's, through its
-/// `OutputFileFactory` with the `deletes` suffix) name them: position and equality deletes
+/// Whether `key` is a delete file as Iceberg's Spark writers name them (their
+/// `OutputFileFactory` has the `deletes` suffix): position and equality deletes
 /// (`...-deletes.parquet`, `...-deletes.orc`, `...-deletes.avro`) and format v3's deletion
-/// vectors (`...-deletes.puffin`). Writers that name them otherwise are told apart by the
-/// metadata: their files are absent from the data files a truth read lists.
+/// vectors (`...-deletes.puffin`). Writers that name them like data files (Iceberg's Flink sink,
+/// and any writer icepack knows no naming of) are told apart by the metadata: a truth read lists
+/// them among the files committed in its window and not among the data files (docs/compaction.md,
+/// "Delete files").
 pub fn is_delete_file_key(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
     [".parquet", ".orc", ".avro", ".puffin"]

@@ -118,7 +118,8 @@ pub struct NativeReport {
     pub spec: Vec<PartitionField>,
     /// The table's small data files after the run: (path, size).
     pub truth: Vec<(String, u64)>,
-    /// Data files committed by any snapshot since the task's `committed_since_millis`.
+    /// Data and delete files committed by any snapshot since the task's
+    /// `committed_since_millis`.
     pub committed: Vec<String>,
     /// Manifests of the current snapshot.
     pub manifest_count: u64,

@@ -252,8 +252,11 @@ impl TableState {
         read
     }
 
-    /// Data files added by any snapshot committed at or after `since_millis` (those still
-    /// reachable: an expired snapshot's additions are not listed).
+    /// Data and delete files added by any snapshot committed at or after `since_millis` (those
+    /// still reachable: an expired snapshot's additions are not listed). Delete files too: a
+    /// file that S3 events announced as data (its writer names delete files like data files) is
+    /// committed and not among the data files, so the settlement drops it from the pending
+    /// files at once, as Spark's read of `all_entries` does.
     pub async fn committed_since(
         &self,
         since_millis: i64,
@@ -267,10 +270,7 @@ impl TableState {
             }
             let list = manifest_list(&self.table, snapshot).await?;
             for file in list.entries() {
-                if file.content != ManifestContentType::Data
-                    || file.added_snapshot_id != snapshot.snapshot_id()
-                    || !file.has_added_files()
-                {
+                if file.added_snapshot_id != snapshot.snapshot_id() || !file.has_added_files() {
                     continue;
                 }
                 let manifest = cache.load(file, &self.table).await?;

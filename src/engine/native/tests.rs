@@ -486,6 +486,17 @@ impl LocalLake {
         self.run_on(task, &self.jdbc).await
     }
 
+    /// A read of the table (a reconcile's), as the engine makes it.
+    async fn read(&self, task: &NativeTask) -> Result<NativeReport, NativeError> {
+        build_report(
+            &self.jdbc,
+            &ManifestCache::default(),
+            task,
+            Tally::default(),
+        )
+        .await
+    }
+
     async fn run_on(
         &self,
         task: &NativeTask,
@@ -1052,5 +1063,36 @@ async fn outputs_are_sized_by_the_bytes_written_not_the_bytes_read() {
     assert!(
         sizes[1..].iter().all(|size| *size >= TARGET * 9 / 10),
         "every output but the last within 10% of the target: {sizes:?}"
+    );
+}
+
+/// Issue 33 item 4: a delete file whose name does not say so (Flink's and Trino's delete files
+/// are named like data files; this one ends `.deletes.parquet`, not `-deletes.parquet`) is
+/// counted from its S3 event as a data file, and the metadata tells it apart: a read lists it
+/// among the files committed in its window and not among the small data files, so the
+/// settlement drops it from the pending files at once (`accumulator::settle`: committed and
+/// not in the truth), and the read counts it as a position delete file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_file_named_like_a_data_file_is_told_apart_by_the_metadata() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    let data = lake.append(&rows_of("eu", 0..10, 0)).await;
+    lake.delete_from(&data, 3).await;
+    let delete = format!("{data}.3.deletes.parquet");
+    assert!(
+        !crate::routing::is_delete_file_key(&delete),
+        "the name does not tell: {delete}"
+    );
+    let report = lake.read(&lake.task(&[])).await.unwrap();
+    assert!(
+        report.committed.contains(&delete),
+        "committed: {:?}",
+        report.committed
+    );
+    assert!(report.committed.contains(&data));
+    let small: Vec<&String> = report.truth.iter().map(|(path, _)| path).collect();
+    assert_eq!(small, [&data], "the delete file is no small data file");
+    assert_eq!(
+        (report.deletes.position_files, report.deletes.deleted_rows),
+        (1, 1)
     );
 }
