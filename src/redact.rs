@@ -17,6 +17,18 @@ const SECRET_NAME_PARTS: [&str; 9] = [
     "signature",
 ];
 
+/// At most `max_chars` characters of `text`, the last of them `…` when it was cut: an excerpt's
+/// length (of an error, of a failed run's output) whatever the text holds (a cut text keeps at
+/// least its `…`).
+pub fn excerpt_chars(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        return text.to_string();
+    }
+    let mut excerpt: String = text.chars().take(max_chars.saturating_sub(1)).collect();
+    excerpt.push('…');
+    excerpt
+}
+
 /// What a hidden secret is shown as.
 pub const HIDDEN: &str = "***";
 
@@ -311,5 +323,14 @@ mod tests {
         let key = "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBg\\n-----END PRIVATE KEY-----\\n";
         let shown = redact(&format!("cannot parse {key}"), &[key.to_string()]);
         assert!(!shown.contains("MIIEvQIBADANBg"), "{shown}");
+    }
+
+    #[test]
+    fn an_excerpt_keeps_at_most_its_characters_and_marks_a_cut() {
+        assert_eq!(excerpt_chars("short", 5), "short");
+        assert_eq!(excerpt_chars("longer", 5), "long…");
+        let wide = excerpt_chars(&"é".repeat(10), 4);
+        assert_eq!((wide.chars().count(), wide.as_str()), (4, "ééé…"));
+        assert_eq!(excerpt_chars("x", 0), "…");
     }
 }

@@ -1965,15 +1965,8 @@ async fn remove_orphan_files_lists_first_then_removes_only_old_orphans() {
     assert!(old.exists() && fresh.exists(), "a dry run removes nothing");
 
     // 2. The next run, asked for over HTTP: the old orphan goes, the fresh one stays.
-    let response = reqwest::Client::new()
-        .post(format!(
-            "http://{http}/v1/tables/{}/maintenance/remove_orphan_files",
-            table.name
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 202, "{:?}", response.text().await);
+    let (answer, body) = ask_maintenance(&http, table.name, "remove_orphan_files").await;
+    assert_eq!(answer, 202, "{body}");
     let status = wait_until("the removal", Duration::from_secs(300), || {
         let found = orphan_run(&icepack, false);
         async move { found }
@@ -2000,15 +1993,8 @@ async fn remove_orphan_files_lists_first_then_removes_only_old_orphans() {
         "15",
         "every referenced file is kept"
     );
-    let unknown = reqwest::Client::new()
-        .post(format!(
-            "http://{http}/v1/tables/{}/maintenance/vacuum",
-            table.name
-        ))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(unknown.status(), 404);
+    let (unknown, body) = ask_maintenance(&http, table.name, "vacuum").await;
+    assert_eq!(unknown, 404, "{body}");
     assert!(icepack.terminate(run).await.success());
 }
 
@@ -2707,20 +2693,8 @@ async fn format_v3_tables_keep_their_lineage_count_their_vectors_and_take_an_upg
     moto.put_object(bucket, &fresh_orphan, 64).await;
     for task in ["rewrite_manifests", "remove_orphan_files"] {
         let asked = now();
-        let response = reqwest::Client::new()
-            .post(format!(
-                "http://{http}/v1/tables/{}/maintenance/{task}",
-                table.name
-            ))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            response.status(),
-            202,
-            "{task}: {:?}",
-            response.text().await
-        );
+        let (answer, body) = ask_maintenance(&http, table.name, task).await;
+        assert_eq!(answer, 202, "{task}: {body}");
         let status = settled(table.name, task, asked).await;
         let last = &status["last_run"];
         assert_eq!(
@@ -2750,4 +2724,18 @@ async fn format_v3_tables_keep_their_lineage_count_their_vectors_and_take_an_upg
         "FIGURES format v3: {:.0} s",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// `POST /v1/tables/{table}/maintenance/{task}` on icepack's HTTP surface at `http`: the answer's
+/// status and body.
+async fn ask_maintenance(http: &impl std::fmt::Display, table: &str, task: &str) -> (u16, String) {
+    let response = reqwest::Client::new()
+        .post(format!(
+            "http://{http}/v1/tables/{table}/maintenance/{task}"
+        ))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
 }

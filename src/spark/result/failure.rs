@@ -56,14 +56,7 @@ impl ServerError {
             text.push_str(&format!("(SQLSTATE {state}) "));
         }
         text.push_str(self.message.lines().next().unwrap_or(""));
-        if text.chars().count() > max_chars {
-            text = text
-                .chars()
-                .take(max_chars.saturating_sub(1))
-                .collect::<String>()
-                + "…";
-        }
-        text
+        crate::redact::excerpt_chars(&text, max_chars)
     }
 
     fn is_a(&self, class_name: &str) -> bool {
@@ -132,15 +125,7 @@ pub fn failure_excerpt(stderr: &str, secrets: &[String], max_chars: usize) -> St
         }
         unique.into_iter().rev().collect()
     };
-    let mut excerpt = redact(&chosen.join("\n"), secrets);
-    if excerpt.chars().count() > max_chars {
-        excerpt = excerpt
-            .chars()
-            .take(max_chars.saturating_sub(1))
-            .collect::<String>()
-            + "…";
-    }
-    excerpt
+    crate::redact::excerpt_chars(&redact(&chosen.join("\n"), secrets), max_chars)
 }
 
 /// The one redaction rule ([`crate::redact::redact`]): known secrets and visible ones hidden.
