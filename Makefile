@@ -44,7 +44,7 @@ bench: deps
 
 # The demo compacts with icepack's own engine and prepares no Spark; demo-spark is the same job in
 # a Spark container through the Docker Engine API.
-demo: deps
+demo:
 	./deploy/local/demo.sh
 
 demo-spark: deps

@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 printf '\033[1;36m==> building icepack\033[0m\n'
-./deploy/local/install-deps.sh
+# Only what the build and the demo use: no Chromium, no cargo-deny (the tests' and lints').
+./deploy/local/install-deps.sh build
 cargo build --quiet --bin icepack
 export ICEPACK_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/icepack"
 

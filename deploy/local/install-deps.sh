@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # Installs what building and testing icepack needs on a fresh Debian machine, idempotently:
 # the system RocksDB (linked instead of compiling RocksDB from source), clang for its bindings,
-# protoc for the Spark Connect protocol crate, Chromium for the operator page's browser test,
-# and moto (S3 + SQS server) for the integration tests. Fast when everything is already there.
+# protoc for the Spark Connect protocol crate, moto (S3 + SQS server) for the demo and the
+# integration tests; and for the tests and lints only, Chromium for the operator page's browser
+# test and cargo-deny. Fast when everything is already there.
+#
+#   deploy/local/install-deps.sh          everything (`make test`, `make lint`, the stack)
+#   deploy/local/install-deps.sh build    building icepack and running the demo only
 set -euo pipefail
+scope=${1:-all}
+case "$scope" in
+  all | build) ;;
+  *) echo "usage: $0 [all|build]" >&2; exit 2 ;;
+esac
 
 log() { printf '\033[1m[deps]\033[0m %s\n' "$*" >&2; }
 
-apt_packages=(librocksdb-dev clang libclang-dev pkg-config curl protobuf-compiler chromium)
+apt_packages=(librocksdb-dev clang libclang-dev pkg-config curl protobuf-compiler)
+[ "$scope" = build ] || apt_packages+=(chromium)
 missing=()
 for package in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -31,8 +41,8 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 # cargo-deny for `make lint` (licences, bans, sources; deny.toml): built once from crates.io into
-# ~/.cargo/bin (about 4 minutes on 2 cores), in a target directory of its own.
-if ! cargo deny --version 2>/dev/null | grep -q "^cargo-deny 0.20.2"; then
+# ~/.cargo/bin (about 3 minutes on 2 cores), in a target directory of its own.
+if [ "$scope" = all ] && ! cargo deny --version 2>/dev/null | grep -q "^cargo-deny 0.20.2"; then
   log "installing cargo-deny 0.20.2 from crates.io"
   CARGO_TARGET_DIR="${HOME}/.cache/icepack/cargo-deny-target" cargo install --quiet --locked cargo-deny --version 0.20.2
 fi
