@@ -498,7 +498,10 @@ impl Accumulator {
     }
 
     /// Moves every pending file into a claim for a new run and stages that change. `None` when a
-    /// run is already in flight, or nothing is pending and the run is not forced.
+    /// run is already in flight, or nothing is pending and the run is not forced. A run that is
+    /// not forced is the compaction the thresholds make due (its trigger is theirs, whatever
+    /// `trigger` says); a forced one is what `trigger` asks for: a maintenance task, the deletes'
+    /// run, a reconcile, or a manual compaction of whatever can be.
     pub fn begin_claim(
         &mut self,
         run_id: &str,
