@@ -117,11 +117,7 @@ impl CompactionSettings {
                 Task::Rewrite(rewrite) => SqlTask::Rewrite(SqlRewrite {
                     calls: rewrite_calls(spec, ticket, rewrite),
                     strategy: rewrite.strategy.clone(),
-                    min_input_files: if rewrite.min_input_files > 0 {
-                        rewrite.min_input_files
-                    } else {
-                        spec.min_input_files
-                    },
+                    min_input_files: rewrite.min_input_files_or(spec.min_input_files),
                     apply_deletes: rewrite.apply_deletes.then_some(DeleteThresholds {
                         ratio_ppm: spec.deletes.ratio_ppm,
                     }),
@@ -405,11 +401,7 @@ mod tests {
             task: Task::Rewrite(Rewrite {
                 partitions,
                 min_input_files: 2,
-                mid_sized: if joining.is_empty() {
-                    MidSizedFiles::Nowhere
-                } else {
-                    MidSizedFiles::In(joining)
-                },
+                mid_sized: MidSizedFiles::only_in(joining),
                 ..Rewrite::whole_table()
             }),
             nonce: String::new(),

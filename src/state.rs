@@ -456,11 +456,13 @@ impl From<StoredClaim> for Claim {
 
 impl From<Claim> for StoredClaim {
     fn from(claim: Claim) -> StoredClaim {
-        let rewrite = claim.task.rewrite().cloned();
-        let (joins_mid_sized, joining_partitions) = rewrite
-            .as_ref()
-            .map(|rewrite| rewrite.mid_sized.to_stored())
-            .unwrap_or_default();
+        let maintenance = claim.task.maintenance();
+        // Not a rewrite: the fields a rewrite would set keep their defaults.
+        let (rewrite, options) = match claim.task {
+            Task::Rewrite(options) => (true, options),
+            _ => (false, Rewrite::whole_table()),
+        };
+        let (joins_mid_sized, joining_partitions) = options.mid_sized.to_stored();
         StoredClaim {
             run_id: claim.run_id,
             trigger: claim.trigger,
@@ -468,22 +470,14 @@ impl From<Claim> for StoredClaim {
             upto_seq: claim.upto_seq,
             counts: claim.counts,
             partitions: claim.partitions,
-            rewrite: rewrite.is_some(),
-            maintenance: claim.task.maintenance(),
+            rewrite_partitions: options.partitions,
+            min_input_files: options.min_input_files,
+            rewrite,
             joins_mid_sized,
             joining_partitions,
-            rewrite_partitions: rewrite
-                .as_ref()
-                .map(|rewrite| rewrite.partitions.clone())
-                .unwrap_or_default(),
-            min_input_files: rewrite
-                .as_ref()
-                .map_or(0, |rewrite| rewrite.min_input_files),
-            strategy: rewrite
-                .as_ref()
-                .map(|rewrite| rewrite.strategy.clone())
-                .unwrap_or_default(),
-            apply_deletes: rewrite.is_some_and(|rewrite| rewrite.apply_deletes),
+            strategy: options.strategy,
+            maintenance,
+            apply_deletes: options.apply_deletes,
             nonce: claim.nonce,
         }
     }

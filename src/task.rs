@@ -184,6 +184,15 @@ pub struct Rewrite {
 }
 
 impl Rewrite {
+    /// The run's `min-input-files`: its own, else the table's (`table`).
+    pub fn min_input_files_or(&self, table: u64) -> u64 {
+        if self.min_input_files > 0 {
+            self.min_input_files
+        } else {
+            table
+        }
+    }
+
     /// A bin-pack of small files over the whole table, with the table's `min-input-files`.
     pub fn whole_table() -> Rewrite {
         Rewrite {
@@ -211,6 +220,15 @@ pub enum MidSizedFiles {
 }
 
 impl MidSizedFiles {
+    /// Mid-sized files join in these partitions; none: nowhere.
+    pub fn only_in(partitions: Vec<String>) -> MidSizedFiles {
+        if partitions.is_empty() {
+            MidSizedFiles::Nowhere
+        } else {
+            MidSizedFiles::In(partitions)
+        }
+    }
+
     /// From a claim's stored form: whether mid-sized files join, and where (empty: everywhere).
     pub fn from_stored(joins: bool, partitions: Vec<String>) -> MidSizedFiles {
         match (joins, partitions.is_empty()) {

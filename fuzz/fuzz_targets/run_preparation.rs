@@ -56,11 +56,7 @@ fuzz_target!(|data: &[u8]| {
         task: Task::Rewrite(Rewrite {
             partitions,
             min_input_files: 2,
-            mid_sized: if joining.is_empty() {
-                MidSizedFiles::Nowhere
-            } else {
-                MidSizedFiles::In(joining)
-            },
+            mid_sized: MidSizedFiles::only_in(joining),
             strategy: RunStrategy::Binpack,
             apply_deletes: false,
         }),

@@ -528,11 +528,7 @@ impl Accumulator {
                     task: Task::Rewrite(Rewrite {
                         partitions,
                         min_input_files,
-                        mid_sized: if joining.is_empty() {
-                            MidSizedFiles::Nowhere
-                        } else {
-                            MidSizedFiles::In(joining)
-                        },
+                        mid_sized: MidSizedFiles::only_in(joining),
                         strategy,
                         apply_deletes: self.deletes_due(),
                     }),

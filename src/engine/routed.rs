@@ -82,7 +82,6 @@ impl RoutedEngine {
             .get(&spec.catalog)
             .ok_or_else(|| format!("no [catalogs.{}] section", spec.catalog))?;
         catalog_kind(catalog)?;
-        let min_input_files = rewrite.map_or(0, |rewrite| rewrite.min_input_files);
         Ok(NativeTask {
             catalog_name: spec.catalog.clone(),
             catalog: catalog.clone(),
@@ -91,11 +90,9 @@ impl RoutedEngine {
             joining: rewrite.map_or(MidSizedFiles::Nowhere, |rewrite| rewrite.mid_sized.clone()),
             small_file_bytes: spec.thresholds.small_file_bytes,
             target_file_bytes: spec.target_file_bytes,
-            min_input_files: if min_input_files > 0 {
-                min_input_files
-            } else {
-                spec.min_input_files
-            },
+            min_input_files: rewrite.map_or(spec.min_input_files, |rewrite| {
+                rewrite.min_input_files_or(spec.min_input_files)
+            }),
             partial_progress: crate::policy::commits_per_group(
                 spec.partial_progress,
                 ticket.last_failure,
