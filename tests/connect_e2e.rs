@@ -14,8 +14,9 @@ use support::connect::{job, job_of, runner, sql, value, Cluster, ConnectServer, 
 use support::spark::{stack_available, Lakehouse};
 use support::{get_text, measure, wait_until, Icepack, Landing, Moto};
 
-/// Spark servers are heavy on two cores: one test of this file at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// Two cores: the tests on the shared server run two at a time (the harness's threads), a test
+/// that starts JVMs of its own (a cluster, a browser, the measurements) runs alone.
+static HEAVY: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 fn connect_available(test: &str) -> bool {
     stack_available(test)
@@ -59,15 +60,32 @@ impl Table {
     }
 }
 
-/// What every test here starts with: moto with a notifying bucket, a Spark Connect server (on
-/// `master`, `local[2]` by default), and a writer session on it.
+/// What every test here starts with: moto with a notifying bucket, a Spark Connect server (the
+/// process's shared one, or one of its own on `master`), and a writer session on it.
 struct Stack {
     moto: Moto,
     queue_url: String,
     bucket: String,
     dir: tempfile::TempDir,
-    server: ConnectServer,
+    server: Server,
     writer: ConnectRunner,
+}
+
+/// The shared server, or a server of the test's own (stopped with the test).
+enum Server {
+    Shared(&'static ConnectServer),
+    Own(ConnectServer),
+}
+
+impl std::ops::Deref for Server {
+    type Target = ConnectServer;
+
+    fn deref(&self) -> &ConnectServer {
+        match self {
+            Server::Shared(server) => server,
+            Server::Own(server) => server,
+        }
+    }
 }
 
 impl Stack {
@@ -76,7 +94,10 @@ impl Stack {
         let Landing {
             queue_url, bucket, ..
         } = moto.landing(5).await;
-        let server = ConnectServer::start(master);
+        let server = match master {
+            None => Server::Shared(ConnectServer::shared()),
+            Some(master) => Server::Own(ConnectServer::start(Some(master))),
+        };
         let writer = runner(&server.url);
         Stack {
             moto,
@@ -424,7 +445,7 @@ async fn a_warm_server_on_local_spark_compacts_exactly_once_and_sees_fresh_commi
     ) {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     compaction_through_a_warm_server(None).await;
 }
 
@@ -434,7 +455,7 @@ async fn a_server_on_a_standalone_cluster_compacts_through_its_executors() {
     if !connect_available("a_server_on_a_standalone_cluster_compacts_through_its_executors") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _alone = HEAVY.write().await;
     let cluster = Cluster::start();
     compaction_through_a_warm_server(Some(&cluster.master)).await;
     assert!(
@@ -454,7 +475,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     let stack = Stack::start(None).await;
     let (moto, queue_url, bucket, server, writer) = stack.parts();
     let table = stack.table("lakehouse", "analytics.orders");
@@ -712,7 +733,7 @@ async fn measure_runners_threshold_to_settled() {
     if !connect_available("measure_runners_threshold_to_settled") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _alone = HEAVY.write().await;
     let rounds: usize = std::env::var("ICEPACK_BENCH_ROUNDS")
         .ok()
         .and_then(|rounds| rounds.parse().ok())
@@ -979,7 +1000,7 @@ async fn measure_engines_threshold_to_settled() {
     if cases.is_empty() || !connect_available("measure_engines_threshold_to_settled") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _alone = HEAVY.write().await;
     let rounds = measure::rounds(5);
     let engines = std::env::var("ICEPACK_FIGURES_ENGINES")
         .unwrap_or_else(|_| "native,connect,docker,process,iceberg-go".to_string());
@@ -1255,7 +1276,7 @@ async fn a_connection_lost_during_the_rewrite_is_decided_from_the_metadata() {
     if !connect_available("a_connection_lost_during_the_rewrite_is_decided_from_the_metadata") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     let stack = Stack::start(None).await;
     let (moto, queue_url, bucket, server, writer) = stack.parts();
     let table = stack.table("lakehouse", "analytics.orders");
@@ -1423,7 +1444,7 @@ async fn pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partitio
     ) {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     let stack = Stack::start(None).await;
     let (_, _, _, server, writer) = stack.parts();
     // A run waits for 15 quiet seconds (at most 2 min); a partition is quiet after a minute;
@@ -1550,7 +1571,7 @@ async fn fragments_wait_until_their_output_is_no_longer_small() {
     if !connect_available("fragments_wait_until_their_output_is_no_longer_small") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     let stack = Stack::start(None).await;
     let (_, _, _, server, writer) = stack.parts();
     // A run costs 1 s, so fragment_fill_percent is 100 by default; no settle, nothing goes
@@ -1690,7 +1711,7 @@ async fn sort_and_auto_strategies_order_the_outputs_and_auto_bin_packs_an_unsort
     ) {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     let stack = Stack::start(None).await;
     let (moto, queue_url, bucket, server, writer) = stack.parts();
     let explicit = stack.table("explicit", "analytics.explicit");
@@ -1822,7 +1843,7 @@ async fn many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_coun
     ) {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     let stack = Stack::start(None).await;
     let (moto, queue_url, bucket, server, writer) = stack.parts();
     let table = stack.table("lakehouse", "analytics.manifested");
@@ -1904,7 +1925,7 @@ async fn remove_orphan_files_lists_first_then_removes_only_old_orphans() {
     if !connect_available("remove_orphan_files_lists_first_then_removes_only_old_orphans") {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     let stack = Stack::start(None).await;
     let (moto, queue_url, bucket, server, writer) = stack.parts();
     let mut table = stack.table("lakehouse", "analytics.orphaned");
@@ -2009,7 +2030,7 @@ async fn position_deletes_from_their_events_are_applied_by_a_run_due_by_deletes(
     {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     let stack = Stack::start(None).await;
     let (moto, queue_url, bucket, server, writer) = stack.parts();
     let table = stack.table("lakehouse", "analytics.deleted");
@@ -2127,7 +2148,7 @@ async fn the_operator_page_in_a_real_browser_shows_tables_runs_failures_and_the_
         return;
     }
     use support::browser::{count, element, rendered, screenshot};
-    let _serial = SERIAL.lock().await;
+    let _alone = HEAVY.write().await;
     let stack = Stack::start(None).await;
     let (moto, queue_url, bucket, server, writer) = stack.parts();
     let orders = stack.table("lakehouse", "analytics.orders");
@@ -2329,7 +2350,7 @@ async fn format_v3_tables_keep_their_lineage_count_their_vectors_and_take_an_upg
     if !connect_available(test) {
         return;
     }
-    let _serial = SERIAL.lock().await;
+    let _shared = HEAVY.read().await;
     let started = std::time::Instant::now();
     let stack = Stack::start(None).await;
     let (moto, queue_url, bucket, server, writer) = stack.parts();

@@ -2045,7 +2045,7 @@ async fn icepack_compacts_beside_a_row_level_writer_and_loses_no_row() {
         mut icepack,
         _dir,
     } = NativeService::start(Catalog::RestToken, AT_THRESHOLD, 4).await;
-    let server = support::connect::ConnectServer::start(None);
+    let server = support::connect::ConnectServer::shared();
     let runner = support::connect::runner(&server.url);
     let mut writer = RowLevelWriter::new(EVENTS);
     support::connect::sql(

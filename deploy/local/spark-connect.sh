@@ -14,6 +14,8 @@
 # DIR holds the pid files and logs (connect.log, master.log, worker.log). The server's own
 # environment (AWS_* for S3, SPARK_LOCAL_IP) is this script's: the server, not icepack, reads S3.
 # Extra server confs: ICEPACK_CONNECT_CONF="k=v k=v". Versions: deploy/spark/versions.env.
+# ICEPACK_CONNECT_OWNER_PID=PID ties a server to a process: once PID has exited, a watcher stops
+# the server and removes DIR (the tests' shared server is never stopped by its process).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -120,6 +122,14 @@ case "$cmd" in
       spark-internal </dev/null >"$dir/connect.log" 2>&1) &
     echo $! >"$dir/connect.pid"
     wait_for "Spark Connect server on $port" 90 port_answers "$port" || { tail -n 30 "$dir/connect.log" >&2; exit 1; }
+    if [[ -n "${ICEPACK_CONNECT_OWNER_PID:-}" ]]; then
+      # Watches while the server runs (its pid file is there); detached, its output nowhere, so
+      # whoever reads this script's output is not kept waiting.
+      (exec setsid bash -c '
+        while kill -0 "$1" 2>/dev/null && [[ -f "$2/connect.pid" ]]; do sleep 2; done
+        if ! kill -0 "$1" 2>/dev/null && [[ -f "$2/connect.pid" ]]; then "$3" stop "$2"; rm -rf "$2"; fi
+      ' watch "$ICEPACK_CONNECT_OWNER_PID" "$dir" "$HERE/spark-connect.sh" </dev/null >/dev/null 2>&1) &
+    fi
     log "Spark Connect server on sc://127.0.0.1:$port (master $master), log $dir/connect.log"
     echo "CONNECT_URL=sc://127.0.0.1:$port"
     ;;

@@ -2,8 +2,9 @@
 # Runs a command with the local stack the end-to-end tests use, then tears the stack down:
 #   - a podman service answering the Docker Engine API (DOCKER_HOST),
 #   - the Spark + Iceberg image built without a registry (deploy/spark/build-image-rootfs.sh),
-#   - a host Spark with the same jars, to create and check tables (deploy/local/spark-dist.sh),
-#   - Spark 4.0 with Iceberg for the Spark Connect servers tests start (deploy/local/spark-connect.sh),
+#   - a host Spark with the same jars, for the spark-sql process runner (deploy/local/spark-dist.sh),
+#   - Spark 4.0 with Iceberg for the Spark Connect servers tests start (deploy/local/spark-connect.sh):
+#     one per test process, shared, that also creates and checks the tests' tables,
 #   - Iceberg's REST catalog server, assembled from Maven (deploy/local/rest-catalog.sh),
 #   - ElasticMQ's jars, a second SQS server beside moto (deploy/local/elasticmq.sh).
 # The S3 + SQS server (moto), the REST catalog servers and ElasticMQ are started by each test
@@ -34,10 +35,10 @@ image=$(./deploy/spark/build-image-rootfs.sh | tail -n 1)
 image=${image#IMAGE=}
 step "image $image ready in $((SECONDS - started)) s"
 
-step "host Spark for table setup and checks"
+step "host Spark for the process runner"
 eval "$(./deploy/local/spark-dist.sh --env)"
 
-step "Spark 4.0 + Iceberg for Spark Connect servers (tests start their own: deploy/local/spark-connect.sh)"
+step "Spark 4.0 + Iceberg for Spark Connect servers (a test process starts one and shares it: deploy/local/spark-connect.sh)"
 ./deploy/local/spark-connect.sh prepare
 
 step "Iceberg REST catalog server (tests start their own: deploy/local/rest-catalog.sh)"

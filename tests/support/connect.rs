@@ -26,7 +26,12 @@ fn script() -> PathBuf {
 
 fn run_script(args: &[&str]) -> String {
     let mut command = Command::new(script());
-    command.args(args).env("SPARK_LOCAL_IP", "127.0.0.1");
+    command
+        .args(args)
+        .env("SPARK_LOCAL_IP", "127.0.0.1")
+        // A server outlives no test process: the script stops it once this process is gone
+        // (the shared server is never dropped).
+        .env("ICEPACK_CONNECT_OWNER_PID", std::process::id().to_string());
     for (name, value) in AWS_ENV {
         command.env(name, value);
     }
@@ -67,6 +72,15 @@ impl ConnectServer {
             port,
             url: format!("sc://127.0.0.1:{port}"),
         }
+    }
+
+    /// The server every test of this process shares (on `local[2]`), started by the first
+    /// that asks and stopped when the process ends. A server takes about 9 s to start and a
+    /// GiB of memory, and runs each job in a session of its own (its catalogs, its settings),
+    /// so tests need one of their own only to change its master or stop it.
+    pub fn shared() -> &'static ConnectServer {
+        static SHARED: std::sync::OnceLock<ConnectServer> = std::sync::OnceLock::new();
+        SHARED.get_or_init(|| ConnectServer::start(None))
     }
 
     pub fn log(&self) -> String {
@@ -240,12 +254,21 @@ pub async fn sql(
     lakehouse: &Lakehouse,
     statements: &[String],
 ) -> Vec<ResultSet> {
-    let job = job(catalog, lakehouse, statements, Duration::from_secs(600));
+    run(
+        runner,
+        job(catalog, lakehouse, statements, Duration::from_secs(600)),
+    )
+    .await
+}
+
+/// Runs a job of a test's statements through the server; panics on a failure.
+pub async fn run(runner: &ConnectRunner, job: SparkJob) -> Vec<ResultSet> {
     let output = runner
         .run(&job)
         .await
         .expect("the Spark Connect server answers");
     if let Err((class, excerpt)) = judge_statements(&output, &job) {
+        let statements: Vec<&str> = job.statements.iter().map(|s| s.sql.as_str()).collect();
         panic!("statements failed ({class:?}): {excerpt}\n{statements:?}");
     }
     output.results.into_iter().map(|(_, set)| set).collect()

@@ -1,6 +1,7 @@
 //! The local Spark + Iceberg stack for end-to-end tests: a catalog (Iceberg's REST catalog server,
-//! or a JDBC catalog on SQLite) in a test's directory, a warehouse on the moto S3 server, and a
-//! host spark-sql (same jars as the image) to create tables and check them. Set up by
+//! or a JDBC catalog on SQLite) in a test's directory, a warehouse on the moto S3 server, and SQL
+//! through the test process's shared Spark Connect server to create tables and check them (the
+//! runners under test use the host spark-sql and the image). Set up by
 //! `deploy/local/with-stack.sh` (`make test`).
 
 #![allow(dead_code)]
@@ -10,8 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use icepack::config::{CatalogConfig, SparkConfig};
-use icepack::spark::command::spark_sql_args;
+use icepack::config::CatalogConfig;
 
 /// Whether the stack is there; in CI its absence is an error, elsewhere the test is skipped.
 pub fn stack_available(test: &str) -> bool {
@@ -200,40 +200,76 @@ impl Lakehouse {
         )
     }
 
-    /// Runs statements with the host spark-sql; returns stdout (header lines on).
+    /// Runs a script of `;`-separated statements through the test process's shared Spark
+    /// Connect server ([`super::connect::ConnectServer::shared`]) on this catalog (named
+    /// `lakehouse`); returns what spark-sql would print with header lines on: for each statement
+    /// with a result, its column names and then its rows, tab-separated. A warm server instead of
+    /// a spark-sql JVM a call: on two cores a JVM start cost 10-20 s each time.
     pub fn sql(&self, statements: &str) -> String {
-        let spark = SparkConfig {
-            packages: Vec::new(),
-            jars: env("ICEPACK_TEST_SPARK_JARS")
-                .split(',')
-                .map(str::to_string)
-                .collect(),
-            master: "local[1]".to_string(),
-            ..SparkConfig::default()
-        };
-        let args = spark_sql_args(&spark, "lakehouse", &self.catalog, statements);
-        let scratch = tempfile::tempdir().unwrap();
-        let mut command = Command::new(format!("{}/bin/spark-sql", env("ICEPACK_TEST_SPARK_HOME")));
-        command
-            .args(&args)
-            .current_dir(scratch.path())
-            .env("SPARK_LOCAL_IP", "127.0.0.1");
-        for (name, value) in super::AWS_ENV {
-            command.env(name, value);
+        let mut job = super::connect::job(
+            "lakehouse",
+            self,
+            &split_script(statements),
+            Duration::from_secs(600),
+        );
+        // A literal's rows in one task, one data file an INSERT, as spark-sql on `local[1]`
+        // wrote them (the server is `local[2]`).
+        job.conf.insert(
+            "spark.sql.leafNodeDefaultParallelism".to_string(),
+            "1".to_string(),
+        );
+        let server = super::connect::ConnectServer::shared();
+        // Callers are synchronous (some inside a runtime): the statements run on a thread of
+        // their own with its own runtime, and a panic there is the caller's.
+        let results = std::thread::scope(|scope| {
+            let run = scope.spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(super::connect::run(
+                        &super::connect::runner(&server.url),
+                        job,
+                    ))
+            });
+            run.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        let mut lines = Vec::new();
+        for set in results.iter().filter(|set| !set.columns.is_empty()) {
+            lines.push(set.columns.join("\t"));
+            lines.extend(set.rows.iter().map(|row| row.join("\t")));
         }
-        let output = command.output().unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
-            panic!(
-                "spark-sql failed:\n{}\n{}",
-                statements,
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-            );
-        }
-        stdout
+        lines.join("\n")
     }
+}
+
+/// The statements of a script, split at the semicolons outside quotes and back-quotes; empty ones
+/// dropped.
+pub fn split_script(script: &str) -> Vec<String> {
+    let mut statements = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    for c in script.chars() {
+        match (quote, c) {
+            (None, ';') => statements.push(std::mem::take(&mut current)),
+            (None, '\'' | '"' | '`') => {
+                quote = Some(c);
+                current.push(c);
+            }
+            (Some(open), _) if c == open => {
+                quote = None;
+                current.push(c);
+            }
+            _ => current.push(c),
+        }
+    }
+    statements.push(current);
+    statements
+        .into_iter()
+        .map(|statement| statement.trim().to_string())
+        .filter(|statement| !statement.is_empty())
+        .collect()
 }
 
 /// The first row after the header line that has `column`, as (column → value).
