@@ -6,10 +6,10 @@
 #   (a) 24 tiny files and (b) 200 files of 1 MiB in 10 partitions: threshold crossed → run
 #       settled through `icepack run` for native, connect (a warm Spark Connect server), docker
 #       and process, and iceberg-go's `iceberg compact run` on an identical table
-#       (tests/connect_e2e.rs measure_engines_threshold_to_settled);
+#       (tests/integration/connect_e2e.rs measure_engines_threshold_to_settled);
 #   (c) 1 GiB of 1 MiB files on the local file system rewritten into 64 MiB files: the native
 #       engine against Spark local (spark-sql, local[2]), MB per CPU-second and peak RSS
-#       (tests/native_engine.rs measure_native_against_spark_local_on_local_files).
+#       (tests/integration/native_engine.rs measure_native_against_spark_local_on_local_files).
 #
 # Release build; starts the local stack (deploy/local/with-stack.sh) unless already inside it.
 # iceberg-go's CLI comes from the Go module proxy (`go install`, cached).
@@ -41,9 +41,9 @@ fi
 export ICEPACK_FIGURES_CASES="$cases"
 if [[ "$cases" == *a* || "$cases" == *b* ]]; then
   step "(a), (b): threshold crossed → run settled, engines alternating"
-  cargo test --release --test connect_e2e -- --ignored --nocapture --exact measure_engines_threshold_to_settled
+  cargo test --release --test integration -- --ignored --nocapture --exact connect_e2e::measure_engines_threshold_to_settled
 fi
 if [[ "$cases" == *c* ]]; then
   step "(c): 1 GiB on the local file system, native against Spark local"
-  cargo test --release --test native_engine -- --ignored --nocapture --exact measure_native_against_spark_local_on_local_files
+  cargo test --release --test integration -- --ignored --nocapture --exact native_engine::measure_native_against_spark_local_on_local_files
 fi

@@ -20,9 +20,9 @@ if [[ "${1:-}" == "--smoke" ]]; then
   # With the features `make test` built its test binaries with: the smoke reuses them instead of
   # compiling and linking two more (the fault points stay unarmed).
   step "compaction run: Docker runner vs bare spark-sql (one run each)"
-  cargo test --features failpoints --test compaction_e2e -- --ignored --nocapture measure_docker_runner_against_bare_spark_sql
+  cargo test --features failpoints --test integration -- --ignored --nocapture compaction_e2e::measure_docker_runner_against_bare_spark_sql
   step "runners: connect vs docker vs process, threshold crossed → run settled (one round)"
-  ICEPACK_BENCH_ROUNDS=1 cargo test --features failpoints --test connect_e2e -- --ignored --nocapture measure_runners_threshold_to_settled
+  ICEPACK_BENCH_ROUNDS=1 cargo test --features failpoints --test integration -- --ignored --nocapture connect_e2e::measure_runners_threshold_to_settled
   step "--packages vs baked jars (one run each)"
   bench/packages-vs-jars.sh 1
   exit 0
@@ -38,9 +38,9 @@ cargo bench --bench memory
 step "4. trigger latency"
 cargo bench --bench trigger
 step "5a. compaction run: Docker runner vs bare spark-sql"
-cargo test --release --test compaction_e2e -- --ignored --nocapture measure_docker_runner_against_bare_spark_sql
+cargo test --release --test integration -- --ignored --nocapture compaction_e2e::measure_docker_runner_against_bare_spark_sql
 step "5b. runners: connect (warm Spark Connect) vs docker vs process, threshold crossed → run settled"
-cargo test --release --test connect_e2e -- --ignored --nocapture measure_runners_threshold_to_settled
+cargo test --release --test integration -- --ignored --nocapture connect_e2e::measure_runners_threshold_to_settled
 step "5c. --packages vs baked jars"
 bench/packages-vs-jars.sh 3
 step "6. tenants: start-up, memory and reload at scale"

@@ -13,7 +13,7 @@
 //! across a network).
 
 mod common;
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/integration/support/mod.rs"]
 mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,7 @@
 //! The command-line contract: `check-config`, `replay` and `status` as other tools call them, and
 //! `ICEPACK_FAILPOINTS`, obeyed only by a build with the `failpoints` feature.
 
+#[path = "integration/support/mod.rs"]
 mod support;
 
 use support::Icepack;

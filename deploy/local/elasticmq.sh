@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ElasticMQ (an SQS server on the JVM, independent of moto) for the SQS tests and benchmark: the
 # server jar and its dependencies from Maven Central, under a cache dir. Each test starts its own
-# server (tests/support/elasticmq.rs): `java -cp $ICEPACK_TEST_ELASTICMQ_CLASSPATH
+# server (tests/integration/support/elasticmq.rs): `java -cp $ICEPACK_TEST_ELASTICMQ_CLASSPATH
 # -Dconfig.file=... org.elasticmq.server.Main`.
 #
 #   deploy/local/elasticmq.sh prepare                # install (idempotent, fast when cached)

@@ -44,7 +44,7 @@ step "Spark 4.0 + Iceberg for Spark Connect servers (a test process starts one a
 step "Iceberg REST catalog server (tests start their own: deploy/local/rest-catalog.sh)"
 ./deploy/local/rest-catalog.sh prepare
 
-step "ElasticMQ, a second SQS server (tests start their own: tests/support/elasticmq.rs)"
+step "ElasticMQ, a second SQS server (tests start their own: tests/integration/support/elasticmq.rs)"
 eval "$(./deploy/local/elasticmq.sh --env)"
 
 export ICEPACK_E2E=1

@@ -1,7 +1,7 @@
 //! Runs of the native engine against real files and a real JDBC catalog on SQLite in a temporary
 //! directory: tables written here with iceberg's writer and committed like a writer would
 //! (append, row-level delete, schema and spec changes), compacted, then read back with iceberg's
-//! own scan. `tests/native_engine.rs` proves the same against tables Spark writes and reads.
+//! own scan. `tests/integration/native_engine.rs` proves the same against tables Spark writes and reads.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! files stop landing (within the settle window), and files under every threshold run at
 //! max-wait — not later, whatever a run costs.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -3,7 +3,7 @@
 //! that need no S3 events (dead-letter redrive, the server down and back) also run against
 //! ElasticMQ, a second SQS server (`*_on_moto` / `*_on_elasticmq` over one body).
 
-mod support;
+use crate::support;
 
 #[cfg(feature = "failpoints")]
 use std::os::unix::process::ExitStatusExt;

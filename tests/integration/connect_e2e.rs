@@ -3,7 +3,7 @@
 //! standalone Spark cluster; exactly one rewrite per run, fresh metadata on a long-lived server,
 //! two tables at once, a server that goes away and comes back, a deadline that interrupts.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -726,7 +726,8 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
 /// runner, and for the native engine (in icepack's process), on identical tables (12 small files
 /// each), alternating, `ICEPACK_BENCH_ROUNDS` rounds (3 by default; the median is printed), and
 /// the first run through a server that just started.
-/// `deploy/local/with-stack.sh cargo test --release --test connect_e2e -- --ignored --nocapture`
+/// `deploy/local/with-stack.sh cargo test --release --test integration -- --ignored --nocapture
+/// connect_e2e::measure_runners_threshold_to_settled`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, not a check: run it by name with --ignored --nocapture"]
 async fn measure_runners_threshold_to_settled() {
@@ -991,7 +992,7 @@ impl FigureCase {
 /// `ICEPACK_BENCH_ROUNDS` (5), `ICEPACK_FIGURES_ENGINES` (all of native, connect, docker,
 /// process, iceberg-go).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement: bench/engines.sh a,b, or deploy/local/with-stack.sh cargo test --release --test connect_e2e -- --ignored --nocapture measure_engines"]
+#[ignore = "a measurement: bench/engines.sh a,b, or deploy/local/with-stack.sh cargo test --release --test integration -- --ignored --nocapture connect_e2e::measure_engines"]
 async fn measure_engines_threshold_to_settled() {
     let cases: Vec<FigureCase> = [FigureCase::Tiny, FigureCase::Wide]
         .into_iter()

@@ -7,7 +7,7 @@
 //! `delete` and `extend_visibility` answer a batch with a bad entry by naming that entry (by its
 //! message id) and doing the rest.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! appending small batches, S3 notifications through SQS into icepack, the threshold firing, and
 //! the Docker runner compacting through the Docker Engine API (podman).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
@@ -388,7 +388,8 @@ async fn a_run_in_flight_when_icepack_dies_is_recovered_and_manual_runs_use_the_
 
 /// Figures for the notes and BENCHMARKS.md, not a pass/fail check: the Docker runner's whole run
 /// (container create → logs → inspect → remove) against a bare host spark-sql of the same CALL on
-/// an identical table. `deploy/local/with-stack.sh cargo test --test compaction_e2e -- --ignored --nocapture`
+/// an identical table. `deploy/local/with-stack.sh cargo test --test integration -- --ignored --nocapture
+/// compaction_e2e::measure_docker_runner_against_bare_spark_sql`
 #[tokio::test]
 #[ignore = "a measurement, not a check: run it by name with --ignored --nocapture"]
 async fn measure_docker_runner_against_bare_spark_sql() {

@@ -5,7 +5,7 @@
 //! them; Spark then reads the same rows, sees one `replace` snapshot with the right counts, and
 //! runs its own `rewrite_data_files` and `expire_snapshots` over the result.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -266,7 +266,7 @@ async fn spark_reads_what_the_native_engine_rewrote(rest: bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn spark_reads_what_the_native_engine_rewrote_through_a_rest_catalog() {
     if !stack_available("spark_reads_what_the_native_engine_rewrote_through_a_rest_catalog") {
         return;
@@ -275,7 +275,7 @@ async fn spark_reads_what_the_native_engine_rewrote_through_a_rest_catalog() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn spark_reads_what_the_native_engine_rewrote_through_a_jdbc_catalog() {
     if !stack_available("spark_reads_what_the_native_engine_rewrote_through_a_jdbc_catalog") {
         return;
@@ -291,7 +291,7 @@ fn small_commits(commits: u32) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn a_spark_writer_appending_during_native_runs_loses_and_doubles_nothing() {
     if !stack_available("a_spark_writer_appending_during_native_runs_loses_and_doubles_nothing") {
         return;
@@ -358,7 +358,7 @@ async fn a_spark_writer_appending_during_native_runs_loses_and_doubles_nothing()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn a_row_deleted_during_a_native_run_is_not_resurrected() {
     if !stack_available("a_row_deleted_during_a_native_run_is_not_resurrected") {
         return;
@@ -482,7 +482,7 @@ fn task_template() -> NativeTask {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn a_native_run_killed_before_its_commit_leaves_nothing_live() {
     if !stack_available("a_native_run_killed_before_its_commit_leaves_nothing_live") {
         return;
@@ -576,7 +576,7 @@ async fn a_native_run_killed_before_its_commit_leaves_nothing_live() {
 /// Figures for the report (no assertion on time): the 24 tiny files of [`spark_history`], then
 /// 200 files of about 1 MiB in 10 partitions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement on the local stack: deploy/local/with-stack.sh cargo test --release --test native_engine -- --include-ignored measure_"]
+#[ignore = "a measurement on the local stack: deploy/local/with-stack.sh cargo test --release --test integration -- --include-ignored native_engine::measure_"]
 async fn measure_native_runs() {
     if !stack_available("measure_native_runs") {
         return;
@@ -651,7 +651,7 @@ async fn measure_native_runs() {
 /// RSS (`VmHWM`, reset before each native run). `ICEPACK_BENCH_ROUNDS` (5),
 /// `ICEPACK_FIGURES_CASES` (has `c`), `ICEPACK_FIGURES_C_MB` (1024).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement: bench/engines.sh c, or deploy/local/with-stack.sh cargo test --release --test native_engine -- --ignored --nocapture measure_"]
+#[ignore = "a measurement: bench/engines.sh c, or deploy/local/with-stack.sh cargo test --release --test integration -- --ignored --nocapture native_engine::measure_"]
 async fn measure_native_against_spark_local_on_local_files() {
     if !measure::case_selected("c") || !stack_available("measure_native_against_spark_local") {
         return;
@@ -1214,7 +1214,7 @@ async fn native_runs_from_s3_events(catalog: Catalog, eu: u32, us: u32) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn icepack_run_compacts_a_rest_table_natively_from_its_s3_events() {
     if !stack_available("icepack_run_compacts_a_rest_table_natively_from_its_s3_events") {
         return;
@@ -1223,7 +1223,7 @@ async fn icepack_run_compacts_a_rest_table_natively_from_its_s3_events() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn icepack_run_compacts_a_jdbc_table_natively_from_its_s3_events() {
     if !stack_available("icepack_run_compacts_a_jdbc_table_natively_from_its_s3_events") {
         return;
@@ -1232,7 +1232,7 @@ async fn icepack_run_compacts_a_jdbc_table_natively_from_its_s3_events() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn auto_sends_a_sorted_table_to_spark_and_a_bin_packed_one_to_the_native_engine() {
     if !stack_available(
         "auto_sends_a_sorted_table_to_spark_and_a_bin_packed_one_to_the_native_engine",
@@ -1334,7 +1334,7 @@ async fn auto_sends_a_sorted_table_to_spark_and_a_bin_packed_one_to_the_native_e
 /// commit and before the run reported it (after the restart the run is recovered from the
 /// metadata as the success it was, not run again). Nothing is lost or doubled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --features failpoints --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --features failpoints --test integration native_engine:: -- --include-ignored"]
 async fn icepack_killed_before_and_after_a_native_commit_recovers_the_run_from_the_metadata() {
     if !cfg!(feature = "failpoints") {
         support::fault_point_tests_left_out("the native engine's kill tests");
@@ -1495,7 +1495,7 @@ fn due_at(log: &str, table: &str) -> Option<chrono::DateTime<chrono::FixedOffset
 /// file the threshold counts is committed (a file's event comes before its commit) and the
 /// figure is icepack's and the engine's alone; the two cases run one after the other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement on the local stack: deploy/local/with-stack.sh cargo test --release --test native_engine -- --include-ignored measure_"]
+#[ignore = "a measurement on the local stack: deploy/local/with-stack.sh cargo test --release --test integration -- --include-ignored native_engine::measure_"]
 async fn measure_native_threshold_to_settled() {
     if !stack_available("measure_native_threshold_to_settled") {
         return;
@@ -1589,7 +1589,7 @@ async fn measure_native_threshold_to_settled() {
 /// due, its pending files are exactly the table's small data files (files that landed during a
 /// run stay pending, none is counted twice). The figures are printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn icepack_compacts_beside_an_appending_writer_and_loses_nothing() {
     if !stack_available("icepack_compacts_beside_an_appending_writer_and_loses_nothing") {
         return;
@@ -2031,7 +2031,7 @@ async fn settled_after_writer(
 /// (`commit_conflict`), and after the writer stops the table settles: no run due, none in flight,
 /// no retry behind a back-off. The figures are printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test native_engine -- --include-ignored"]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
 async fn icepack_compacts_beside_a_row_level_writer_and_loses_no_row() {
     if !stack_available("icepack_compacts_beside_a_row_level_writer_and_loses_no_row") {
         return;
@@ -2118,7 +2118,7 @@ async fn icepack_compacts_beside_a_row_level_writer_and_loses_no_row() {
 /// the writer stops, icepack gets up to two minutes to settle; then Spark counts the data files
 /// left (all of them small here) and the delete files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement on the local stack: deploy/local/with-stack.sh cargo test --test native_engine -- --ignored --nocapture measure_runs_beside"]
+#[ignore = "a measurement on the local stack: deploy/local/with-stack.sh cargo test --test integration -- --ignored --nocapture native_engine::measure_runs_beside"]
 async fn measure_runs_beside_a_row_level_writer() {
     if !stack_available("measure_runs_beside_a_row_level_writer") {
         return;

@@ -1,7 +1,7 @@
 //! The MinIO bridge: MinIO's webhook notifications, posted over HTTP, land in the SQS queue
 //! unchanged and count like any S3 notification; on moto and on ElasticMQ.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! Runs use the process runner with a stand-in spark-sql (tests/fixtures/logging-spark-sql.sh)
 //! that logs which table it compacts and when; the fairness is the pool's, whatever Spark does.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

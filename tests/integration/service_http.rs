@@ -2,7 +2,7 @@
 //! for Slack and a webhook, `/metrics`, `/healthz`, `/readyz`, the status API and its token, the
 //! CLI going through the API — and no secret anywhere in what comes out.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Truthful table state on the real stack (Iceberg's REST catalog server): settling from the
 //! table's committed metadata, per-partition decisions, and reconciliation without events.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! state, not Spark. Reproducible with ICEPACK_CRASH_SEED; ICEPACK_CRASH_KILLS sets the number
 //! of kills (default 100) and ICEPACK_CRASH_OBJECTS the objects (default 1500).
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
