@@ -75,7 +75,7 @@ enum Command {
     },
     /// Compare compaction policies on an ingestion trace with a simulated clock: icepack's (the real
     /// accumulator and decision code), the reference workflow's, and a fixed schedule.
-    Simulate(SimulateArgs),
+    Simulate(Box<SimulateArgs>),
     /// Forward MinIO bucket-notification webhooks (POST /minio) to the configured SQS queue.
     Bridge {
         #[arg(long, env = "ICEPACK_CONFIG")]
@@ -144,7 +144,7 @@ fn main() -> ExitCode {
         Command::Compact { config, table } => compact(&config, &table),
         Command::Bridge { config, listen } => bridge(&config, listen),
         Command::Reconcile { config, table } => reconcile(&config, table.as_deref()),
-        Command::Simulate(args) => simulate(args),
+        Command::Simulate(args) => simulate(*args),
         Command::Status {
             config,
             json,

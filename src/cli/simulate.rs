@@ -40,28 +40,36 @@ pub(crate) struct SimulateArgs {
     /// before the first.
     #[arg(long)]
     run_cost_seconds: Option<f64>,
+    /// The pacing flags below that are not given, by name (the `pacing_profile` key): `fresh`,
+    /// `balanced` (the default) or `thrifty`.
+    #[arg(long, default_value = "balanced", value_parser = parse_profile)]
+    pacing_profile: icepack::config::PacingProfile,
     /// With `--pacing cost` (`[defaults]` keys of the same names): what fixing one small file
-    /// is worth, in engine seconds (0: off).
-    #[arg(long, default_value_t = 8.0)]
-    file_fix_value_seconds: f64,
+    /// is worth, in engine seconds (0: off; the profile's by default).
+    #[arg(long)]
+    file_fix_value_seconds: Option<f64>,
     /// What a small file waiting an hour costs, in engine seconds (0: off).
-    #[arg(long, default_value_t = 40.0)]
-    file_hour_cost_seconds: f64,
-    /// A due table waits until no file landed for this long (0: off), at most five times as
-    /// long after its oldest pending file.
-    #[arg(long, default_value_t = 60)]
-    settle_seconds: i64,
+    #[arg(long)]
+    file_hour_cost_seconds: Option<f64>,
+    /// A due table waits until no file landed for this long (0: off) ...
+    #[arg(long)]
+    settle_seconds: Option<i64>,
+    /// ... at most this long after its oldest pending file (five times `--settle-seconds` when
+    /// only that is given).
+    #[arg(long)]
+    settle_max_seconds: Option<i64>,
     /// A partition with no new file for this long merges its last small files into its
     /// mid-sized outputs (0: never).
-    #[arg(long, default_value_t = 15)]
-    quiet_partition_minutes: i64,
+    #[arg(long)]
+    quiet_partition_minutes: Option<i64>,
     /// A partition holding one still-small output joins a run once its new files hold this
     /// share of the output's bytes, in percent (0: at once).
-    #[arg(long, default_value_t = 0)]
-    remerge_new_data_percent: u64,
+    #[arg(long)]
+    remerge_new_data_percent: Option<u64>,
     /// With `--pacing cost`: a partition's small files join a run once they hold this share
-    /// of a small file's size, in percent (0: at once); by default 100 when a run costs at most
-    /// 10 s, else 0 (as the `fragment_fill_percent` key).
+    /// of a small file's size, in percent (0: at once); the profile's by default, which for
+    /// `balanced` is 100 when a run costs at most 10 s, else 0 (as the `fragment_fill_percent`
+    /// key).
     #[arg(long)]
     fragment_fill_percent: Option<u64>,
     /// The same as `--pacing off`: runs at the thresholds (as before issue 17).
@@ -90,9 +98,11 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
         seconds_per_gib,
         pacing,
         run_cost_seconds,
+        pacing_profile,
         file_fix_value_seconds,
         file_hour_cost_seconds,
         settle_seconds,
+        settle_max_seconds,
         quiet_partition_minutes,
         remerge_new_data_percent,
         fragment_fill_percent,
@@ -100,6 +110,22 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
         trace: trace_path,
         svg,
     } = args;
+    let profile = pacing_profile.values();
+    let file_fix_value_seconds =
+        file_fix_value_seconds.unwrap_or(profile.file_fix_value_seconds.get() as f64);
+    let file_hour_cost_seconds =
+        file_hour_cost_seconds.unwrap_or(profile.file_hour_cost_seconds.get() as f64);
+    let settle_max_seconds = settle_max_seconds.unwrap_or(match settle_seconds {
+        Some(seconds) => seconds.saturating_mul(5),
+        None => profile.settle_max_seconds.get() as i64,
+    });
+    let settle_seconds = settle_seconds.unwrap_or(profile.settle_seconds.get() as i64);
+    let quiet_partition_minutes =
+        quiet_partition_minutes.unwrap_or(profile.quiet_partition_minutes.get() as i64);
+    let remerge_new_data_percent =
+        remerge_new_data_percent.unwrap_or(profile.remerge_new_data_percent.get());
+    let fragment_fill_percent =
+        fragment_fill_percent.or(profile.fragment_fill_percent.map(|percent| percent.get()));
     if !(0.0..=1.0).contains(&failure_rate) || schedule_minutes < 1 || tables == 0 {
         bail!("--failure-rate must be within 0..1, --schedule-minutes and --tables at least 1");
     }
@@ -108,6 +134,7 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
         && file_fix_value_seconds >= 0.0
         && file_hour_cost_seconds >= 0.0
         && settle_seconds >= 0
+        && settle_max_seconds >= 0
         && quiet_partition_minutes >= 0)
     {
         bail!("--run-base-seconds, --seconds-per-gib and the pacing flags must not be negative");
@@ -156,8 +183,8 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
                 estimated_run_cost_millis: (run_base_seconds * 1000.0) as u64,
                 file_fix_value_millis: (file_fix_value_seconds * 1000.0) as u64,
                 file_hour_cost_millis: (file_hour_cost_seconds * 1000.0) as u64,
-                settle_millis: settle_seconds * 1000,
-                settle_max_millis: settle_seconds * 5000,
+                settle_millis: settle_seconds.saturating_mul(1000),
+                settle_max_millis: settle_max_seconds.saturating_mul(1000),
                 quiet_millis: quiet_partition_minutes * 60_000,
                 remerge_percent: remerge_new_data_percent,
                 fragment_percent: fragment_fill_percent,
@@ -182,8 +209,8 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
     };
     let pacing = match mode {
         icepack::policy::PacingMode::Off => "off".to_string(),
-        icepack::policy::PacingMode::Settle => format!("settle {settle_seconds} s (at most {} s), a partition quiet after {quiet_partition_minutes} min", settle_seconds * 5),
-        icepack::policy::PacingMode::Cost => format!("cost: a run costs {run_cost}, a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data, fragments waiting for {fragments} of a small file"),
+        icepack::policy::PacingMode::Settle => format!("settle {settle_seconds} s (at most {settle_max_seconds} s), a partition quiet after {quiet_partition_minutes} min (profile {})", pacing_profile.as_str()),
+        icepack::policy::PacingMode::Cost => format!("cost (profile {}): a run costs {run_cost}, a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data, fragments waiting for {fragments} of a small file", pacing_profile.as_str()),
     };
     println!(
         "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB; icepack's pacing: {pacing}\n",
@@ -242,4 +269,9 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
 fn parse_pacing(name: &str) -> Result<icepack::policy::PacingMode, String> {
     icepack::policy::PacingMode::parse(name)
         .ok_or_else(|| format!("`{name}`: expected settle, cost or off"))
+}
+
+fn parse_profile(name: &str) -> Result<icepack::config::PacingProfile, String> {
+    icepack::config::PacingProfile::parse(name)
+        .ok_or_else(|| format!("`{name}`: expected fresh, balanced or thrifty"))
 }

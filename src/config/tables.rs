@@ -69,6 +69,10 @@ table_settings! {
         /// against what the run costs, never past max-wait; `"off"` (or `false`): as soon as a
         /// threshold is crossed, of the partitions the rewrite rule finds worth it.
         pacing: PacingMode,
+        /// The pacing keys below that no level sets, by name: `"fresh"` (queries first, more
+        /// runs), `"balanced"` (the default: the values in brackets) or `"thrifty"` (engine time
+        /// first, fewer and larger runs); docs/configuration.md lists their values.
+        pacing_profile: PacingProfile,
         /// With `pacing = "cost"`: what one run costs on the engine whatever it rewrites, in
         /// seconds. Absent: the table's measured run cost (the median of its recent successful
         /// runs), or before its first run the runner's estimate (90 for a container or
@@ -170,30 +174,6 @@ pub(super) const MIN_ORPHAN_AGE_HOURS: u64 = 24;
 /// The strategy of a table that names none.
 pub(super) const DEFAULT_STRATEGY: &str = "binpack";
 
-pub(super) fn default_file_fix_value_seconds() -> DaySeconds {
-    Int::new(8)
-}
-
-pub(super) fn default_file_hour_cost_seconds() -> DaySeconds {
-    Int::new(40)
-}
-
-pub(super) fn default_settle_seconds() -> DaySeconds {
-    Int::new(60)
-}
-
-pub(super) fn default_settle_max_seconds() -> DaySeconds {
-    Int::new(300)
-}
-
-pub(super) fn default_quiet_partition_minutes() -> WaitMinutes {
-    Int::new(15)
-}
-
-pub(super) fn default_remerge_new_data_percent() -> Percent {
-    Int::new(0)
-}
-
 pub(super) fn default_small_file_mb() -> Mebibytes {
     Int::new(64)
 }
@@ -219,43 +199,47 @@ pub(super) fn default_file_suffixes() -> Vec<String> {
 }
 
 impl TableSettings {
-    /// The pacing of a table whose keys are these (each unset one the built-in default).
+    /// The pacing of a table whose keys are these (each unset one its profile's).
     pub fn pacing(&self) -> crate::policy::PacingSpec {
         let mode = self.pacing.unwrap_or_default();
         if mode == PacingMode::Off {
             return crate::policy::PacingSpec::OFF;
         }
+        let profile = self.pacing_profile.unwrap_or_default().values();
         crate::policy::PacingSpec {
             mode,
             run_cost_millis: self.run_cost_seconds.map(|seconds| seconds.get() * 1000),
             estimated_run_cost_millis: COLD_RUN_COST_SECONDS * 1000,
             file_fix_value_millis: self
                 .file_fix_value_seconds
-                .unwrap_or_else(default_file_fix_value_seconds)
+                .unwrap_or(profile.file_fix_value_seconds)
                 .get()
                 * 1000,
             file_hour_cost_millis: self
                 .file_hour_cost_seconds
-                .unwrap_or_else(default_file_hour_cost_seconds)
+                .unwrap_or(profile.file_hour_cost_seconds)
                 .get()
                 * 1000,
             settle_millis: self
                 .settle_seconds
-                .unwrap_or_else(default_settle_seconds)
+                .unwrap_or(profile.settle_seconds)
                 .millis(1000),
             settle_max_millis: self
                 .settle_max_seconds
-                .unwrap_or_else(default_settle_max_seconds)
+                .unwrap_or(profile.settle_max_seconds)
                 .millis(1000),
             quiet_millis: self
                 .quiet_partition_minutes
-                .unwrap_or_else(default_quiet_partition_minutes)
+                .unwrap_or(profile.quiet_partition_minutes)
                 .millis(60_000),
             remerge_percent: self
                 .remerge_new_data_percent
-                .unwrap_or_else(default_remerge_new_data_percent)
+                .unwrap_or(profile.remerge_new_data_percent)
                 .get(),
-            fragment_percent: self.fragment_fill_percent.map(Int::get),
+            fragment_percent: self
+                .fragment_fill_percent
+                .or(profile.fragment_fill_percent)
+                .map(Int::get),
         }
     }
 

@@ -515,6 +515,100 @@ fn cost_pacing_is_opt_in_and_follows_the_measured_run_cost_unless_set() {
         .contains("tables[0].fragment_fill_percent"));
 }
 
+#[test]
+fn a_pacing_profile_gives_the_unset_keys_and_set_keys_win_at_every_level() {
+    use crate::config::PacingProfile;
+    let table = |extra: &str| {
+        format!("[[tables]]\ntable = \"a.b\"\nbucket = \"bkt\"\nprefix = \"p/\"\n{extra}")
+    };
+    let pacing = |text: &str| Config::from_toml_str(text).unwrap().table_specs()[0].pacing;
+    // Without a profile, the balanced one: the built-in values.
+    let balanced = pacing(&table(""));
+    assert_eq!(pacing(&table("pacing_profile = \"balanced\"\n")), balanced);
+    assert_eq!(balanced.settle_millis, 60_000);
+    assert_eq!(balanced.settle_max_millis, 300_000);
+    assert_eq!(balanced.quiet_millis, 15 * 60_000);
+    assert_eq!(balanced.file_fix_value_millis, 8_000);
+    assert_eq!(balanced.file_hour_cost_millis, 40_000);
+    assert_eq!(balanced.remerge_percent, 0);
+    assert_eq!(balanced.fragment_percent, None);
+    // Each profile's values reach the table, whatever level names the profile.
+    for profile in PacingProfile::ALL {
+        let values = profile.values();
+        let name = profile.as_str();
+        for text in [
+            table(&format!("pacing = \"cost\"\npacing_profile = \"{name}\"\n")),
+            format!(
+                "[defaults]\npacing = \"cost\"\npacing_profile = \"{name}\"\n{}",
+                table("")
+            ),
+            format!(
+                "[tenants.t]\n[tenants.t.defaults]\npacing = \"cost\"\npacing_profile = \"{name}\"\n{}tenant = \"t\"\n",
+                table("")
+            ),
+        ] {
+            let spec = pacing(&text);
+            assert_eq!(spec.settle_millis, values.settle_seconds.millis(1000), "{text}");
+            assert_eq!(
+                spec.settle_max_millis,
+                values.settle_max_seconds.millis(1000)
+            );
+            assert_eq!(spec.quiet_millis, values.quiet_partition_minutes.millis(60_000));
+            assert_eq!(
+                spec.file_fix_value_millis,
+                values.file_fix_value_seconds.get() * 1000
+            );
+            assert_eq!(
+                spec.file_hour_cost_millis,
+                values.file_hour_cost_seconds.get() * 1000
+            );
+            assert_eq!(spec.remerge_percent, values.remerge_new_data_percent.get());
+            assert_eq!(
+                spec.fragment_percent,
+                values.fragment_fill_percent.map(|percent| percent.get())
+            );
+            assert_eq!(spec.run_cost_millis, None, "the run cost is measured");
+        }
+    }
+    // The profiles differ the way their names say.
+    let (fresh, thrifty) = (
+        PacingProfile::Fresh.values(),
+        PacingProfile::Thrifty.values(),
+    );
+    assert!(fresh.settle_seconds < thrifty.settle_seconds);
+    assert!(fresh.file_fix_value_seconds > thrifty.file_fix_value_seconds);
+    assert!(fresh.file_hour_cost_seconds > thrifty.file_hour_cost_seconds);
+    // A key set at any level wins over the profile named at any level.
+    let thrifty_with_settle = pacing(&format!(
+        "[defaults]\nsettle_seconds = 5\n{}",
+        table("pacing_profile = \"thrifty\"\n")
+    ));
+    assert_eq!(thrifty_with_settle.settle_millis, 5_000);
+    assert_eq!(
+        thrifty_with_settle.settle_max_millis,
+        thrifty.settle_max_seconds.millis(1000)
+    );
+    let fresh_with_fragments = pacing(&format!(
+        "[defaults]\npacing_profile = \"fresh\"\n{}",
+        table("fragment_fill_percent = 40\n")
+    ));
+    assert_eq!(fresh_with_fragments.fragment_percent, Some(40));
+    assert_eq!(
+        fresh_with_fragments.settle_millis,
+        fresh.settle_seconds.millis(1000)
+    );
+    // A table's profile wins over its tenant's and [defaults]'.
+    let own = pacing(&format!(
+        "[defaults]\npacing_profile = \"thrifty\"\n{}",
+        table("pacing_profile = \"fresh\"\n")
+    ));
+    assert_eq!(own.settle_millis, fresh.settle_seconds.millis(1000));
+    // An unknown profile is an error naming the key and the profiles.
+    let message = error_of(&table("pacing_profile = \"quick\"\n"));
+    assert!(message.contains("pacing_profile"), "{message}");
+    assert!(message.contains("thrifty"), "{message}");
+}
+
 /// Issue 31 item 5: an error about a secret setting names the key, never the value it found; a
 /// URI's password is hidden in any error that quotes it.
 #[test]
