@@ -125,8 +125,27 @@ fn log_panics() {
     }));
 }
 
+/// A command that prints for a reader (`icepack status | head`) ends as Unix tools do when the
+/// reader goes away — quietly, by SIGPIPE — instead of panicking in `println!` and reporting a
+/// bug. Only for commands that print and talk to no server: Rust ignores SIGPIPE so that a
+/// closed socket is an error to handle, which the service, the bridge and the commands that
+/// reach S3, SQS or a catalog rely on.
+fn end_quietly_when_the_reader_goes(command: &Command) {
+    if matches!(
+        command,
+        Command::Simulate(_) | Command::Status { .. } | Command::CheckConfig { .. }
+    ) {
+        // SAFETY: called before any other thread starts; it restores the signal's default
+        // disposition and installs no handler.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    end_quietly_when_the_reader_goes(&cli.command);
     init_logging(cli.log_format);
     log_panics();
     if let Err(error) = icepack::failpoint::setup() {

@@ -338,3 +338,26 @@ async fn a_taken_http_port_fails_the_start_with_a_clear_error_and_no_panic() {
     );
     drop(taken);
 }
+
+/// `icepack simulate | head -1`: the reader goes away before the command writes; the command
+/// ends by SIGPIPE, as Unix tools do, not with a panic reported as a bug.
+#[test]
+fn a_reader_that_goes_away_ends_the_output_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    // The pipe's read end is closed before the command starts: its first write fails, always.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let output = std::process::Command::new(support::binary())
+        .args(["simulate", "--days", "1", "--tables", "2"])
+        .stdout(writer)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        output.status
+    );
+    assert!(!stderr.contains("panic"), "{stderr}");
+}
