@@ -495,9 +495,17 @@ async fn a_native_run_killed_before_its_commit_leaves_nothing_live() {
     setup.push(checksum_statement("before", FIRST_COLUMNS));
     let before = lakehouse.sql(&(setup.join(";\n") + ";"));
     let run_id = icepack::run::new_run_id(chrono::Utc::now().timestamp_millis());
+    // The child is this test binary running the test below by its full name (its module's
+    // path without the crate's).
+    let child_test = format!(
+        "{}::native_child_run",
+        module_path!()
+            .split_once("::")
+            .map_or("", |(_, module)| module)
+    );
     let child = tokio::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "native_child_run",
+            child_test.as_str(),
             "--exact",
             "--include-ignored",
             "--nocapture",
