@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::join_all;
-use icepack::actors::messages::Ingest;
 use icepack::config::Config;
+use icepack::messages::Ingest;
 
 use common::*;
 

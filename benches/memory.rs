@@ -23,15 +23,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use icepack::actors::messages::Ingest;
 use icepack::config::Config;
-use icepack::intake::InboundMessage;
-use icepack::listing::TableQuery;
-use icepack::series::{Level, Resolution, Sample, Sampler, HOURS_KEPT, MINUTES_KEPT};
+use icepack::engine::spark::result::{FailureClass, RewriteResult};
+use icepack::intake::batch::InboundMessage;
+use icepack::messages::Ingest;
+use icepack::ops::listing::TableQuery;
 use icepack::service::Pipeline;
-use icepack::spark::result::{FailureClass, RewriteResult};
-use icepack::state::{RunRecord, SeenEntry};
 use icepack::store::{Op, RocksStore, StateStore};
+use icepack::table::series::{Level, Resolution, Sample, Sampler, HOURS_KEPT, MINUTES_KEPT};
+use icepack::table::state::{RunRecord, SeenEntry};
 
 use common::*;
 
@@ -305,8 +305,8 @@ fn run_record(rng: &mut fastrand::Rng, finished_millis: i64) -> RunRecord {
         (None, None, Some(result), added, 1)
     };
     RunRecord {
-        run_id: icepack::run::new_run_id(started_millis),
-        trigger: icepack::task::Trigger::Files,
+        run_id: icepack::runs::report::new_run_id(started_millis),
+        trigger: icepack::runs::task::Trigger::Files,
         started_millis,
         finished_millis,
         claimed_files,

@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use icepack::actors::messages::{GetPoolStatus, Ingest};
 use icepack::config::Config;
-use icepack::intake::InboundMessage;
+use icepack::intake::batch::InboundMessage;
+use icepack::messages::{GetPoolStatus, Ingest};
 use icepack::store::RocksStore;
 use icepack::testing::stand_in_runner::{rewrite_output, StandInRunner};
 

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, SendMessageBatchRequestEntry};
 use aws_sdk_sqs::Client;
 use futures::future::join_all;
-use icepack::actors::poller::{PolledQueue, PollerSettings, SqsPoller};
-use icepack::clock::SystemClock;
+use icepack::base::clock::SystemClock;
 use icepack::config::Config;
-use icepack::queue::{FailedEntry, Queue, QueueError, Receipt, ReceivedMessage};
+use icepack::intake::poller::{PolledQueue, PollerSettings, SqsPoller};
+use icepack::intake::queue::{FailedEntry, Queue, QueueError, Receipt, ReceivedMessage};
 use icepack::store::RocksStore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -70,7 +70,7 @@ async fn fill(client: &Client, queue_url: &str, messages: u64, offset: u64) {
 /// icepack's queue with the time its pollers spend inside SQS calls added up: the rest of a
 /// cycle is icepack's own (count, synced commit, actor hops).
 struct TimedQueue {
-    queue: icepack::queue::SqsQueue,
+    queue: icepack::intake::queue::SqsQueue,
     nanos_in_calls: Arc<AtomicU64>,
 }
 
@@ -153,7 +153,7 @@ async fn icepack_consume(
         queue: server.sqs_queue(queue_url).await,
         nanos_in_calls: nanos_in_calls.clone(),
     });
-    let health = icepack::queue::QueueHealth::named("bench");
+    let health = icepack::intake::queue::QueueHealth::named("bench");
     let shutdown = CancellationToken::new();
     let stopped = TaskTracker::new();
     stopped.close();

@@ -20,11 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use icepack::actors::messages::Ingest;
-use icepack::clock::{Clock, SystemClock};
+use icepack::base::clock::{Clock, SystemClock};
 use icepack::config::{Config, SqsConfig};
-use icepack::control::{Connector, Control, ReloadReport};
-use icepack::queue::{FailedEntry, MemoryQueue, Queue, QueueError, Receipt, ReceivedMessage};
+use icepack::intake::queue::{
+    FailedEntry, MemoryQueue, Queue, QueueError, Receipt, ReceivedMessage,
+};
+use icepack::messages::Ingest;
+use icepack::ops::control::{Connector, Control, ReloadReport};
 use icepack::service::{release_freed_memory, Pipeline};
 use icepack::store::RocksStore;
 

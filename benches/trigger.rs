@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use icepack::actors::messages::Ingest;
 use icepack::config::Config;
-use icepack::intake::InboundMessage;
-use icepack::spark::runner::{EngineOutput, SparkJob};
+use icepack::engine::spark::runner::{EngineOutput, SparkJob};
+use icepack::intake::batch::InboundMessage;
+use icepack::messages::Ingest;
 use icepack::store::RocksStore;
 use icepack::testing::stand_in_runner::StandInRunner;
 use tokio::sync::mpsc;

@@ -148,7 +148,7 @@ fn main() -> ExitCode {
     end_quietly_when_the_reader_goes(&cli.command);
     init_logging(cli.log_format);
     log_panics();
-    if let Err(error) = icepack::failpoint::setup() {
+    if let Err(error) = icepack::base::failpoint::setup() {
         eprintln!("error: {error}");
         return ExitCode::FAILURE;
     }

@@ -13,26 +13,26 @@ use std::time::Duration;
 use actix::{Actor, Addr};
 use futures::future::join_all;
 
-use crate::accumulator::Accumulator;
-use crate::actors::executor::{CompactionPool, SetSettings};
-use crate::actors::handle::{Starter, TableHandle};
-use crate::actors::messages::{GetStatus, SetTableMap};
-use crate::actors::notifier::Notifier;
-use crate::actors::router::IntakeRouter;
-use crate::actors::supervisor::AccumulatorSupervisor;
-use crate::actors::waker::{WakeAt, Waker};
-use crate::actors::TableMap;
-use crate::board::TableSummary;
-use crate::clock::Clock;
-use crate::compaction::CompactionSettings;
+use crate::base::clock::Clock;
 use crate::config::{Config, TableSpec};
-use crate::listing::{Row, TableQuery};
-use crate::metrics::Metrics;
-use crate::routing::TableIndex;
-use crate::spark::runner::SparkRunner;
-use crate::status::{StatusReport, TableStatus};
+use crate::engine::spark::runner::SparkRunner;
+use crate::intake::router::IntakeRouter;
+use crate::intake::routing::TableIndex;
+use crate::messages::{GetStatus, SetTableMap};
+use crate::ops::listing::{Row, TableQuery};
+use crate::ops::metrics::Metrics;
+use crate::ops::notifier::Notifier;
+use crate::ops::status::{StatusReport, TableStatus};
+use crate::runs::executor::{CompactionPool, SetSettings};
+use crate::runs::settings::CompactionSettings;
 use crate::store::{StateStore, StoreError};
-use crate::table_map::plan_changes;
+use crate::table::accumulator::Accumulator;
+use crate::table::board::TableSummary;
+use crate::table::handle::TableHandles;
+use crate::table::handle::{Starter, TableHandle};
+use crate::table::map::plan_changes;
+use crate::table::supervisor::AccumulatorSupervisor;
+use crate::table::waker::{WakeAt, Waker};
 
 impl Pipeline {
     /// The state store (for reads such as the run history).
@@ -43,7 +43,7 @@ impl Pipeline {
 
 #[derive(Clone)]
 pub struct Pipeline {
-    map: Arc<RwLock<Arc<TableMap>>>,
+    map: Arc<RwLock<Arc<TableHandles>>>,
     pub router: Addr<IntakeRouter>,
     pub pool: Addr<CompactionPool>,
     pub supervisor: Addr<AccumulatorSupervisor>,
@@ -54,7 +54,7 @@ pub struct Pipeline {
     starter: Arc<Starter>,
 }
 
-pub use crate::actors::workers::Workers;
+pub use crate::table::workers::Workers;
 
 /// How the pipeline compacts.
 pub struct Compaction {
@@ -129,7 +129,7 @@ pub fn start_pipeline_idling(
         Workers::start(config.service.worker_threads.as_usize())
             .publishing_to(metrics.board.clone()),
     );
-    let map = Arc::new(RwLock::new(Arc::new(TableMap::default())));
+    let map = Arc::new(RwLock::new(Arc::new(TableHandles::default())));
     let waker = Waker::new(map.clone(), clock.clone()).start();
     let starter = Arc::new(Starter {
         workers,
@@ -149,7 +149,7 @@ pub fn start_pipeline_idling(
         let accumulator = Accumulator::load(spec.clone(), store.as_ref())?;
         handles.push(handle_of(&starter, index, accumulator));
     }
-    let table_map = Arc::new(TableMap::new(specs, handles, config.tenant_specs()));
+    let table_map = Arc::new(TableHandles::new(specs, handles, config.tenant_specs()));
     *map.write().expect("table map lock") = table_map.clone();
     pool.do_send(SetTableMap(table_map.clone()));
     let router = IntakeRouter::new(
@@ -211,7 +211,7 @@ const STATUS_CHUNK: usize = 512;
 /// left out): a live accumulator's own; an idle table's read from the store (a chunk's in one
 /// blocking task), not started for it.
 async fn statuses_of(
-    map: &TableMap,
+    map: &TableHandles,
     indices: &[usize],
     store: &Arc<dyn StateStore>,
     clock: &Arc<dyn Clock>,
@@ -243,7 +243,7 @@ async fn statuses_of(
                     .iter()
                     .map(|spec| {
                         let snapshot = store.load_table(&spec.table).ok()?;
-                        Some(crate::status::table_status(spec, &snapshot, now))
+                        Some(crate::ops::status::table_status(spec, &snapshot, now))
                     })
                     .collect::<Vec<_>>()
             })
@@ -304,7 +304,7 @@ impl Pipeline {
     }
 
     /// The current table map.
-    pub fn map(&self) -> Arc<TableMap> {
+    pub fn map(&self) -> Arc<TableHandles> {
         self.map.read().expect("table map lock").clone()
     }
 
@@ -319,7 +319,7 @@ impl Pipeline {
 
     /// Every table of `map` with its summary from the board, in the map's order: no
     /// accumulator is asked.
-    pub fn summaries(&self, map: &TableMap) -> Vec<(usize, TableSummary)> {
+    pub fn summaries(&self, map: &TableHandles) -> Vec<(usize, TableSummary)> {
         self.metrics.board.read(
             map.active()
                 .map(|(index, spec)| (index, spec.table.as_str())),

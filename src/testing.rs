@@ -114,7 +114,7 @@ pub mod stand_in_runner {
 
     use async_trait::async_trait;
 
-    use crate::spark::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
+    use crate::engine::spark::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
 
     /// What a run of `rewrite_data_files` that rewrote `files` files into one prints.
     pub fn rewrite_output(files: u64) -> EngineOutput {

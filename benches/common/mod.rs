@@ -7,15 +7,16 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use icepack::clock::{Clock, SystemClock};
-use icepack::compaction::{runner_from_config, CompactionSettings};
+use icepack::base::clock::{Clock, SystemClock};
 use icepack::config::Config;
-use icepack::intake::InboundMessage;
-use icepack::metrics::Metrics;
+use icepack::engine::spark::job::runner_from_config;
+use icepack::engine::spark::runner::SparkRunner;
+use icepack::intake::batch::InboundMessage;
+use icepack::ops::metrics::Metrics;
+use icepack::runs::settings::CompactionSettings;
 use icepack::service::{start_pipeline, Compaction, Pipeline};
-use icepack::spark::runner::SparkRunner;
-use icepack::state::{FileEntry, SeenEntry, TableSnapshot};
 use icepack::store::{Op, PurgeSummary, RocksStore, StateStore, StoreError};
+use icepack::table::state::{FileEntry, SeenEntry, TableSnapshot};
 
 /// `true` under `cargo bench` (which passes `--bench`); a smoke run otherwise.
 pub fn full_run() -> bool {
@@ -156,10 +157,13 @@ impl StateStore for WeighingStore {
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError> {
         self.inner.files(table)
     }
-    fn runs(&self, table: &str) -> Result<Vec<(u64, icepack::state::RunRecord)>, StoreError> {
+    fn runs(
+        &self,
+        table: &str,
+    ) -> Result<Vec<(u64, icepack::table::state::RunRecord)>, StoreError> {
         self.inner.runs(table)
     }
-    fn series(&self, table: &str) -> Result<icepack::series::Series, StoreError> {
+    fn series(&self, table: &str) -> Result<icepack::table::series::Series, StoreError> {
         self.inner.series(table)
     }
     fn forget_table(&self, table: &str) -> Result<icepack::store::ForgetSummary, StoreError> {

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""The crate's module graph: which top-level module of src/ uses which (`crate::x` paths outside
-comments and test modules), and its cycles.
+"""The crate's module graph: which module of src/ uses which (`crate::` and `super::` paths outside
+comments and test modules), and its cycles. A module of a layer's folder is a node of its own
+(`table::policy`), as is every other top-level module (`config`) and each engine (`engine::spark`).
 
     deploy/check/module-graph.py                   prints the edges; fails on a cycle
     deploy/check/module-graph.py --allow a,b       ... except one among exactly these modules
+                                                   (by default the actors, ACTORS below)
     deploy/check/module-graph.py --dot             the graph for Graphviz
+    deploy/check/module-graph.py --layers          the modules by layer (docs/architecture.md)
 
 `make lint` runs it (`--quiet`): the graph has no cycle, and none comes in.
 """
@@ -38,17 +41,41 @@ def production_text(path):
     return "\n".join(kept)
 
 
+# The folders whose files are modules of their own in the graph (`intake::routing`); elsewhere a
+# top-level module is one node with its submodules (`config`, `store`, `simulate`), and so are the
+# engines inside `engine/` (`engine::spark`, `engine::native`).
+LAYERS = ("base", "intake", "table", "runs", "engine", "ops")
+DECLARATIONS_ONLY = re.compile(r"^(\s*(#\[cfg[^\n]*\]|(pub )?mod [a-z_0-9]+;)?\s*\n?)*$")
+# The actors address each other — messages go both ways, as between any two actors that talk —
+# so their shells and the messages they exchange form the one cycle the graph may have. Nothing
+# else may join it, and none of them reaches into a module above it.
+ACTORS = "messages,runs::executor,table::actor,table::handle,table::waker,table::workers"
+PATH = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)*)")
+
+
+def module_path(path):
+    parts = os.path.relpath(path, SRC)[:-3].split(os.sep)
+    return parts[:-1] if parts[-1] == "mod" else parts
+
+
+def node_of(parts):
+    return "::".join(parts[:2] if parts[0] in LAYERS else parts[:1])
+
+
 def modules():
+    """Each node of the graph, with the files it is made of."""
     found = {}
     for directory, _, files in os.walk(SRC):
         for name in files:
             if not name.endswith(".rs") or name == "tests.rs":
                 continue
-            relative = os.path.relpath(os.path.join(directory, name), SRC)[:-3].split(os.sep)
-            top = relative[0]
-            if top in ("lib", "main", "cli"):  # the binary: it uses the library as `icepack::`
+            path = os.path.join(directory, name)
+            parts = module_path(path)
+            if parts[0] in ("lib", "main", "cli"):  # the binary: it uses the library as `icepack::`
                 continue
-            found.setdefault(top, []).append(os.path.join(directory, name))
+            if len(parts) == 1 and DECLARATIONS_ONLY.match(production_text(path)):
+                continue  # a layer's mod.rs that only declares its modules
+            found.setdefault(node_of(parts), []).append(path)
     return found
 
 
@@ -56,7 +83,19 @@ def edges(found):
     graph = {module: set() for module in found}
     for module, paths in found.items():
         for path in paths:
-            for used in re.findall(r"crate::([a-z_][a-z0-9_]*)", production_text(path)):
+            here = module_path(path)
+            for root, rest in PATH.findall(production_text(path)):
+                segments = rest.split("::")[1:]
+                if root == "super":
+                    base = here[:-1]
+                    while segments and segments[0] == "super":
+                        base, segments = base[:-1], segments[1:]
+                    segments = base + segments
+                if not segments:
+                    continue
+                used = node_of(segments)
+                if used not in found and len(segments) > 1:
+                    used = segments[0]
                 if used != module and used in found:
                     graph[module].add(used)
     return graph
@@ -96,10 +135,37 @@ def cycles(graph):
     return components
 
 
+def layers(graph, allowed):
+    """Modules by layer: the length of the longest path down to a leaf, the allowed cycle's
+    modules merged into one (they share their layer)."""
+    def merged(module):
+        return "(actors)" if module in allowed else module
+
+    condensed = {}
+    for module, used in graph.items():
+        condensed.setdefault(merged(module), set()).update(
+            merged(u) for u in used if merged(u) != merged(module))
+    depth = {}
+
+    def visit(node):
+        if node not in depth:
+            depth[node] = 1 + max((visit(n) for n in condensed[node]), default=-1)
+        return depth[node]
+
+    found = {}
+    for module in sorted(graph):
+        found.setdefault(visit(merged(module)), []).append(module)
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--allow", default="", help="comma-separated modules one cycle may join")
+    parser.add_argument("--allow", default=ACTORS, help="comma-separated modules one cycle may join "
+                        "(default: the actors')")
     parser.add_argument("--dot", action="store_true")
+    parser.add_argument("--layers", action="store_true",
+                        help="each module's layer: its longest path down to a leaf, the allowed "
+                        "cycle counted as one module")
     parser.add_argument("--quiet", action="store_true", help="only the cycles and the verdict")
     args = parser.parse_args()
     graph = edges(modules())
@@ -110,14 +176,19 @@ def main():
                 print(f'  "{module}" -> "{used}";')
         print("}")
         return 0
+    if args.layers:
+        allowed = set(filter(None, args.allow.split(",")))
+        for layer, members in sorted(layers(graph, allowed).items(), reverse=True):
+            print(f"{layer:>2}  {' '.join(members)}")
+        return 0
     for module in sorted(graph) if not args.quiet else []:
-        print(f"{module:>16} -> {', '.join(sorted(graph[module])) or '(leaf)'}")
+        print(f"{module:>22} -> {', '.join(sorted(graph[module])) or '(leaf)'}")
     allowed = sorted(filter(None, args.allow.split(",")))
     found = cycles(graph)
     bad = [component for component in found if component != allowed]
-    for component in found:
+    for component in found if not args.quiet else [c for c in found if c != allowed]:
         inside = [f"{a} -> {b}" for a in component for b in sorted(graph[a]) if b in component]
-        verdict = "allowed for now" if component == allowed else "NOT ALLOWED"
+        verdict = "allowed: the actors" if component == allowed else "NOT ALLOWED"
         print(f"cycle ({verdict}): {', '.join(component)}: {'; '.join(inside)}")
     if bad:
         print("the module graph has a cycle: see docs/architecture.md", file=sys.stderr)

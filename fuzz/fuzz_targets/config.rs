@@ -3,7 +3,7 @@
 #![no_main]
 
 use icepack::config::Config;
-use icepack::routing::Router;
+use icepack::intake::routing::Router;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! `%XY` one byte).
 #![no_main]
 
-use icepack::event::key::decode_event_key;
+use icepack::intake::event::key::decode_event_key;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,8 +5,8 @@
 use std::sync::OnceLock;
 
 use icepack::config::{Config, TableSpec};
-use icepack::intake::{plan_batch, InboundMessage};
-use icepack::routing::Router;
+use icepack::intake::batch::{plan_batch, InboundMessage};
+use icepack::intake::routing::Router;
 use libfuzzer_sys::fuzz_target;
 
 fn setup() -> &'static (Vec<TableSpec>, Router) {

@@ -8,13 +8,13 @@
 
 use std::sync::{Arc, OnceLock};
 
-use icepack::accumulator::ClaimTicket;
-use icepack::compaction::CompactionSettings;
 use icepack::config::{Config, TableSpec};
-use icepack::partitions::parse_describe;
-use icepack::spark::sql::{MAX_REWRITE_CALLS, MAX_REWRITE_FILTER_BYTES};
-use icepack::strategy::RunStrategy;
-use icepack::task::{MidSizedFiles, Rewrite, Task, Trigger};
+use icepack::engine::spark::sql::{MAX_REWRITE_CALLS, MAX_REWRITE_FILTER_BYTES};
+use icepack::runs::settings::CompactionSettings;
+use icepack::runs::strategy::RunStrategy;
+use icepack::runs::task::{MidSizedFiles, Rewrite, Task, Trigger};
+use icepack::table::accumulator::ClaimTicket;
+use icepack::table::partitions::parse_describe;
 use libfuzzer_sys::fuzz_target;
 
 fn setup() -> &'static (CompactionSettings, TableSpec) {

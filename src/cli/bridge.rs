@@ -12,11 +12,11 @@ pub(crate) fn bridge(path: &Path, listen: std::net::SocketAddr) -> Result<()> {
         .ok()
         .filter(|token| !token.is_empty());
     // Refused before anything connects: a bridge anyone can post to is not started.
-    icepack::bridge::access(listen, token.as_deref())?;
+    icepack::intake::bridge::access(listen, token.as_deref())?;
     runtime.block_on(async move {
         let queue = Arc::new(SqsQueue::connect(&config.sqs).await);
         tokio::select! {
-            served = icepack::bridge::serve(listen, queue, token) => served.with_context(|| format!("the bridge on {listen} stopped")),
+            served = icepack::intake::bridge::serve(listen, queue, token) => served.with_context(|| format!("the bridge on {listen} stopped")),
             _ = wait_for_signal() => Ok(()),
         }
     })

@@ -13,7 +13,7 @@ pub(crate) fn compact(path: &Path, table: &str) -> Result<()> {
         let Some(index) = pipeline.table_index(table) else {
             bail!("table {table} is not configured in {}", path.display());
         };
-        let (result, _) = run_now(&pipeline, index, icepack::task::Trigger::Manual).await?;
+        let (result, _) = run_now(&pipeline, index, icepack::runs::task::Trigger::Manual).await?;
         let result = result.map_err(|error| anyhow::anyhow!(error))?;
         let _ = notifier.send(Flush(Duration::from_secs(30))).await;
         Ok::<_, anyhow::Error>(result)
@@ -52,7 +52,7 @@ pub(crate) fn reconcile(path: &Path, only: Option<&str>) -> Result<()> {
         };
         let mut failed = 0;
         for index in indices {
-            let (result, status) = run_now(&pipeline, index, icepack::task::Trigger::Reconcile).await?;
+            let (result, status) = run_now(&pipeline, index, icepack::runs::task::Trigger::Reconcile).await?;
             let outcome = match &result {
                 Ok(result) => match &result.outcome {
                     RunOutcome::Success { .. } => "reconciled".to_string(),

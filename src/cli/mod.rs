@@ -10,22 +10,22 @@ use actix::Actor;
 use anyhow::{bail, Context as _, Result};
 use tracing::{error, info, warn};
 
-use icepack::actors::executor::StopDispatching;
-use icepack::actors::messages::{CompactNow, Ingest, WaitIdle};
-use icepack::actors::notifier::{sinks_from_config, Flush, Notifier};
-use icepack::clock::{Clock, SystemClock};
-use icepack::compaction::CompactionSettings;
+use icepack::base::clock::{Clock, SystemClock};
 use icepack::config::Config;
-use icepack::control::{control_channel, sqs_connector, Control};
 use icepack::engine::routed::engine_from_config;
-use icepack::http::{self, ApiState};
-use icepack::intake::{InboundMessage, IntakeSummary};
-use icepack::metrics::Metrics;
-use icepack::notify::delivery::DeliveryPolicy;
-use icepack::queue::SqsQueue;
-use icepack::run::RunOutcome;
+use icepack::intake::batch::{InboundMessage, IntakeSummary};
+use icepack::intake::queue::SqsQueue;
+use icepack::messages::{CompactNow, Ingest, WaitIdle};
+use icepack::ops::control::{control_channel, sqs_connector, Control};
+use icepack::ops::http::{self, ApiState};
+use icepack::ops::metrics::Metrics;
+use icepack::ops::notifier::{sinks_from_config, Flush, Notifier};
+use icepack::ops::notify::delivery::DeliveryPolicy;
+use icepack::ops::status::{render_status_text, table_status, StatusReport};
+use icepack::runs::executor::StopDispatching;
+use icepack::runs::report::RunOutcome;
+use icepack::runs::settings::CompactionSettings;
 use icepack::service::{start_pipeline, Compaction};
-use icepack::status::{render_status_text, table_status, StatusReport};
 use icepack::store::{RocksStore, StateStore};
 
 pub(crate) mod bridge;
@@ -114,10 +114,10 @@ pub(crate) fn one_shot_pipeline(
 pub(crate) async fn run_now(
     pipeline: &icepack::service::Pipeline,
     index: usize,
-    trigger: icepack::task::Trigger,
+    trigger: icepack::runs::task::Trigger,
 ) -> Result<(
-    Result<icepack::actors::messages::RunResult, String>,
-    icepack::status::TableStatus,
+    Result<icepack::messages::RunResult, String>,
+    icepack::ops::status::TableStatus,
 )> {
     let result = pipeline
         .pool
@@ -131,7 +131,7 @@ pub(crate) async fn run_now(
     // The accumulator answers once it has committed the settlement.
     let status = pipeline
         .accumulator(index)
-        .send(icepack::actors::messages::GetStatus)
+        .send(icepack::messages::GetStatus)
         .await?;
     Ok((result, status))
 }

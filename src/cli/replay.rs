@@ -62,7 +62,7 @@ pub(crate) fn replay(path: &Path, events: &str, compact: bool) -> Result<()> {
 pub(crate) const REPLAY_BATCH: usize = 10;
 
 pub(crate) async fn ingest(
-    router: &actix::Addr<icepack::actors::router::IntakeRouter>,
+    router: &actix::Addr<icepack::intake::router::IntakeRouter>,
     messages: Vec<InboundMessage>,
     summary: &mut IntakeSummary,
 ) -> Result<()> {
@@ -75,7 +75,7 @@ pub(crate) async fn ingest(
         .await
         .context("intake router stopped")??;
     for (id, verdict) in ids.iter().zip(&report.verdicts) {
-        if let icepack::intake::Verdict::Keep { error } = verdict {
+        if let icepack::intake::batch::Verdict::Keep { error } = verdict {
             warn!(message = %id, %error, "invalid message");
         }
     }

@@ -24,7 +24,7 @@ pub(crate) fn run(path: &Path) -> Result<()> {
             )
         };
         let metrics = Arc::new(Metrics::default());
-        metrics.set_series(icepack::metrics::TableSeries::from_config(&config));
+        metrics.set_series(icepack::ops::metrics::TableSeries::from_config(&config));
         let compaction = compaction(&config, true)?;
         icepack::engine::spawn_probe(
             compaction.engine.clone(),
@@ -78,7 +78,7 @@ pub(crate) fn run(path: &Path) -> Result<()> {
         let stop_control = control.serve(control_requests);
         wait_for_signal().await;
         info!("shutting down: polling stops, the batch in flight is committed; runs in flight are recovered at the next start");
-        if !icepack::control::stop(stop_control, Duration::from_secs(120)).await {
+        if !icepack::ops::control::stop(stop_control, Duration::from_secs(120)).await {
             error!(
                 "the batch in flight did not finish within 120 s; its messages stay in the queue"
             );

@@ -34,7 +34,7 @@ pub(crate) struct SimulateArgs {
     seconds_per_gib: f64,
     /// icepack's pacing (the `pacing` key): `settle` (the default), `cost` or `off`.
     #[arg(long, default_value = "settle", value_parser = parse_pacing)]
-    pacing: icepack::policy::PacingMode,
+    pacing: icepack::table::policy::PacingMode,
     /// With `--pacing cost`: a run's cost as `run_cost_seconds` sets it; by default measured
     /// from the simulated runs (the median of a table's last five), `--run-base-seconds`
     /// before the first.
@@ -140,7 +140,7 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
         bail!("--run-base-seconds, --seconds-per-gib and the pacing flags must not be negative");
     }
     let mode = if no_pacing {
-        icepack::policy::PacingMode::Off
+        icepack::table::policy::PacingMode::Off
     } else {
         pacing
     };
@@ -174,10 +174,10 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
         seed,
         run_base_millis: (run_base_seconds * 1000.0) as i64,
         seconds_per_gib,
-        pacing: if mode == icepack::policy::PacingMode::Off {
-            icepack::policy::PacingSpec::OFF
+        pacing: if mode == icepack::table::policy::PacingMode::Off {
+            icepack::table::policy::PacingSpec::OFF
         } else {
-            icepack::policy::PacingSpec {
+            icepack::table::policy::PacingSpec {
                 mode,
                 run_cost_millis: run_cost_seconds.map(|seconds| (seconds * 1000.0) as u64),
                 estimated_run_cost_millis: (run_base_seconds * 1000.0) as u64,
@@ -208,9 +208,9 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
         None => "by run cost 100% (<= 10 s) or 0%".to_string(),
     };
     let pacing = match mode {
-        icepack::policy::PacingMode::Off => "off".to_string(),
-        icepack::policy::PacingMode::Settle => format!("settle {settle_seconds} s (at most {settle_max_seconds} s), a partition quiet after {quiet_partition_minutes} min (profile {})", pacing_profile.as_str()),
-        icepack::policy::PacingMode::Cost => format!("cost (profile {}): a run costs {run_cost}, a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data, fragments waiting for {fragments} of a small file", pacing_profile.as_str()),
+        icepack::table::policy::PacingMode::Off => "off".to_string(),
+        icepack::table::policy::PacingMode::Settle => format!("settle {settle_seconds} s (at most {settle_max_seconds} s), a partition quiet after {quiet_partition_minutes} min (profile {})", pacing_profile.as_str()),
+        icepack::table::policy::PacingMode::Cost => format!("cost (profile {}): a run costs {run_cost}, a fixed file worth {file_fix_value_seconds} s, a small file-hour {file_hour_cost_seconds} s, settle {settle_seconds} s, a partition quiet after {quiet_partition_minutes} min, an output merged again with {remerge_new_data_percent}% new data, fragments waiting for {fragments} of a small file", pacing_profile.as_str()),
     };
     println!(
         "trace: {} files, {:.1} GiB over {} tables ({}: {source}); thresholds {} files / {} MiB / {} min, min-input-files {}, failure rate {failure_rate}; a run costs {run_base_seconds} s + {seconds_per_gib} s/GiB; icepack's pacing: {pacing}\n",
@@ -266,8 +266,8 @@ pub(crate) fn simulate(args: SimulateArgs) -> Result<()> {
     Ok(())
 }
 
-fn parse_pacing(name: &str) -> Result<icepack::policy::PacingMode, String> {
-    icepack::policy::PacingMode::parse(name)
+fn parse_pacing(name: &str) -> Result<icepack::table::policy::PacingMode, String> {
+    icepack::table::policy::PacingMode::parse(name)
         .ok_or_else(|| format!("`{name}`: expected settle, cost or off"))
 }
 

@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// The running service's status of every table, asked a page of [`icepack::listing::MAX_LIMIT`]
+/// The running service's status of every table, asked a page of [`icepack::ops::listing::MAX_LIMIT`]
 /// tables at a time (one request for 100,000 tables would take longer than a status should
 /// wait for its first answer); `None` when no service answers.
 pub(crate) fn status_from_service(config: &Config) -> Option<serde_json::Value> {
@@ -22,7 +22,7 @@ pub(crate) fn status_from_service(config: &Config) -> Option<serde_json::Value> 
                 "http://{}/v1/tables?offset={}&limit={}",
                 config.service.http_listen,
                 tables.len(),
-                icepack::listing::MAX_LIMIT
+                icepack::ops::listing::MAX_LIMIT
             );
             let mut page = client
                 .get(&url)
@@ -65,13 +65,13 @@ pub(crate) fn run_history(path: &Path, table: &str, json: bool) -> Result<()> {
         bail!("table {table} is not configured in {}", path.display());
     }
     let state_dir = &config.service.state_dir;
-    let runs: Vec<icepack::status::LastRun> = if state_dir.join("CURRENT").exists() {
+    let runs: Vec<icepack::ops::status::LastRun> = if state_dir.join("CURRENT").exists() {
         let store = RocksStore::open_read_only(state_dir)?;
         store
             .runs(table)?
             .iter()
             .rev()
-            .map(|(_, run)| icepack::status::run_status(run))
+            .map(|(_, run)| icepack::ops::status::run_status(run))
             .collect()
     } else {
         Vec::new()

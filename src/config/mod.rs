@@ -10,8 +10,9 @@ use figment::providers::{Env, Format, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{PacingMode, Thresholds};
+use crate::table::policy::{PacingMode, Thresholds};
 
+pub mod connect_endpoint;
 mod metrics;
 mod native;
 mod notify;
@@ -284,7 +285,7 @@ impl Config {
         let native = match spec.engine {
             EngineChoice::Native => true,
             EngineChoice::Auto => {
-                matches!(spec.strategy, crate::strategy::Strategy::Binpack)
+                matches!(spec.strategy, crate::runs::strategy::Strategy::Binpack)
                     && spec.where_filter.is_none()
                     && spec.rewrite_options.is_empty()
                     && spec.expire_snapshots_older_than_hours.is_none()
@@ -377,7 +378,7 @@ fn describe_figment_error(error: figment::Error) -> ConfigError {
                 format!("{key}: ")
             };
             // A secret setting's value is not repeated (figment's message quotes what it found).
-            let kind = if crate::redact::is_secret_name(&key) {
+            let kind = if crate::base::redact::is_secret_name(&key) {
                 match &error.kind {
                     figment::error::Kind::InvalidType(_, expected)
                     | figment::error::Kind::InvalidValue(_, expected) => {
@@ -387,7 +388,7 @@ fn describe_figment_error(error: figment::Error) -> ConfigError {
                     other => other.to_string(),
                 }
             } else {
-                crate::redact::hide_secrets(&error.kind.to_string())
+                crate::base::redact::hide_secrets(&error.kind.to_string())
             };
             format!("{key}{kind}{source}")
         })

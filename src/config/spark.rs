@@ -55,7 +55,7 @@ pub(super) fn default_catalogs() -> BTreeMap<String, CatalogConfig> {
 impl CatalogConfig {
     pub(super) fn validate(&self, name: &str) -> Result<(), ConfigError> {
         let key = format!("catalogs.{name}");
-        if !crate::sql_text::is_safe_identifier(name) {
+        if !crate::base::sql_text::is_safe_identifier(name) {
             return invalid(format!(
                 "{key}: `{}` is not a valid catalog name",
                 name.escape_debug()
@@ -88,7 +88,7 @@ impl CatalogConfig {
             return invalid(format!("{key}.warehouse: must not be empty"));
         }
         for (property, value) in &self.properties {
-            if !crate::sql_text::is_safe_conf_key(property) {
+            if !crate::base::sql_text::is_safe_conf_key(property) {
                 return invalid(format!(
                     "{key}.properties: `{}` is not a valid property name",
                     property.escape_debug()
@@ -329,7 +329,7 @@ impl SparkConfig {
             return invalid("spark.master: must be one URL such as spark://host:7077");
         }
         for (key, value) in &self.conf {
-            if !crate::sql_text::is_safe_conf_key(key) {
+            if !crate::base::sql_text::is_safe_conf_key(key) {
                 return invalid(format!(
                     "spark.conf: `{}` is not a valid Spark property name",
                     key.escape_debug()
@@ -341,7 +341,7 @@ impl SparkConfig {
                 ));
             }
         }
-        if !self.network.is_empty() && !crate::sql_text::is_safe_conf_key(&self.network) {
+        if !self.network.is_empty() && !crate::base::sql_text::is_safe_conf_key(&self.network) {
             return invalid(format!(
                 "spark.network: `{}` is not a network mode",
                 self.network.escape_debug()
@@ -373,7 +373,7 @@ impl SparkConfig {
             check_env_name("spark.connect_token_env", &self.connect_token_env, "")?;
         }
         if self.runner == SparkRunnerKind::Connect || !self.connect_url.is_empty() {
-            crate::connect_endpoint::check_url(&self.connect_url, self.connect_tls)
+            crate::config::connect_endpoint::check_url(&self.connect_url, self.connect_tls)
                 .map_err(|error| ConfigError::Invalid(format!("spark.connect_url: {error}")))?;
         }
         Ok(())

@@ -144,7 +144,7 @@ table_settings! {
         #[serde(rename = "where")]
         where_filter: Option<String>,
         /// `partial-progress.enabled`: commit file groups as they finish; unset, only in the
-        /// runs after one lost to a commit conflict ([`crate::policy::commits_per_group`]).
+        /// runs after one lost to a commit conflict ([`crate::table::policy::commits_per_group`]).
         partial_progress: Option<bool>,
         /// Run `expire_snapshots` after a successful rewrite, for snapshots older than this.
         expire_snapshots_older_than_hours: Option<PositiveHours>,
@@ -200,13 +200,13 @@ pub(super) fn default_file_suffixes() -> Vec<String> {
 
 impl TableSettings {
     /// The pacing of a table whose keys are these (each unset one its profile's).
-    pub fn pacing(&self) -> crate::policy::PacingSpec {
+    pub fn pacing(&self) -> crate::table::policy::PacingSpec {
         let mode = self.pacing.unwrap_or_default();
         if mode == PacingMode::Off {
-            return crate::policy::PacingSpec::OFF;
+            return crate::table::policy::PacingSpec::OFF;
         }
         let profile = self.pacing_profile.unwrap_or_default().values();
-        crate::policy::PacingSpec {
+        crate::table::policy::PacingSpec {
             mode,
             run_cost_millis: self.run_cost_seconds.map(|seconds| seconds.get() * 1000),
             estimated_run_cost_millis: COLD_RUN_COST_SECONDS * 1000,
@@ -294,15 +294,15 @@ pub struct TableSpec {
     pub catalog: String,
     pub min_input_files: u64,
     pub where_filter: Option<String>,
-    /// `None`: per group after a lost race only ([`crate::policy::commits_per_group`]).
+    /// `None`: per group after a lost race only ([`crate::table::policy::commits_per_group`]).
     pub partial_progress: Option<bool>,
     pub expire_snapshots_older_than_hours: Option<u64>,
     pub reconcile_every_millis: Option<i64>,
     pub tenant: String,
     /// When a due table's run starts: the settle window, and with `pacing = "cost"` its cost
     /// against the files it fixes (resolved with the table's measured run cost).
-    pub pacing: crate::policy::PacingSpec,
-    pub strategy: crate::strategy::Strategy,
+    pub pacing: crate::table::policy::PacingSpec,
+    pub strategy: crate::runs::strategy::Strategy,
     /// Which engine runs the table's runs.
     pub engine: EngineChoice,
     /// `options` of the table's `[[tables]]` entry.
@@ -321,11 +321,11 @@ pub struct TableSpec {
     pub compute_statistics: bool,
 }
 
-pub use crate::state::DeleteThresholds;
+pub use crate::table::state::DeleteThresholds;
 
 impl TableSpec {
-    pub fn rewrite_rule(&self) -> crate::policy::RewriteRule {
-        crate::policy::RewriteRule {
+    pub fn rewrite_rule(&self) -> crate::table::policy::RewriteRule {
+        crate::table::policy::RewriteRule {
             min_input_files: self.min_input_files,
             target_file_bytes: self.target_file_bytes,
         }
@@ -359,8 +359,8 @@ impl TableSpec {
             expire_snapshots_older_than_hours: None,
             reconcile_every_millis: None,
             tenant: DEFAULT_TENANT.to_string(),
-            pacing: crate::policy::PacingSpec::OFF,
-            strategy: crate::strategy::Strategy::Binpack,
+            pacing: crate::table::policy::PacingSpec::OFF,
+            strategy: crate::runs::strategy::Strategy::Binpack,
             engine: EngineChoice::Spark,
             rewrite_options: BTreeMap::new(),
             max_manifests: None,
@@ -427,7 +427,7 @@ impl TableConfig {
             }
         }
         if let Some(catalog) = &self.catalog {
-            if !crate::sql_text::is_safe_identifier(catalog) {
+            if !crate::base::sql_text::is_safe_identifier(catalog) {
                 return invalid(format!(
                     "{key}.catalog: `{}` is not a valid catalog name",
                     catalog.escape_debug()
@@ -447,8 +447,8 @@ impl TableConfig {
     pub(super) fn strategy(
         &self,
         settings: &TableSettings,
-    ) -> Result<crate::strategy::Strategy, String> {
-        crate::strategy::Strategy::parse(settings.strategy_name(), self.sort_order.as_deref())
+    ) -> Result<crate::runs::strategy::Strategy, String> {
+        crate::runs::strategy::Strategy::parse(settings.strategy_name(), self.sort_order.as_deref())
     }
 
     /// The table with every key resolved: its own, else the tenant's, else `[defaults]`', else
@@ -585,12 +585,12 @@ pub(super) fn check_orphan_age(key: &str, hours: Hours) -> Result<(), ConfigErro
 }
 
 pub(super) fn check_strategy_name(key: &str, name: &str) -> Result<(), ConfigError> {
-    if crate::strategy::STRATEGY_NAMES.contains(&name) {
+    if crate::runs::strategy::STRATEGY_NAMES.contains(&name) {
         Ok(())
     } else {
         invalid(format!(
             "{key}: must be one of {}, got `{}`",
-            crate::strategy::STRATEGY_NAMES.join(", "),
+            crate::runs::strategy::STRATEGY_NAMES.join(", "),
             name.escape_debug()
         ))
     }

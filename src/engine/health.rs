@@ -9,7 +9,7 @@ use serde::Serialize;
 use tracing::{info, warn};
 
 use super::Engine;
-use crate::clock::{format_rfc3339, Clock};
+use crate::base::clock::{format_rfc3339, Clock};
 
 /// Between two probes.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(30);
@@ -61,7 +61,7 @@ pub fn spawn_probe(
             let result = engine_to_probe
                 .probe()
                 .await
-                .map_err(|error| crate::redact::hide_secrets(&error.to_string()));
+                .map_err(|error| crate::base::redact::hide_secrets(&error.to_string()));
             let health = EngineHealth {
                 engine: engine.clone(),
                 answering: Some(result.is_ok()),
@@ -89,7 +89,7 @@ pub fn spawn_probe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::FakeClock;
+    use crate::base::clock::FakeClock;
     use crate::engine::{EngineRun, RunTask};
     use async_trait::async_trait;
     use std::sync::atomic::{AtomicBool, Ordering};

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::accumulator::ClaimTicket;
 use crate::config::TableSpec;
-use crate::run::RunOutcome;
-pub use crate::run::{ClaimedFileReader, ClaimedFiles, RanOn};
+use crate::runs::report::RunOutcome;
+pub use crate::runs::report::{ClaimedFileReader, ClaimedFiles, RanOn};
+use crate::table::accumulator::ClaimTicket;
 
 pub mod health;
 #[cfg(feature = "service")]
@@ -66,7 +66,7 @@ pub trait Engine: Send + Sync + 'static {
     async fn probe(&self) -> Result<(), String>;
 
     /// A reload changed the settings: runs started from now on use them.
-    fn reconfigure(&self, _settings: &crate::compaction::CompactionSettings) {}
+    fn reconfigure(&self, _settings: &crate::runs::settings::CompactionSettings) {}
 
     /// Run ids of this deployment's runs the engine still holds; removes nothing.
     async fn leftover_runs(&self) -> Result<Vec<String>, String> {

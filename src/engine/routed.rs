@@ -13,11 +13,11 @@ use async_trait::async_trait;
 use super::native::{catalog_kind, MidSizedFiles, NativeEngine, NativeError, NativeTask};
 use super::spark::SparkEngine;
 use super::{Engine, EngineRun, RanOn, RunTask};
-use crate::compaction::CompactionSettings;
 use crate::config::{Config, EngineChoice, TableSpec};
-use crate::run::{FailureClass, ReportSummary, RunOutcome};
-use crate::strategy::{RunStrategy, Strategy};
-use crate::task::Task;
+use crate::runs::report::{FailureClass, ReportSummary, RunOutcome};
+use crate::runs::settings::CompactionSettings;
+use crate::runs::strategy::{RunStrategy, Strategy};
+use crate::runs::task::Task;
 
 /// What a run recorded as the native engine's says.
 pub const NATIVE: &str = "native";
@@ -93,13 +93,13 @@ impl RoutedEngine {
             min_input_files: rewrite.map_or(spec.min_input_files, |rewrite| {
                 rewrite.min_input_files_or(spec.min_input_files)
             }),
-            partial_progress: crate::policy::commits_per_group(
+            partial_progress: crate::table::policy::commits_per_group(
                 spec.partial_progress,
                 ticket.last_failure,
             ),
             deadline: Instant::now() + task.timeout,
             run_id: ticket.run_id.clone(),
-            committed_since_millis: crate::accumulator::committed_since_millis(
+            committed_since_millis: crate::table::accumulator::committed_since_millis(
                 ticket.started_millis,
             ),
         })
@@ -362,8 +362,8 @@ impl Engine for RoutedEngine {
 /// native engine cannot start.
 pub fn engine_from_config(config: &Arc<Config>) -> Result<Arc<dyn Engine>, String> {
     use super::native::NativeLimits;
-    use crate::compaction::runner_from_config;
     use crate::config::EngineChoice;
+    use crate::engine::spark::job::runner_from_config;
     let specs = config.table_specs();
     for spec in specs
         .iter()
@@ -411,9 +411,9 @@ pub fn engine_from_config(config: &Arc<Config>) -> Result<Arc<dyn Engine>, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accumulator::ClaimTicket;
     use crate::engine::spark::SparkEngine;
-    use crate::task::{Rewrite, Trigger};
+    use crate::runs::task::{Rewrite, Trigger};
+    use crate::table::accumulator::ClaimTicket;
     use crate::testing::stand_in_runner::StandInRunner;
 
     const CONFIG: &str = r#"
@@ -539,12 +539,12 @@ engine = "native"
             rewriting(|rewrite| rewrite.strategy = RunStrategy::Sort(Some("id".to_string())));
         assert!(refused("a.orders", sorted).contains("bin-packs"));
         let manifests = ClaimTicket {
-            task: Task::Maintenance(crate::state::Maintenance::RewriteManifests),
+            task: Task::Maintenance(crate::table::state::Maintenance::RewriteManifests),
             ..rewrite()
         };
         assert!(refused("a.orders", manifests).contains("rewrite_manifests"));
         let statistics = ClaimTicket {
-            task: Task::Maintenance(crate::state::Maintenance::ComputeStatistics),
+            task: Task::Maintenance(crate::table::state::Maintenance::ComputeStatistics),
             ..rewrite()
         };
         assert!(refused("a.orders", statistics).contains("compute_statistics is a Spark procedure"));

@@ -8,16 +8,16 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::accumulator::{
+use crate::config::TableSpec;
+use crate::runs::report::FailureClass;
+use crate::runs::report::{ReportSummary, RunOutcome};
+use crate::runs::task::{Rewrite, Trigger};
+use crate::store::{MemoryStore, StateStore};
+use crate::table::accumulator::{
     committed_since_millis, settle_run, Accumulator, Candidate, FailureBackoff,
 };
-use crate::config::TableSpec;
-use crate::policy::{PacingSpec, RewriteRule, Thresholds};
-use crate::run::FailureClass;
-use crate::run::{ReportSummary, RunOutcome};
-use crate::state::{FileEntry, FileSource, PartitionCounts};
-use crate::store::{MemoryStore, StateStore};
-use crate::task::{Rewrite, Trigger};
+use crate::table::policy::{PacingSpec, RewriteRule, Thresholds};
+use crate::table::state::{FileEntry, FileSource, PartitionCounts};
 
 mod baseline;
 mod svg;

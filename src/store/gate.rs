@@ -5,7 +5,7 @@
 use serde::Serialize;
 use tokio::sync::watch;
 
-use crate::clock::UnixMillis;
+use crate::base::clock::UnixMillis;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StoreHealth {

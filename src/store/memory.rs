@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::{ForgetSummary, Op, PurgeSummary, StateStore, StoreError};
-use crate::clock::UnixMillis;
-use crate::series::{Resolution, Sample, Series};
-use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
+use crate::base::clock::UnixMillis;
+use crate::table::series::{Resolution, Sample, Series};
+use crate::table::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
 #[derive(Debug, Default)]
 struct Contents {
@@ -18,7 +18,7 @@ struct Contents {
     /// entries included (a key remembered again under another time keeps its old entry).
     seen_by_time: BTreeMap<(UnixMillis, String, String), String>,
     files: BTreeMap<(String, u64), FileEntry>,
-    runs: BTreeMap<(String, u64), crate::state::RunRecord>,
+    runs: BTreeMap<(String, u64), crate::table::state::RunRecord>,
     samples: BTreeMap<(String, Resolution, i64), Sample>,
 }
 
@@ -211,7 +211,7 @@ impl StateStore for MemoryStore {
             .collect())
     }
 
-    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::state::RunRecord)>, StoreError> {
+    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::table::state::RunRecord)>, StoreError> {
         let contents = self.contents.lock().unwrap();
         Ok(contents
             .runs

@@ -1,7 +1,7 @@
 //! One suite, run against every store implementation.
 
 use super::*;
-use crate::state::PendingCounts;
+use crate::table::state::PendingCounts;
 
 fn file(key: &str) -> FileEntry {
     FileEntry {
@@ -10,7 +10,7 @@ fn file(key: &str) -> FileEntry {
         size: 10,
         event_millis: 5,
         partition: "dt=1".to_string(),
-        source: crate::state::FileSource::Events,
+        source: crate::table::state::FileSource::Events,
     }
 }
 
@@ -523,16 +523,16 @@ fn rocks_store_purge_reads_only_expired_keys() {
 fn pending_and_claimed_keys_outlive_the_retention(store: &dyn StateStore) {
     let state = TableState {
         next_file_seq: 4,
-        claim: Some(crate::state::Claim {
+        claim: Some(crate::table::state::Claim {
             run_id: "run-1".to_string(),
-            trigger: crate::task::Trigger::Files,
+            trigger: crate::runs::task::Trigger::Files,
             started_millis: 150,
             upto_seq: 2,
             counts: PendingCounts::default(),
             partitions: Default::default(),
-            task: crate::task::Task::Rewrite(crate::task::Rewrite {
+            task: crate::runs::task::Task::Rewrite(crate::runs::task::Rewrite {
                 min_input_files: 2,
-                ..crate::task::Rewrite::whole_table()
+                ..crate::runs::task::Rewrite::whole_table()
             }),
             nonce: String::new(),
         }),
@@ -700,9 +700,9 @@ fn forgetting_a_table_takes_its_index_entries(store: &dyn StateStore) {
 /// Issue 20: a table's run history, in order, bounded by the range delete, gone with the table,
 /// and not mixed with a table whose name extends this one's.
 fn run_history(store: &dyn StateStore) {
-    let run = |run_id: &str| crate::state::RunRecord {
+    let run = |run_id: &str| crate::table::state::RunRecord {
         run_id: run_id.to_string(),
-        trigger: crate::task::Trigger::Files,
+        trigger: crate::runs::task::Trigger::Files,
         started_millis: 1,
         finished_millis: 2,
         claimed_files: 3,
@@ -887,7 +887,7 @@ fn a_new_store_is_marked_indexed_by_its_first_write() {
 /// Both resolutions of a table's series, apart from each other and from a table whose name
 /// extends this one's; the retention drops one resolution's old points only; forget takes all.
 fn series(store: &dyn StateStore) {
-    use crate::series::{Resolution, Sample};
+    use crate::table::series::{Resolution, Sample};
     let put = |table: &str, resolution: Resolution, slot: i64, files: u64| Op::PutSample {
         table: table.to_string(),
         resolution,
@@ -933,7 +933,7 @@ fn series(store: &dyn StateStore) {
     store.forget_table("a.b").unwrap();
     assert_eq!(
         store.series("a.b").unwrap(),
-        crate::series::Series::default()
+        crate::table::series::Series::default()
     );
     assert_eq!(store.series("a.bc").unwrap().minutes.len(), 1);
 }

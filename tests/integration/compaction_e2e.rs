@@ -522,9 +522,9 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
     ) {
         return;
     }
-    use icepack::spark::docker::{DockerRunner, DockerSettings};
-    use icepack::spark::runner::{EngineError, SparkJob, SparkRunner};
-    use icepack::spark::sql::{Statement, StatementKind};
+    use icepack::engine::spark::docker::{DockerRunner, DockerSettings};
+    use icepack::engine::spark::runner::{EngineError, SparkJob, SparkRunner};
+    use icepack::engine::spark::sql::{Statement, StatementKind};
     let state = tempfile::tempdir().unwrap();
     // Each job is one statement; its shell prints that statement's output in the run's frame.
     const NONCE: &str = "0123456789abcdef0123456789abcdef";
@@ -640,8 +640,8 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
 
     // icepack stopped between creating a run's container and starting it: recovering that run
     // starts it afresh (the planted container would print something else) and removes the stale one.
-    use icepack::spark::runner::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_RUN_ID};
-    let instance = icepack::compaction::instance_id(state.path());
+    use icepack::engine::spark::runner::{LABEL_INSTANCE, LABEL_MANAGED, LABEL_RUN_ID};
+    let instance = icepack::engine::spark::job::instance_id(state.path());
     let stale_run = unique("run");
     let stale = format!("icepack-stale-{stale_run}");
     docker
@@ -704,7 +704,7 @@ async fn a_missing_image_fails_clearly_and_a_container_past_its_deadline_is_kill
                     (LABEL_RUN_ID.to_string(), ended_run.clone()),
                     (
                         LABEL_INSTANCE.to_string(),
-                        icepack::compaction::instance_id(state.path()),
+                        icepack::engine::spark::job::instance_id(state.path()),
                     ),
                 ])),
                 ..Default::default()

@@ -10,9 +10,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use icepack::run::FailureClass;
-use icepack::spark::connect::ConnectRunner;
-use icepack::spark::runner::{judge, SparkRunner};
+use icepack::engine::spark::connect::ConnectRunner;
+use icepack::engine::spark::runner::{judge, SparkRunner};
+use icepack::runs::report::FailureClass;
 use support::connect::{job, job_of, runner, sql, value, Cluster, ConnectServer, Gate};
 use support::spark::{stack_available, Lakehouse};
 use support::{get_text, measure, wait_until, Icepack, Landing, Moto};
@@ -56,9 +56,9 @@ impl Table {
 
     pub(crate) async fn sql(
         &self,
-        writer: &icepack::spark::connect::ConnectRunner,
+        writer: &icepack::engine::spark::connect::ConnectRunner,
         statements: &[String],
-    ) -> Vec<icepack::spark::result::ResultSet> {
+    ) -> Vec<icepack::engine::spark::result::ResultSet> {
         sql(writer, self.catalog, &self.lakehouse, statements).await
     }
 }
@@ -586,7 +586,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     )
     .await;
 
-    let opened = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    let opened = icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     gate.open().await;
     let recovered = run_after(&icepack, table.name, &opened).await;
     let engine = wait_until(
@@ -632,7 +632,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         .sql(writer, &inserts(&table.qualified(), 200, 3))
         .await;
     let now = chrono::Utc::now().timestamp_millis();
-    let statements = icepack::spark::sql::CompactionSql {
+    let statements = icepack::engine::spark::sql::CompactionSql {
         catalog: table.catalog.to_string(),
         table: table.name.to_string(),
         target_file_bytes: 512 * 1024 * 1024,
@@ -641,15 +641,17 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         expire_snapshots_older_than_hours: None,
         run_started_millis: now,
         small_file_bytes: 64 * 1024 * 1024,
-        task: icepack::spark::sql::SqlTask::Rewrite(icepack::spark::sql::SqlRewrite {
-            calls: vec![icepack::spark::sql::RewriteCall {
-                min_file_size_bytes: None,
-                partition_filter: None,
-            }],
-            strategy: icepack::strategy::RunStrategy::Binpack,
-            min_input_files: 2,
-            apply_deletes: None,
-        }),
+        task: icepack::engine::spark::sql::SqlTask::Rewrite(
+            icepack::engine::spark::sql::SqlRewrite {
+                calls: vec![icepack::engine::spark::sql::RewriteCall {
+                    min_file_size_bytes: None,
+                    partition_filter: None,
+                }],
+                strategy: icepack::runs::strategy::RunStrategy::Binpack,
+                min_input_files: 2,
+                apply_deletes: None,
+            },
+        ),
         committed_since_millis: now,
         extra_options: Default::default(),
         orphan_older_than_hours: 72,
@@ -686,12 +688,12 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     let claimed: Vec<(String, String)> = files[0]
         .rows
         .iter()
-        .filter_map(|row| icepack::run::split_object_path(&row[0]))
+        .filter_map(|row| icepack::runs::report::split_object_path(&row[0]))
         .map(|(bucket, key)| (bucket.to_string(), key.to_string()))
         .collect();
     assert_eq!(claimed.len(), 4, "{files:?}");
     let started = chrono::Utc::now().timestamp_millis();
-    let run_sql = icepack::spark::sql::CompactionSql {
+    let run_sql = icepack::engine::spark::sql::CompactionSql {
         run_started_millis: started,
         committed_since_millis: started,
         ..statements
@@ -703,12 +705,12 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
         Duration::from_secs(120),
     );
     interrupted.recovery = run_sql.recovery_statement_list();
-    interrupted.claimed = icepack::spark::runner::ClaimedFiles::listed(claimed.clone());
+    interrupted.claimed = icepack::engine::spark::runner::ClaimedFiles::listed(claimed.clone());
     let mut sent = interrupted.clone();
     sent.statements.truncate(2); // REFRESH, the rewrite: then icepack died.
     assert_eq!(
         sent.statements[1].kind,
-        icepack::spark::sql::StatementKind::Rewrite
+        icepack::engine::spark::sql::StatementKind::Rewrite
     );
     compactor.run(&sent).await.unwrap();
     let recovered = compactor
@@ -722,7 +724,7 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     assert_eq!(report.truth.map(|truth| truth.len()), Some(1));
     // A run whose files no rewrite removed left no commit, however recent the rewrites.
     let mut other = interrupted.clone();
-    other.claimed = icepack::spark::runner::ClaimedFiles::listed(vec![(
+    other.claimed = icepack::engine::spark::runner::ClaimedFiles::listed(vec![(
         claimed[0].0.clone(),
         "warehouse/never-written.parquet".to_string(),
     )]);

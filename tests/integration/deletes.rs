@@ -34,7 +34,7 @@ async fn position_deletes_from_their_events_are_applied_by_a_run_due_by_deletes(
     let context = |icepack: &Icepack| format!("{}\n{}", icepack.log(run), server.log());
 
     // Six DELETEs of one row each, each writing a position delete file.
-    let started = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    let started = icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     let deletes: Vec<String> = [1, 4, 7, 10, 13, 16]
         .iter()
         .map(|id| format!("DELETE FROM {name} WHERE id = {id}"))

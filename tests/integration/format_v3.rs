@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use icepack::spark::connect::ConnectRunner;
+use icepack::engine::spark::connect::ConnectRunner;
 use support::connect::value;
 use support::{wait_until, Icepack, Moto};
 
@@ -27,8 +27,8 @@ async fn current_metadata(table: &Table, writer: &ConnectRunner, moto: &Moto) ->
         )
         .await;
     let path = value(&read, "metadata_file");
-    let (bucket, key) =
-        icepack::run::split_object_path(&path).unwrap_or_else(|| panic!("not an S3 path: {path}"));
+    let (bucket, key) = icepack::runs::report::split_object_path(&path)
+        .unwrap_or_else(|| panic!("not an S3 path: {path}"));
     serde_json::from_slice(&moto.get_object(bucket, key).await).unwrap()
 }
 
@@ -169,7 +169,7 @@ async fn format_v3_tables_keep_their_lineage_count_their_vectors_and_take_an_upg
             .await
         }
     };
-    let now = || icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    let now = || icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
 
     let writing = now();
     table.sql(writer, &inserts(&name, 0, 12)).await;

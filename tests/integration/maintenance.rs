@@ -34,7 +34,7 @@ async fn many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_coun
     let run = icepack.spawn_run("");
     let context = |icepack: &Icepack| format!("{}\n{}", icepack.log(run), server.log());
 
-    let manifest_count = |results: &[icepack::spark::result::ResultSet]| -> u64 {
+    let manifest_count = |results: &[icepack::engine::spark::result::ResultSet]| -> u64 {
         value(results, "manifest_count").parse().unwrap()
     };
     let counts = vec![
@@ -43,7 +43,7 @@ async fn many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_coun
         format!("SELECT count(*) AS row_count FROM {name}"),
         format!("SELECT count(*) AS data_files FROM {name}.files"),
     ];
-    let started = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    let started = icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     table.sql(writer, &inserts(&name, 0, 8)).await;
     let before = table.sql(writer, &counts).await;
     assert!(manifest_count(&before) >= 6, "{before:?}");

@@ -122,7 +122,7 @@ fn task(lakehouse: &Lakehouse, partitions: &[&str]) -> NativeTask {
         min_input_files: 3,
         partial_progress: false,
         deadline: Instant::now() + Duration::from_secs(600),
-        run_id: icepack::run::new_run_id(chrono::Utc::now().timestamp_millis()),
+        run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
         committed_since_millis: chrono::Utc::now().timestamp_millis() - 3_600_000,
     }
 }
@@ -323,7 +323,7 @@ async fn a_spark_writer_appending_during_native_runs_loses_and_doubles_nothing()
         match engine.run(run).await {
             Ok(report) if report.result.rewritten_data_files_count > 0 => committed_runs += 1,
             Ok(_) => {}
-            Err(error) if error.class() == icepack::run::FailureClass::CommitConflict => {
+            Err(error) if error.class() == icepack::runs::report::FailureClass::CommitConflict => {
                 conflicts += 1
             }
             Err(error) => panic!("a native run failed: {error}"),
@@ -372,14 +372,14 @@ async fn a_row_deleted_during_a_native_run_is_not_resurrected() {
     let gate = dir.path().join("gate");
     std::fs::write(&gate, b"").unwrap();
     std::env::set_var(
-        icepack::failpoint::ENV,
+        icepack::base::failpoint::ENV,
         format!(
             "native.commit_gate=return({}@{})",
             task.run_id,
             gate.display()
         ),
     );
-    icepack::failpoint::setup().unwrap();
+    icepack::base::failpoint::setup().unwrap();
     let engine = std::sync::Arc::new(NativeEngine::new(NativeLimits::default()).unwrap());
     let run = tokio::spawn({
         let (engine, task) = (engine.clone(), task.clone());
@@ -402,7 +402,7 @@ async fn a_row_deleted_during_a_native_run_is_not_resurrected() {
     let error = run.await.unwrap().unwrap_err();
     assert_eq!(
         error.class(),
-        icepack::run::FailureClass::CommitConflict,
+        icepack::runs::report::FailureClass::CommitConflict,
         "{error}"
     );
     assert!(error.to_string().contains("delete"), "{error}");
@@ -445,7 +445,7 @@ async fn native_child_run() {
     let (catalog, run_id): (icepack::config::CatalogConfig, String) =
         serde_json::from_str(&spec).unwrap();
     support::set_aws_env();
-    icepack::failpoint::setup().unwrap();
+    icepack::base::failpoint::setup().unwrap();
     let lakehouse_task = NativeTask {
         catalog,
         run_id,
@@ -494,7 +494,7 @@ async fn a_native_run_killed_before_its_commit_leaves_nothing_live() {
     let mut setup = small_commits(6);
     setup.push(checksum_statement("before", FIRST_COLUMNS));
     let before = lakehouse.sql(&(setup.join(";\n") + ";"));
-    let run_id = icepack::run::new_run_id(chrono::Utc::now().timestamp_millis());
+    let run_id = icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis());
     // The child is this test binary running the test below by its full name (its module's
     // path without the crate's).
     let child_test = format!(
@@ -514,7 +514,7 @@ async fn a_native_run_killed_before_its_commit_leaves_nothing_live() {
             "ICEPACK_NATIVE_CHILD",
             serde_json::to_string(&(&lakehouse.catalog, &run_id)).unwrap(),
         )
-        .env(icepack::failpoint::ENV, "native.before_commit=return")
+        .env(icepack::base::failpoint::ENV, "native.before_commit=return")
         .output();
     let output = tokio::time::timeout(Duration::from_secs(300), child)
         .await
@@ -849,7 +849,7 @@ fn measured_spark(lakehouse: &Lakehouse, statements: &str, marker: &str) -> meas
         )]),
         ..icepack::config::SparkConfig::default()
     };
-    let args = icepack::spark::command::spark_sql_args(
+    let args = icepack::engine::spark::command::spark_sql_args(
         &spark,
         "lakehouse",
         &lakehouse.catalog,
@@ -1853,11 +1853,11 @@ impl RowLevelWriter {
     /// Runs `statement` alone; whether it committed. A refusal is kept (its first line).
     async fn commit(
         &mut self,
-        runner: &icepack::spark::connect::ConnectRunner,
+        runner: &icepack::engine::spark::connect::ConnectRunner,
         lakehouse: &Lakehouse,
         statement: String,
     ) -> bool {
-        use icepack::spark::runner::SparkRunner;
+        use icepack::engine::spark::runner::SparkRunner;
         let mut job = support::connect::job(
             "lakehouse",
             lakehouse,
@@ -1900,7 +1900,7 @@ impl RowLevelWriter {
     /// Changes committed back to back until `until` (or `max_changes` were tried).
     async fn write(
         &mut self,
-        runner: &icepack::spark::connect::ConnectRunner,
+        runner: &icepack::engine::spark::connect::ConnectRunner,
         lakehouse: &Lakehouse,
         until: Instant,
         max_changes: u64,

@@ -7,7 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use icepack::spark::connect::ConnectRunner;
+use icepack::engine::spark::connect::ConnectRunner;
 use support::connect::value;
 use support::{wait_until, Icepack};
 
@@ -88,7 +88,7 @@ async fn pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partitio
 
     // 1. Six commits one after another into part=a: the threshold (3) is crossed at the third;
     //    the run waits for the burst to end and takes all six.
-    let started = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    let started = icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     let rows = 4_000;
     let burst: Vec<String> = (0..6)
         .map(|commit| insert_into(&name, "a", commit * rows, rows))
@@ -124,7 +124,8 @@ async fn pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partitio
 
     // 2. Three more commits into part=a: its next run rewrites them, not the mid-sized output
     //    (the partition still receives files).
-    let second_started = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    let second_started =
+        icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     let more: Vec<String> = (6..9)
         .map(|commit| insert_into(&name, "a", commit * rows, rows / 4))
         .collect();
@@ -154,7 +155,7 @@ async fn pacing_a_burst_is_one_run_and_mid_sized_outputs_wait_for_their_partitio
     //    rewrites in one run (part=b with the small-file floor, part=a with Iceberg's), whose
     //    counts are summed.
     tokio::time::sleep(Duration::from_secs(65).saturating_sub(settled.elapsed())).await;
-    let third_started = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    let third_started = icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     let other: Vec<String> = (9..12)
         .map(|commit| insert_into(&name, "b", commit * rows, rows / 4))
         .collect();

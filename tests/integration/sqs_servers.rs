@@ -11,7 +11,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use icepack::queue::{Queue, Receipt, ReceivedMessage};
+use icepack::intake::queue::{Queue, Receipt, ReceivedMessage};
 use support::{unique, wait_until, ElasticMq, Moto, QueueServer, SqsEndpoint};
 
 #[tokio::test]

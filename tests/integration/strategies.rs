@@ -4,7 +4,7 @@
 use crate::connect_e2e::*;
 use crate::support;
 
-use icepack::spark::connect::ConnectRunner;
+use icepack::engine::spark::connect::ConnectRunner;
 use support::connect::value;
 use support::Icepack;
 
@@ -109,7 +109,7 @@ async fn sort_and_auto_strategies_order_the_outputs_and_auto_bin_packs_an_unsort
     let context = |icepack: &Icepack| format!("{}\n{}", icepack.log(run), server.log());
 
     // Six commits a table, each of ids spread over the whole range (each file spans it).
-    let started = icepack::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
+    let started = icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     let rows = 4_000;
     for table in [&explicit, &ordered, &plain] {
         let commits: Vec<String> = (0..6)

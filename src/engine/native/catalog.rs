@@ -93,7 +93,7 @@ fn jdbc_scheme(uri: &str) -> String {
 fn unsupported_warehouse(warehouse: &str) -> String {
     format!(
         "the native engine reads and writes S3 (`s3://`) and local (`file:`) warehouses, not `{}`",
-        crate::redact::hide_secrets(warehouse)
+        crate::base::redact::hide_secrets(warehouse)
             .split("://")
             .next()
             .unwrap_or_default()

@@ -81,7 +81,7 @@ pub fn postgres_url(uri: &str) -> Result<String, NativeError> {
 }
 
 fn database_error(what: &str, error: sqlx::Error) -> NativeError {
-    NativeError::CatalogUnavailable(crate::redact::hide_secrets(&format!(
+    NativeError::CatalogUnavailable(crate::base::redact::hide_secrets(&format!(
         "the JDBC catalog's database ({what}): {error}"
     )))
 }
@@ -306,7 +306,7 @@ impl TableCatalog for JdbcTableCatalog {
                     }
                     Err(_) => Err(CommitError::StateUnknown(format!(
                         "the JDBC catalog's update failed and its outcome cannot be read: {}",
-                        crate::redact::hide_secrets(&error.to_string())
+                        crate::base::redact::hide_secrets(&error.to_string())
                     ))),
                 }
             }

@@ -21,7 +21,7 @@
 //!    committed since the start applies to an input (`plan::validate_rewrite`), at most
 //!    [`COMMIT_ATTEMPTS`] times; then `commit_conflict`;
 //! 5. reports what icepack's settlement needs ([`NativeReport`], the Spark path's
-//!    `run::ReportSummary`), read from the metadata after the commit.
+//!    `runs::report::ReportSummary`), read from the metadata after the commit.
 //!
 //! Outputs of a failed or timed-out run never become live: they are deleted, best effort, and
 //! what a crash (kill -9) leaves is an orphan for `remove_orphan_files`; a commit whose outcome is
@@ -59,10 +59,10 @@ use tracing::{info, warn};
 pub use catalog::{catalog_kind, CatalogKind};
 pub use plan::MidSizedFiles;
 
-use crate::clock::UnixMillis;
+use crate::base::clock::UnixMillis;
 use crate::config::CatalogConfig;
-use crate::partitions::{PartitionField, Transform};
-use crate::run::{DeleteRead, FailureClass, ReportSummary, RewriteResult};
+use crate::runs::report::{DeleteRead, FailureClass, ReportSummary, RewriteResult};
+use crate::table::partitions::{PartitionField, Transform};
 use catalog::{CommitError, TableCatalog};
 use plan::{DataFileFacts, FileGroup, PlanError, PlanRequest};
 use rewrite::{OutputLog, WriteSettings};
@@ -202,7 +202,7 @@ impl From<PlanError> for NativeError {
 
 /// An iceberg error as a short, secret-free message.
 fn storage_error(what: &str, error: iceberg::Error) -> NativeError {
-    let text: String = crate::redact::hide_secrets(&format!("{what}: {error}"))
+    let text: String = crate::base::redact::hide_secrets(&format!("{what}: {error}"))
         .chars()
         .take(600)
         .collect();
@@ -816,13 +816,13 @@ async fn commit_gate(run_id: &str) {
 /// `native.before_commit=return` kills the process once a run's outputs and manifests are
 /// written and before its commit is sent (the crash test).
 fn crash_before_commit() {
-    crate::failpoint::crash_point!("native.before_commit");
+    crate::base::failpoint::crash_point!("native.before_commit");
 }
 
 /// `native.after_commit=return` kills the process once the catalog accepted a run's commit and
 /// before the run reports it (the recovery test: the outcome is read back from the metadata).
 fn crash_after_commit() {
-    crate::failpoint::crash_point!("native.after_commit");
+    crate::base::failpoint::crash_point!("native.after_commit");
 }
 
 /// The report, from the table as it is after the run.

@@ -90,7 +90,7 @@ pub struct RestTableCatalog {
 
 fn unavailable(what: &str, error: reqwest::Error) -> NativeError {
     // reqwest prints the URL; a catalog URL may carry user information.
-    NativeError::CatalogUnavailable(crate::redact::hide_secrets(&format!(
+    NativeError::CatalogUnavailable(crate::base::redact::hide_secrets(&format!(
         "{what}: {}",
         error.without_url()
     )))
@@ -309,7 +309,7 @@ impl RestTableCatalog {
                 } else {
                     NoAnswer::Lost(format!(
                         "the REST catalog did not answer: {}",
-                        crate::redact::hide_secrets(&error.without_url().to_string())
+                        crate::base::redact::hide_secrets(&error.without_url().to_string())
                     ))
                 }
             })?;
@@ -368,7 +368,7 @@ async fn answer_error(what: &str, status: StatusCode, answer: reqwest::Response)
     let detail = serde_json::from_slice::<ErrorAnswer>(&body)
         .map(|error| format!("{}: {}", error.error.kind, error.error.message))
         .unwrap_or_default();
-    let detail: String = crate::redact::hide_secrets(&detail)
+    let detail: String = crate::base::redact::hide_secrets(&detail)
         .chars()
         .take(300)
         .collect();

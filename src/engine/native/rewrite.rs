@@ -261,7 +261,7 @@ impl WriteSettings {
             data_location: data_location(properties, metadata.location()),
             file_prefix: format!(
                 "{}{safe_run_id}-{:08x}",
-                crate::run::OUTPUT_FILE_PREFIX,
+                crate::runs::report::OUTPUT_FILE_PREFIX,
                 fastrand::u32(..)
             ),
             name_mapping,

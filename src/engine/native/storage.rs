@@ -176,7 +176,7 @@ enum Location<'a> {
 }
 
 fn locate(path: &str) -> iceberg::Result<Location<'_>> {
-    if let Some((bucket, key)) = crate::run::split_object_path(path) {
+    if let Some((bucket, key)) = crate::runs::report::split_object_path(path) {
         return Ok(Location::Object { bucket, key });
     }
     if path.starts_with("file:") || path.starts_with('/') {
@@ -186,7 +186,7 @@ fn locate(path: &str) -> iceberg::Result<Location<'_>> {
         ErrorKind::FeatureUnsupported,
         format!(
             "the native engine reads and writes S3 and local paths only, not `{}`",
-            crate::redact::hide_secrets(path)
+            crate::base::redact::hide_secrets(path)
         ),
     ))
 }

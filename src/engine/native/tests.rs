@@ -477,7 +477,7 @@ impl LocalLake {
             min_input_files: 5,
             partial_progress: false,
             deadline: Instant::now() + Duration::from_secs(120),
-            run_id: crate::run::new_run_id(chrono::Utc::now().timestamp_millis()),
+            run_id: crate::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
             committed_since_millis: 0,
         }
     }
@@ -1070,7 +1070,7 @@ async fn outputs_are_sized_by_the_bytes_written_not_the_bytes_read() {
 /// are named like data files; this one ends `.deletes.parquet`, not `-deletes.parquet`) is
 /// counted from its S3 event as a data file, and the metadata tells it apart: a read lists it
 /// among the files committed in its window and not among the small data files, so the
-/// settlement drops it from the pending files at once (`accumulator::settle`: committed and
+/// settlement drops it from the pending files at once (`table::accumulator::settle`: committed and
 /// not in the truth), and the read counts it as a position delete file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delete_file_named_like_a_data_file_is_told_apart_by_the_metadata() {
@@ -1079,7 +1079,7 @@ async fn a_delete_file_named_like_a_data_file_is_told_apart_by_the_metadata() {
     lake.delete_from(&data, 3).await;
     let delete = format!("{data}.3.deletes.parquet");
     assert!(
-        !crate::routing::is_delete_file_key(&delete),
+        !crate::intake::routing::is_delete_file_key(&delete),
         "the name does not tell: {delete}"
     );
     let report = lake.read(&lake.task(&[])).await.unwrap();

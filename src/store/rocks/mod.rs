@@ -20,27 +20,27 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use super::{ForgetSummary, Op, PurgeSummary, StateStore, StoreError};
-use crate::clock::UnixMillis;
-use crate::series::{Resolution, Sample, Series};
-use crate::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
+use crate::base::clock::UnixMillis;
+use crate::table::series::{Resolution, Sample, Series};
+use crate::table::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
 /// Column families, defined in this one place.
 pub mod cf {
-    /// table → [`TableState`](crate::state::TableState)
+    /// table → [`TableState`](crate::table::state::TableState)
     pub const TABLES: &str = "tables";
-    /// table \0 partition → [`PartitionCounts`](crate::state::PartitionCounts)
+    /// table \0 partition → [`PartitionCounts`](crate::table::state::PartitionCounts)
     pub const PARTITIONS: &str = "partitions";
-    /// bucket \0 key → [`SeenEntry`](crate::state::SeenEntry)
+    /// bucket \0 key → [`SeenEntry`](crate::table::state::SeenEntry)
     pub const SEEN: &str = "seen";
-    /// table \0 sequence (big endian) → [`FileEntry`](crate::state::FileEntry)
+    /// table \0 sequence (big endian) → [`FileEntry`](crate::table::state::FileEntry)
     pub const FILES: &str = "files";
     /// first seen (8 bytes, in time order) \0 bucket \0 key → table: every `seen` key, in the
     /// order the retention purge forgets them
     pub const SEEN_BY_TIME: &str = "seen_by_time";
-    /// table \0 sequence (big endian) → [`RunRecord`](crate::state::RunRecord): the run history
+    /// table \0 sequence (big endian) → [`RunRecord`](crate::table::state::RunRecord): the run history
     pub const RUNS: &str = "runs";
     /// table \0 resolution (`m` or `h`) slot (big endian, minutes or hours since the epoch) →
-    /// [`Sample`](crate::series::Sample): the small-files series
+    /// [`Sample`](crate::table::series::Sample): the small-files series
     pub const SERIES: &str = "series";
     pub const ALL: [&str; 7] = [TABLES, PARTITIONS, SEEN, FILES, SEEN_BY_TIME, RUNS, SERIES];
 }
@@ -328,7 +328,7 @@ impl RocksStore {
     fn write_with(&self, db: &DB, batch: WriteBatch, sync: bool) -> Result<(), StoreError> {
         let mut options = WriteOptions::default();
         options.set_sync(sync);
-        let written = if crate::failpoint::store_write_error() {
+        let written = if crate::base::failpoint::store_write_error() {
             Err("IO error: No space left on device (failpoint store.write_error)".to_string())
         } else {
             db.write_opt(batch, &options)
@@ -649,7 +649,7 @@ impl StateStore for RocksStore {
         self.scan_sequenced(cf::FILES, table)
     }
 
-    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::state::RunRecord)>, StoreError> {
+    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::table::state::RunRecord)>, StoreError> {
         self.scan_sequenced(cf::RUNS, table)
     }
 

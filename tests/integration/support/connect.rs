@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use icepack::spark::command::spark_conf;
-use icepack::spark::connect::{self, ConnectRunner};
-use icepack::spark::result::ResultSet;
-use icepack::spark::runner::{judge, SparkJob, SparkRunner};
-use icepack::spark::sql::{Statement, StatementKind};
+use icepack::engine::spark::command::spark_conf;
+use icepack::engine::spark::connect::{self, ConnectRunner};
+use icepack::engine::spark::result::ResultSet;
+use icepack::engine::spark::runner::{judge, SparkJob, SparkRunner};
+use icepack::engine::spark::sql::{Statement, StatementKind};
 
 use super::spark::Lakehouse;
 use super::{free_port, AWS_ENV};
@@ -235,7 +235,7 @@ pub fn job_of(
         table: "setup".to_string(),
         catalog: catalog.to_string(),
         statements,
-        nonce: icepack::spark::result::new_nonce(),
+        nonce: icepack::engine::spark::result::new_nonce(),
         conf: spark_conf(&Default::default(), catalog, &lakehouse.catalog),
         options: Vec::new(),
         recovery: Vec::new(),
@@ -275,9 +275,9 @@ pub async fn run(runner: &ConnectRunner, job: SparkJob) -> Vec<ResultSet> {
 }
 
 fn judge_statements(
-    output: &icepack::spark::runner::EngineOutput,
+    output: &icepack::engine::spark::runner::EngineOutput,
     job: &SparkJob,
-) -> Result<(), (icepack::run::FailureClass, String)> {
+) -> Result<(), (icepack::runs::report::FailureClass, String)> {
     match &output.error {
         None => Ok(()),
         Some(_) => judge(output, job).map(|_| ()),
@@ -286,7 +286,7 @@ fn judge_statements(
 
 /// The value of `column` in the first row of the result set that has it.
 pub fn value(results: &[ResultSet], column: &str) -> String {
-    icepack::spark::result::first_value(results, column)
+    icepack::engine::spark::result::first_value(results, column)
         .unwrap_or_else(|| panic!("no {column} in {results:?}"))
         .to_string()
 }

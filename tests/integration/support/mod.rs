@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_sqs::types::QueueAttributeName;
 use aws_sdk_sqs::Client;
 use icepack::config::{Int, SqsConfig};
-use icepack::queue::SqsQueue;
+use icepack::intake::queue::SqsQueue;
 
 pub const ACCOUNT: &str = "123456789012";
 pub const REGION: &str = "us-east-1";

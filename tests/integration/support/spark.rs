@@ -296,11 +296,11 @@ pub async fn icepack_containers(state_dir: &Path) -> Vec<String> {
             filters: std::collections::HashMap::from([(
                 "label".to_string(),
                 vec![
-                    format!("{}=true", icepack::spark::runner::LABEL_MANAGED),
+                    format!("{}=true", icepack::engine::spark::runner::LABEL_MANAGED),
                     format!(
                         "{}={}",
-                        icepack::spark::runner::LABEL_INSTANCE,
-                        icepack::compaction::instance_id(state_dir)
+                        icepack::engine::spark::runner::LABEL_INSTANCE,
+                        icepack::engine::spark::job::instance_id(state_dir)
                     ),
                 ],
             )]),
