@@ -14,7 +14,8 @@ if ! rustup toolchain list | grep -q '^nightly'; then
 fi
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   log "installing cargo-fuzz from crates.io"
-  cargo install --locked cargo-fuzz
+  # A debug build: it only drives cargo (21 s to build on 2 cores against 33 s for a release one).
+  cargo install --locked --debug cargo-fuzz
 fi
 # Outside the main build's target directory: libFuzzer builds use other flags.
 export CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/icepack/fuzz-target}"
