@@ -221,7 +221,8 @@ pub struct NativeLimits {
     pub threads: usize,
     /// A run whose inputs hold more bytes is refused ([`NativeError::RunTooLarge`]).
     pub max_run_bytes: u64,
-    /// Data files one run reads at once.
+    /// Data files one run reads at once, at least: more when they are small
+    /// (`rewrite::read_concurrency`).
     pub read_concurrency: usize,
 }
 

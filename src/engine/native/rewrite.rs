@@ -56,6 +56,22 @@ use super::NativeError;
 /// Rows per batch read.
 const BATCH_ROWS: usize = 8192;
 
+/// Input bytes a group's concurrent reads may span: small inputs are read many at a time (a
+/// request to S3 costs tens of milliseconds, whatever the size of a small file), large ones at
+/// the engine's floor, so memory stays bounded by this or by the floor's files.
+const READ_BUDGET_BYTES: u64 = 64 * 1024 * 1024;
+/// Inputs read at once, at most.
+const MAX_READ_CONCURRENCY: usize = 16;
+
+/// How many of a group's inputs are read at once: as many as fit [`READ_BUDGET_BYTES`] at the
+/// size of the largest, between `floor` and [`MAX_READ_CONCURRENCY`].
+pub fn read_concurrency(sizes: impl Iterator<Item = u64>, floor: usize) -> usize {
+    let floor = floor.max(1);
+    let largest = sizes.max().unwrap_or(0).max(1);
+    let fit = usize::try_from(READ_BUDGET_BYTES / largest).unwrap_or(usize::MAX);
+    fit.clamp(floor, MAX_READ_CONCURRENCY.max(floor))
+}
+
 /// Every file path the run's writers created, committed or not: what a failure cleans up.
 #[derive(Debug, Clone, Default)]
 pub struct OutputLog(Arc<Mutex<Vec<String>>>);
@@ -280,7 +296,7 @@ pub async fn rewrite_group(
     settings: &WriteSettings,
     log: &OutputLog,
     runtime: iceberg::Runtime,
-    read_concurrency: usize,
+    read_concurrency_floor: usize,
 ) -> Result<Vec<DataFile>, NativeError> {
     let metadata = &state.table.metadata;
     let schema = metadata.current_schema().clone();
@@ -354,7 +370,10 @@ pub async fn rewrite_group(
     }
     let partition = partition.ok_or_else(|| NativeError::Other("an empty group".to_string()))?;
     let reader = ArrowReaderBuilder::new(state.table.file_io.clone(), runtime)
-        .with_data_file_concurrency_limit(read_concurrency.max(1))
+        .with_data_file_concurrency_limit(read_concurrency(
+            group.files.iter().map(|file| file.size_bytes),
+            read_concurrency_floor,
+        ))
         .with_batch_size(BATCH_ROWS)
         .build();
     let tasks = futures::stream::iter(tasks.into_iter().map(Ok));
@@ -592,6 +611,31 @@ mod tests {
             .iter()
             .map(|(key, value)| (key.to_string(), value.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn small_inputs_are_read_many_at_a_time_and_large_ones_at_the_floor() {
+        let mib = 1024 * 1024;
+        assert_eq!(read_concurrency([1_000u64; 24].into_iter(), 2), 16);
+        assert_eq!(read_concurrency([8 * mib].into_iter(), 2), 8);
+        assert_eq!(
+            read_concurrency([mib, 64 * mib].into_iter(), 2),
+            2,
+            "the largest decides"
+        );
+        assert_eq!(read_concurrency([512 * mib].into_iter(), 2), 2);
+        assert_eq!(read_concurrency(std::iter::empty(), 2), 16);
+        assert_eq!(read_concurrency([0u64].into_iter(), 0), 16);
+        assert_eq!(
+            read_concurrency([512 * mib].into_iter(), 0),
+            1,
+            "never below one"
+        );
+        assert_eq!(
+            read_concurrency([1_000u64].into_iter(), 32),
+            32,
+            "the floor wins"
+        );
     }
 
     #[test]

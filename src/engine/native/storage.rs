@@ -288,6 +288,7 @@ impl Storage for ObjectStorage {
                 bucket: bucket.to_string(),
                 key: key.to_string(),
                 path: path.to_string(),
+                kept: std::sync::Mutex::new(None),
             })),
         }
     }
@@ -403,12 +404,35 @@ impl Storage for ObjectStorage {
     }
 }
 
+/// Reads up to this long are kept for the reader's next reads. Iceberg's Parquet reader asks for
+/// the last 512 KiB of a file to parse its footer, which is the whole of a small file; its
+/// column chunks are then served from memory instead of a second GetObject each. A run of small
+/// files makes one request per input instead of two; a larger file's column chunks lie outside
+/// what was kept and are fetched as before.
+const KEPT_READ_BYTES: usize = 1024 * 1024;
+
 /// Range reads of one object (Parquet footers and column chunks).
 struct ObjectRead {
     client: aws_sdk_s3::Client,
     bucket: String,
     key: String,
     path: String,
+    /// The last read of at most [`KEPT_READ_BYTES`]: its first offset and its bytes.
+    kept: std::sync::Mutex<Option<(u64, Bytes)>>,
+}
+
+impl ObjectRead {
+    /// `range`, when it lies inside the bytes kept from an earlier read.
+    fn kept(&self, range: &Range<u64>) -> Option<Bytes> {
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (start, bytes) = kept.as_ref()?;
+        let end = start + bytes.len() as u64;
+        (range.start >= *start && range.end <= end)
+            .then(|| bytes.slice((range.start - start) as usize..(range.end - start) as usize))
+    }
 }
 
 #[async_trait]
@@ -416,6 +440,9 @@ impl FileRead for ObjectRead {
     async fn read(&self, range: Range<u64>) -> iceberg::Result<Bytes> {
         if range.start >= range.end {
             return Ok(Bytes::new());
+        }
+        if let Some(bytes) = self.kept(&range) {
+            return Ok(bytes);
         }
         let object = self
             .client
@@ -442,6 +469,13 @@ impl FileRead for ObjectRead {
                     range.end - range.start
                 ),
             ));
+        }
+        if body.len() <= KEPT_READ_BYTES {
+            *self
+                .kept
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+                Some((range.start, body.clone()));
         }
         Ok(body)
     }
@@ -749,6 +783,104 @@ mod tests {
             store.aborted.load(Ordering::SeqCst),
             "the upload is aborted"
         );
+    }
+
+    /// Objects served by range, counting the GetObject calls.
+    struct RangeStore {
+        objects: HashMap<String, Bytes>,
+        gets: std::sync::atomic::AtomicUsize,
+    }
+
+    async fn range_store(
+        axum::extract::State(store): axum::extract::State<Arc<RangeStore>>,
+        uri: axum::http::Uri,
+        headers: axum::http::HeaderMap,
+    ) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        store.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let Some(object) = store.objects.get(uri.path()) else {
+            return axum::http::StatusCode::NOT_FOUND.into_response();
+        };
+        let range = headers["range"]
+            .to_str()
+            .unwrap()
+            .trim_start_matches("bytes=");
+        let (first, last) = range.split_once('-').unwrap();
+        let (first, last): (usize, usize) = (first.parse().unwrap(), last.parse().unwrap());
+        let body = object.slice(first..(last + 1).min(object.len()));
+        (axum::http::StatusCode::PARTIAL_CONTENT, body).into_response()
+    }
+
+    #[tokio::test]
+    async fn a_small_objects_later_reads_come_from_its_first_one() {
+        use std::sync::atomic::Ordering;
+        let small = Bytes::from((0..3_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        let large = Bytes::from(
+            (0..2_000_000u32)
+                .map(|i| (i % 251) as u8)
+                .collect::<Vec<u8>>(),
+        );
+        let store = Arc::new(RangeStore {
+            objects: HashMap::from([
+                ("/lake/small".to_string(), small.clone()),
+                ("/lake/large".to_string(), large.clone()),
+            ]),
+            gets: Default::default(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let app = axum::Router::new()
+            .fallback(range_store)
+            .with_state(store.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let aws = SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .http_client(aws_smithy_http_client::Builder::new().build_http())
+            .build();
+        let properties = HashMap::from([
+            ("s3.endpoint".to_string(), format!("http://{address}")),
+            ("s3.path-style-access".to_string(), "true".to_string()),
+            ("s3.access-key-id".to_string(), "key".to_string()),
+            ("s3.secret-access-key".to_string(), "secret".to_string()),
+        ]);
+        let storage = ObjectStorage {
+            s3: Some(s3_client(&aws, &properties)),
+        };
+        let gets = || store.gets.load(Ordering::SeqCst);
+
+        // A footer's read of a small file is the whole file: what follows is served from it.
+        let reader = storage.reader("s3://lake/small").await.unwrap();
+        assert_eq!(reader.read(0..3_000).await.unwrap(), small);
+        assert_eq!(gets(), 1);
+        assert_eq!(reader.read(100..200).await.unwrap(), small.slice(100..200));
+        assert_eq!(
+            reader.read(2_990..3_000).await.unwrap(),
+            small.slice(2_990..3_000)
+        );
+        assert_eq!(gets(), 1, "the later reads come from memory");
+        // Another reader of the same object keeps nothing of this one's.
+        let other = storage.reader("s3://lake/small").await.unwrap();
+        assert_eq!(other.read(100..200).await.unwrap(), small.slice(100..200));
+        assert_eq!(gets(), 2);
+
+        // A large file: its tail is kept, its other ranges are fetched, and a read longer than
+        // what is kept is never kept.
+        let tail = 2_000_000 - 512 * 1024..2_000_000u64;
+        let reader = storage.reader("s3://lake/large").await.unwrap();
+        let at = |range: Range<u64>| large.slice(range.start as usize..range.end as usize);
+        assert_eq!(reader.read(tail.clone()).await.unwrap(), at(tail.clone()));
+        assert_eq!(
+            reader.read(1_999_000..1_999_500).await.unwrap(),
+            at(1_999_000..1_999_500)
+        );
+        assert_eq!(gets(), 3);
+        assert_eq!(reader.read(0..100).await.unwrap(), at(0..100));
+        assert_eq!(gets(), 4, "a range outside the kept bytes is fetched");
+        assert_eq!(reader.read(0..1_500_000).await.unwrap(), at(0..1_500_000));
+        assert_eq!(reader.read(0..1_500_000).await.unwrap(), at(0..1_500_000));
+        assert_eq!(gets(), 6, "a read longer than 1 MiB is not kept");
+        assert_eq!(reader.read(50..60).await.unwrap(), at(50..60));
+        assert_eq!(gets(), 6, "the last kept read still serves");
     }
 
     #[tokio::test]
