@@ -14,13 +14,23 @@
 
 use std::collections::{HashMap, HashSet};
 
+use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
     DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestStatus,
-    ManifestWriterBuilder, Operation, Snapshot, Summary, MAIN_BRANCH,
+    ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, Summary, MAIN_BRANCH,
 };
 
 use super::table::{FileTotals, TableState};
 use super::NativeError;
+
+/// Manifests written at once.
+const MANIFEST_WRITES: usize = 16;
+
+/// A manifest of the new snapshot: carried over from the base, or to be written.
+enum Manifest {
+    Kept(ManifestFile),
+    Write(ManifestWriter),
+}
 
 /// The summary key naming the icepack run that committed a snapshot.
 pub const RUN_ID_PROPERTY: &str = "icepack.run-id";
@@ -125,7 +135,7 @@ pub async fn stage_replace(
     let nonce = format!("{:016x}", fastrand::u64(..));
     let mut written = Vec::new();
     let result = async {
-        let mut manifests: Vec<ManifestFile> = Vec::new();
+        let mut manifests: Vec<Manifest> = Vec::new();
         let mut change = ChangeCounts::default();
         let mut partitions: HashSet<(i32, Vec<Option<iceberg::spec::Literal>>)> = HashSet::new();
 
@@ -163,12 +173,7 @@ pub async fn stage_replace(
                         NativeError::Other(format!("cannot list an output: {error}"))
                     })?;
             }
-            manifests.push(
-                writer
-                    .write_manifest_file()
-                    .await
-                    .map_err(|error| super::storage_error("writing a manifest", error))?,
-            );
+            manifests.push(Manifest::Write(writer));
         }
 
         // The base's manifests: rewritten where they list an input, else carried over.
@@ -181,7 +186,7 @@ pub async fn stage_replace(
                     .iter()
                     .any(|entry| entry.is_alive() && inputs.contains(entry.file_path()));
             if !lists_input {
-                manifests.push(loaded.file.clone());
+                manifests.push(Manifest::Kept(loaded.file.clone()));
                 continue;
             }
             let manifest_metadata = loaded.manifest.metadata();
@@ -228,20 +233,31 @@ pub async fn stage_replace(
                     NativeError::Other(format!("cannot rewrite a manifest entry: {error}"))
                 })?;
             }
-            manifests.push(
-                writer
-                    .write_manifest_file()
-                    .await
-                    .map_err(|error| super::storage_error("writing a manifest", error))?,
-            );
+            manifests.push(Manifest::Write(writer));
         }
         if found != inputs.len() {
+            written.clear(); // nothing is written yet
             return Err(NativeError::CommitConflict(format!(
                 "{} of the run's {} inputs are no longer live in the table",
                 inputs.len() - found.min(inputs.len()),
                 inputs.len()
             )));
         }
+        // Written at once, in the list's order: a rewrite of many small files touches as many
+        // small manifests, each a round trip to the store.
+        let manifests: Vec<ManifestFile> = futures::stream::iter(manifests)
+            .map(|manifest| async move {
+                match manifest {
+                    Manifest::Kept(file) => Ok(file),
+                    Manifest::Write(writer) => writer
+                        .write_manifest_file()
+                        .await
+                        .map_err(|error| super::storage_error("writing a manifest", error)),
+                }
+            })
+            .buffered(MANIFEST_WRITES)
+            .try_collect()
+            .await?;
         change.changed_partitions = partitions.len() as u64;
 
         let list_path = format!("{directory}/snap-{snapshot_id}-{attempt}-{nonce}.avro");

@@ -19,7 +19,7 @@ use super::NativeError;
 use crate::runs::report::DeleteRead;
 
 /// Manifests read at once.
-const MANIFEST_READS: usize = 8;
+const MANIFEST_READS: usize = 16;
 
 /// The reserved field id of a position delete file's `file_path` column.
 const DELETE_FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
