@@ -264,11 +264,20 @@ impl TableState {
     ) -> Result<Vec<String>, NativeError> {
         let mut paths = Vec::new();
         let mut seen = HashSet::new();
-        for snapshot in self.table.metadata.snapshots() {
-            if snapshot.timestamp_ms() < since_millis {
-                continue;
-            }
-            let list = manifest_list(&self.table, snapshot).await?;
+        // A streaming writer commits often: the lists of its snapshots are read at once.
+        let table = &self.table;
+        let recent: Vec<SnapshotRef> = table
+            .metadata
+            .snapshots()
+            .filter(|snapshot| snapshot.timestamp_ms() >= since_millis)
+            .cloned()
+            .collect();
+        let lists: Vec<ManifestList> = futures::stream::iter(recent.clone())
+            .map(|snapshot| async move { manifest_list(table, &snapshot).await })
+            .buffered(MANIFEST_READS)
+            .try_collect()
+            .await?;
+        for (snapshot, list) in recent.iter().zip(lists) {
             for file in list.entries() {
                 if file.added_snapshot_id != snapshot.snapshot_id() || !file.has_added_files() {
                     continue;
