@@ -728,17 +728,10 @@ mod tests {
         }
     }
 
-    async fn write_through_odd_store(head_skew: u64) -> (iceberg::Result<()>, Arc<OddStore>) {
-        let store = Arc::new(OddStore {
-            head_skew,
-            ..OddStore::default()
-        });
+    /// An S3 client's storage on a local server answering with `app`.
+    async fn storage_on(app: axum::Router) -> ObjectStorage {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
-        let app = axum::Router::new()
-            .fallback(odd_store)
-            .layer(axum::extract::DefaultBodyLimit::disable())
-            .with_state(store.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
         let aws = SdkConfig::builder()
             .behavior_version(BehaviorVersion::latest())
@@ -750,9 +743,23 @@ mod tests {
             ("s3.access-key-id".to_string(), "key".to_string()),
             ("s3.secret-access-key".to_string(), "secret".to_string()),
         ]);
-        let storage = ObjectStorage {
+        ObjectStorage {
             s3: Some(s3_client(&aws, &properties)),
-        };
+        }
+    }
+
+    async fn write_through_odd_store(head_skew: u64) -> (iceberg::Result<()>, Arc<OddStore>) {
+        let store = Arc::new(OddStore {
+            head_skew,
+            ..OddStore::default()
+        });
+        let storage = storage_on(
+            axum::Router::new()
+                .fallback(odd_store)
+                .layer(axum::extract::DefaultBodyLimit::disable())
+                .with_state(store.clone()),
+        )
+        .await;
         let mut writer = storage.writer("s3://lake/big").await.unwrap();
         let chunk = Bytes::from(vec![7u8; 3 * 1024 * 1024]);
         for _ in 0..7 {
@@ -827,25 +834,12 @@ mod tests {
             ]),
             gets: Default::default(),
         });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let app = axum::Router::new()
-            .fallback(range_store)
-            .with_state(store.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        let aws = SdkConfig::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .http_client(aws_smithy_http_client::Builder::new().build_http())
-            .build();
-        let properties = HashMap::from([
-            ("s3.endpoint".to_string(), format!("http://{address}")),
-            ("s3.path-style-access".to_string(), "true".to_string()),
-            ("s3.access-key-id".to_string(), "key".to_string()),
-            ("s3.secret-access-key".to_string(), "secret".to_string()),
-        ]);
-        let storage = ObjectStorage {
-            s3: Some(s3_client(&aws, &properties)),
-        };
+        let storage = storage_on(
+            axum::Router::new()
+                .fallback(range_store)
+                .with_state(store.clone()),
+        )
+        .await;
         let gets = || store.gets.load(Ordering::SeqCst);
 
         // A footer's read of a small file is the whole file: what follows is served from it.
