@@ -3,14 +3,16 @@
 //! bare aws-sdk-sqs ReceiveMessage + DeleteMessageBatch loop with the same concurrency on the
 //! same server, runs alternating, median of the repeats.
 //!
-//!   cargo bench --bench sqs [-- --server moto|elasticmq|both --messages N --repeats N --rtt-ms N]
+//!   cargo bench --bench sqs [-- --server moto|elasticmq|both --messages N --repeats N --rtt-ms N
+//!                               --pollers 1,2,4 --side both|icepack|bare]
 //!
 //! Needs `moto_server` on PATH (installed by `make deps`) or ICEPACK_TEST_MOTO_SERVER; ElasticMQ
 //! needs ICEPACK_TEST_ELASTICMQ_CLASSPATH (`deploy/local/elasticmq.sh --env`, exported). The
 //! default is both servers when that is set, moto alone otherwise. `--messages` defaults to 500
 //! on moto and 5,000 on ElasticMQ (which is faster); ElasticMQ's JVM is warmed up first by one
 //! unmeasured bare run. `--rtt-ms N` adds N ms before every SQS call of both sides (a server
-//! across a network).
+//! across a network). `--side icepack` runs icepack's pollers alone (no ratio): what to run
+//! under `perf record` to see where icepack's time goes.
 
 mod common;
 #[path = "../tests/integration/support/mod.rs"]
@@ -255,6 +257,19 @@ async fn bare_consume(client: &Client, queue_url: &str, messages: u64, loops: us
 /// icepack's pollers and the bare loop with 1 and 4 of them on `server`, alternating; prints the
 /// medians.
 async fn compare(server: &SqsEndpoint, name: &str, messages: u64, repeats: usize, warm_up: bool) {
+    let (icepack_side, bare_side) = match arg("--side").as_deref() {
+        None | Some("both") => (true, true),
+        Some("icepack") => (true, false),
+        Some("bare") => (false, true),
+        Some(other) => panic!("--side both|icepack|bare, not {other}"),
+    };
+    let poller_counts: Vec<usize> = arg("--pollers")
+        .map(|list| {
+            list.split(',')
+                .map(|count| count.parse().expect("--pollers 1,2,4"))
+                .collect()
+        })
+        .unwrap_or_else(|| vec![1, 2, 4]);
     let client = server.sqs().await;
     let mut offset = 0;
     if warm_up {
@@ -278,7 +293,7 @@ async fn compare(server: &SqsEndpoint, name: &str, messages: u64, repeats: usize
         "icepack CPU",
         "bare CPU"
     );
-    for pollers in [1usize, 2, 4] {
+    for pollers in poller_counts {
         let mut ours = Vec::new();
         let mut bare = Vec::new();
         let mut ratios = Vec::new();
@@ -288,24 +303,31 @@ async fn compare(server: &SqsEndpoint, name: &str, messages: u64, repeats: usize
         for _ in 0..repeats {
             // A fresh queue per run: a receive abandoned at a poller's stop may still take
             // messages sent after it (they come back after the visibility timeout).
-            let queue_url = server.create_queue(&support::unique("bench")).await;
-            fill(&client, &queue_url, messages, offset).await;
-            offset += messages;
-            let cpu = process_cpu_seconds();
-            let (seconds, share) = icepack_consume(server, &queue_url, messages, pollers).await;
-            our_cpu.push((process_cpu_seconds() - cpu) / seconds);
-            let icepack_rate = messages as f64 / seconds;
-            in_calls.push(share);
-            let queue_url = server.create_queue(&support::unique("bench")).await;
-            fill(&client, &queue_url, messages, offset).await;
-            offset += messages;
-            let cpu = process_cpu_seconds();
-            let seconds = bare_consume(&client, &queue_url, messages, pollers).await;
-            bare_cpu.push((process_cpu_seconds() - cpu) / seconds);
-            let bare_rate = messages as f64 / seconds;
-            ours.push(icepack_rate);
-            bare.push(bare_rate);
-            ratios.push(icepack_rate / bare_rate);
+            let mut icepack_rate = f64::NAN;
+            if icepack_side {
+                let queue_url = server.create_queue(&support::unique("bench")).await;
+                fill(&client, &queue_url, messages, offset).await;
+                offset += messages;
+                let cpu = process_cpu_seconds();
+                let (seconds, share) = icepack_consume(server, &queue_url, messages, pollers).await;
+                our_cpu.push((process_cpu_seconds() - cpu) / seconds);
+                icepack_rate = messages as f64 / seconds;
+                in_calls.push(share);
+                ours.push(icepack_rate);
+            }
+            if bare_side {
+                let queue_url = server.create_queue(&support::unique("bench")).await;
+                fill(&client, &queue_url, messages, offset).await;
+                offset += messages;
+                let cpu = process_cpu_seconds();
+                let seconds = bare_consume(&client, &queue_url, messages, pollers).await;
+                bare_cpu.push((process_cpu_seconds() - cpu) / seconds);
+                let bare_rate = messages as f64 / seconds;
+                bare.push(bare_rate);
+                if icepack_side {
+                    ratios.push(icepack_rate / bare_rate);
+                }
+            }
         }
         println!(
             "{:>8} {:>15.0} {:>15.0} {:>9.2} {:>13.0}% {:>13.2} {:>10.2}",
