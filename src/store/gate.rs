@@ -94,6 +94,12 @@ impl StoreGate {
         // The sender lives as long as `self`: the wait cannot fail while it is borrowed.
         let _ = receiver.wait_for(|health| health.writable).await;
     }
+
+    /// Waits until the store refuses writes (at once when it does).
+    pub async fn refusing(&self) {
+        let mut receiver = self.health.subscribe();
+        let _ = receiver.wait_for(|health| !health.writable).await;
+    }
 }
 
 #[cfg(test)]
@@ -122,5 +128,20 @@ mod tests {
         let health = gate.get();
         assert!(health.writable && health.error.is_none());
         assert_eq!((health.since_millis, health.probes), (20, 2));
+    }
+
+    #[tokio::test]
+    async fn a_wait_for_refusal_ends_when_the_gate_closes() {
+        let gate = std::sync::Arc::new(StoreGate::default());
+        let refused = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.refusing().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!refused.is_finished(), "the store takes writes");
+        gate.close("No space left on device", 10);
+        refused.await.unwrap();
+        // Closed already: at once.
+        gate.refusing().await;
     }
 }

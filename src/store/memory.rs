@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 
 use super::{ForgetSummary, Op, PurgeSummary, StateStore, StoreError};
 use crate::base::clock::UnixMillis;
@@ -27,6 +27,11 @@ pub struct MemoryStore {
     contents: Mutex<Contents>,
     fail_commits: AtomicBool,
     commits: AtomicU64,
+    /// While true, commits wait (on their blocking thread) until it is cleared.
+    held: Mutex<bool>,
+    released: Condvar,
+    /// Commits waiting for the hold to be released.
+    waiting: AtomicU64,
 }
 
 impl MemoryStore {
@@ -42,6 +47,20 @@ impl MemoryStore {
     /// Number of successful commits.
     pub fn num_commits(&self) -> u64 {
         self.commits.load(Ordering::SeqCst)
+    }
+
+    /// While held, every commit waits until the hold is released: a commit that takes as long
+    /// as a test needs.
+    pub fn hold_commits(&self, hold: bool) {
+        *self.held.lock().unwrap() = hold;
+        if !hold {
+            self.released.notify_all();
+        }
+    }
+
+    /// Number of commits waiting for the hold to be released.
+    pub fn num_held_commits(&self) -> u64 {
+        self.waiting.load(Ordering::SeqCst)
     }
 }
 
@@ -91,6 +110,16 @@ impl StateStore for MemoryStore {
     }
 
     fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {
+        {
+            let mut held = self.held.lock().unwrap();
+            if *held {
+                self.waiting.fetch_add(1, Ordering::SeqCst);
+                while *held {
+                    held = self.released.wait(held).unwrap();
+                }
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
         if self.fail_commits.load(Ordering::SeqCst) {
             return Err(StoreError::Write("injected failure".to_string()));
         }
