@@ -69,7 +69,7 @@ pub struct SqsPoller {
 /// together share the router's group commit, and the deletes of earlier batches run beside, so
 /// a poller's cycle is about its receive instead of receive + commit + delete. Four keeps the
 /// commit and the deletes fed against a server that answers in a millisecond (BENCHMARKS.md §2:
-/// 0.72–0.81 of the bare loop on a local ElasticMQ, against 0.63–0.69 with two and 0.56–0.67
+/// 0.67–0.88 of the bare loop on a local ElasticMQ, against 0.63–0.69 with two and 0.56–0.67
 /// with none). Each holds at most `max_messages` messages, invisible (their visibility
 /// extended) until they are deleted.
 pub const BATCHES_IN_FLIGHT: usize = 4;
