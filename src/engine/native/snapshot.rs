@@ -26,10 +26,10 @@ use super::NativeError;
 /// Manifests written at once.
 const MANIFEST_WRITES: usize = 16;
 
-/// A manifest of the new snapshot: carried over from the base, or to be written.
+/// A manifest of the new snapshot: carried over from the base, or to be written at its path.
 enum Manifest {
     Kept(ManifestFile),
-    Write(ManifestWriter),
+    Write(String, ManifestWriter),
 }
 
 /// The summary key naming the icepack run that committed a snapshot.
@@ -151,7 +151,6 @@ pub async fn stage_replace(
                 ))
             })?;
             let path = format!("{directory}/{nonce}-m{}.avro", manifests.len());
-            written.push(path.clone());
             let output = file_io
                 .new_output(&path)
                 .map_err(|error| super::storage_error("creating a manifest", error))?;
@@ -173,7 +172,7 @@ pub async fn stage_replace(
                         NativeError::Other(format!("cannot list an output: {error}"))
                     })?;
             }
-            manifests.push(Manifest::Write(writer));
+            manifests.push(Manifest::Write(path, writer));
         }
 
         // The base's manifests: rewritten where they list an input, else carried over.
@@ -191,7 +190,6 @@ pub async fn stage_replace(
             }
             let manifest_metadata = loaded.manifest.metadata();
             let path = format!("{directory}/{nonce}-m{}.avro", manifests.len());
-            written.push(path.clone());
             let output = file_io
                 .new_output(&path)
                 .map_err(|error| super::storage_error("creating a manifest", error))?;
@@ -233,10 +231,9 @@ pub async fn stage_replace(
                     NativeError::Other(format!("cannot rewrite a manifest entry: {error}"))
                 })?;
             }
-            manifests.push(Manifest::Write(writer));
+            manifests.push(Manifest::Write(path, writer));
         }
         if found != inputs.len() {
-            written.clear(); // nothing is written yet
             return Err(NativeError::CommitConflict(format!(
                 "{} of the run's {} inputs are no longer live in the table",
                 inputs.len() - found.min(inputs.len()),
@@ -244,12 +241,16 @@ pub async fn stage_replace(
             )));
         }
         // Written at once, in the list's order: a rewrite of many small files touches as many
-        // small manifests, each a round trip to the store.
+        // small manifests, each a round trip to the store. What a failure cleans up from here on.
+        written.extend(manifests.iter().filter_map(|manifest| match manifest {
+            Manifest::Write(path, _) => Some(path.clone()),
+            Manifest::Kept(_) => None,
+        }));
         let manifests: Vec<ManifestFile> = futures::stream::iter(manifests)
             .map(|manifest| async move {
                 match manifest {
                     Manifest::Kept(file) => Ok(file),
-                    Manifest::Write(writer) => writer
+                    Manifest::Write(_, writer) => writer
                         .write_manifest_file()
                         .await
                         .map_err(|error| super::storage_error("writing a manifest", error)),
