@@ -254,8 +254,8 @@ async fn bare_consume(client: &Client, queue_url: &str, messages: u64, loops: us
     finished_nanos.load(Ordering::Relaxed) as f64 / 1e9
 }
 
-/// icepack's pollers and the bare loop with 1 and 4 of them on `server`, alternating; prints the
-/// medians.
+/// icepack's pollers and the bare loop (or one side, `--side`) with each count of `--pollers`
+/// (1, 2 and 4) on `server`, alternating; prints the medians.
 async fn compare(server: &SqsEndpoint, name: &str, messages: u64, repeats: usize, warm_up: bool) {
     let (icepack_side, bare_side) = match arg("--side").as_deref() {
         None | Some("both") => (true, true),
