@@ -136,47 +136,49 @@ pub enum FileSource {
     Unconfirmed,
 }
 
-/// One table's durable record (the `tables` column family).
+/// One table's durable record (the `tables` column family). It is rewritten with every change
+/// of the table (each group of events that counts files for it), so a field at its default is
+/// left out and reads back as that default: a table that never ran stores its counters only.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableState {
     pub pending: PendingCounts,
     /// Sequence number the next counted file gets; files are logged under it.
     pub next_file_seq: u64,
     /// The files a compaction run in flight has taken.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<RunRecord>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub consecutive_failures: u32,
     /// After a failure, no run starts before this time.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_attempt_millis: Option<UnixMillis>,
     /// The partition spec as last read from the catalog.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_spec: Option<Vec<crate::table::partitions::PartitionField>>,
     /// When the pending state was last rebuilt from the committed metadata.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_truth_millis: Option<UnixMillis>,
     /// Files taken by successful runs that stopped being pending (lifetime count): with the
     /// pending and claimed files, every file ever counted.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub compacted_files: u64,
     /// The table's own sort order as last read from its metadata (`None`: never read); an
     /// `auto` table sorts by it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table_order: Option<crate::runs::strategy::TableOrder>,
     /// The table's manifests: known from the metadata, and announced by events since.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub manifests: ManifestCounts,
     /// `remove_orphan_files` runs of the table.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub orphans: OrphanRuns,
     /// The table's delete files (merge-on-read): known from the metadata, announced since.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub deletes: DeleteCounts,
     /// Sequence number of the next run kept in the table's history.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub next_run_seq: u64,
     /// Files announced but absent from the last metadata read ([`FileSource::Unconfirmed`]).
     #[serde(default, skip_serializing_if = "UnconfirmedFiles::is_empty")]
@@ -199,6 +201,10 @@ fn is_false(value: &bool) -> bool {
 
 fn is_zero(value: &u32) -> bool {
     *value == 0
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// The logged files waiting for the metadata to confirm them ([`FileSource::Unconfirmed`]).
@@ -573,6 +579,70 @@ mod tests {
         format!(
             r#"{{"run_id":"r1","trigger":"{trigger}","started_millis":5,"upto_seq":7,"counts":{{"files":3,"bytes":30,"oldest_event_millis":1}},"partitions":{{}}{flags},"nonce":"n"}}"#
         )
+    }
+
+    #[test]
+    fn a_table_that_never_ran_stores_its_counters_only() {
+        let mut state = TableState {
+            next_file_seq: 1,
+            ..TableState::default()
+        };
+        state.pending.add_file(4096, 1_714_564_800_000);
+        let json = serde_json::to_string(&state).unwrap();
+        assert_eq!(
+            json,
+            r#"{"pending":{"files":1,"bytes":4096,"oldest_event_millis":1714564800000,"newest_event_millis":1714564800000},"next_file_seq":1}"#
+        );
+        assert_eq!(serde_json::from_str::<TableState>(&json).unwrap(), state);
+    }
+
+    #[test]
+    fn a_row_of_an_earlier_release_with_every_field_written_reads_back_the_same() {
+        let earlier = r#"{"pending":{"files":2,"bytes":10,"oldest_event_millis":5,"newest_event_millis":9},"next_file_seq":7,"claim":null,"last_run":null,"consecutive_failures":0,"next_attempt_millis":null,"partition_spec":null,"last_truth_millis":null,"compacted_files":0,"table_order":null,"manifests":{"known":0,"since_read":0,"read_millis":null,"left_by_rewrite":0},"orphans":{"last_run_millis":null,"dry_run_done":false,"found":null,"removed":null},"deletes":{"position_files":0,"equality_files":0,"deleted_rows":0,"data_rows":0,"since_read":0,"read_millis":null},"next_run_seq":0}"#;
+        let state: TableState = serde_json::from_str(earlier).unwrap();
+        assert_eq!(state.pending.files, 2);
+        assert_eq!(state.next_file_seq, 7);
+        assert_eq!(
+            state,
+            TableState {
+                pending: state.pending.clone(),
+                next_file_seq: 7,
+                ..TableState::default()
+            }
+        );
+        // Written again in the short form, and read back the same.
+        let again = serde_json::to_string(&state).unwrap();
+        assert!(again.len() < earlier.len() / 3, "{again}");
+        assert_eq!(serde_json::from_str::<TableState>(&again).unwrap(), state);
+    }
+
+    #[test]
+    fn a_table_that_ran_keeps_every_field_it_has() {
+        let state = TableState {
+            next_file_seq: 3,
+            consecutive_failures: 2,
+            next_attempt_millis: Some(11),
+            last_truth_millis: Some(12),
+            compacted_files: 40,
+            manifests: ManifestCounts {
+                known: 3,
+                ..ManifestCounts::default()
+            },
+            orphans: OrphanRuns {
+                dry_run_done: true,
+                ..OrphanRuns::default()
+            },
+            deletes: DeleteCounts {
+                position_files: 1,
+                ..DeleteCounts::default()
+            },
+            next_run_seq: 5,
+            empty_runs: 1,
+            statistics_due: true,
+            ..TableState::default()
+        };
+        let json = serde_json::to_string(&state).unwrap();
+        assert_eq!(serde_json::from_str::<TableState>(&json).unwrap(), state);
     }
 
     #[test]
