@@ -64,6 +64,7 @@ METRICS: dict[str, set[str]] = {
     "icepack_engine_up": {"engine"},
     "icepack_engine_probe_seconds": {"engine"},
     "icepack_state_commits_total": set(),
+    "icepack_intake_step_duration_seconds": {"step"},  # histogram
     "icepack_state_writable": set(),
     "icepack_state_recoveries_total": set(),
     "icepack_accumulator_restarts_total": set(),
@@ -78,7 +79,7 @@ METRICS: dict[str, set[str]] = {
     "process_max_fds": set(),
     "process_start_time_seconds": set(),
 }
-HISTOGRAMS = {"icepack_run_duration_seconds"}
+HISTOGRAMS = {"icepack_run_duration_seconds", "icepack_intake_step_duration_seconds"}
 # Exported only once the engine's first probe has ended, which a scrape right after start-up may
 # precede: not required of the binary.
 AFTER_FIRST_PROBE = {"icepack_engine_up", "icepack_engine_probe_seconds"}

@@ -12,7 +12,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -27,7 +27,7 @@ use crate::base::failpoint;
 use crate::intake::batch::{plan_batch, InboundMessage, IntakePlan, IntakeSummary, Verdict};
 use crate::intake::routing::{IgnoreReason, Router, TableIndex};
 use crate::messages::{Ingest, IngestReport, IntakeError, Reload, SetTableMap, Settle, Stage};
-use crate::ops::metrics::{Metrics, ReasonLabels};
+use crate::ops::metrics::{Metrics, ReasonLabels, StepLabels};
 use crate::store::{StateStore, StoreError};
 use crate::table::accumulator::{object_keys, Candidate};
 use crate::table::handle::TableHandles;
@@ -335,6 +335,7 @@ async fn commit_group(
     // staging then reads nothing. No commit of this router's is in flight meanwhile (one group at
     // a time); an accumulator whose own commits may have changed the answers looks its keys up
     // again (see `Stage::seen`).
+    let steps = StepTimer::start(&metrics);
     let looked_up = {
         let store = store.clone();
         tokio::task::spawn_blocking(move || {
@@ -349,6 +350,7 @@ async fn commit_group(
         })
         .await
     };
+    let steps = steps.done("lookup");
     let (per_table, seen) = match looked_up {
         Ok((per_table, seen)) => (per_table, seen),
         Err(error) => {
@@ -390,6 +392,7 @@ async fn commit_group(
         }
     }
     let staging = join_all(staging).await;
+    let steps = steps.done("stage");
 
     let mut ops = Vec::new();
     let mut failed_tables = Vec::new();
@@ -428,6 +431,7 @@ async fn commit_group(
             .await
             .map_err(|error| IntakeError::CommitTask(error.to_string()))
             .and_then(|result| result.map_err(IntakeError::Store));
+        steps.done("commit");
         if committed.is_ok() {
             debug!(num_ops, batches = members.len(), "group committed");
             metrics.state_commits.inc();
@@ -492,6 +496,35 @@ async fn commit_group(
     GroupOutcome {
         failed_commit,
         retry: Vec::new(),
+    }
+}
+
+/// Times the steps of an intake group one after the other into
+/// [`Metrics::intake_steps`].
+struct StepTimer<'a> {
+    metrics: &'a Metrics,
+    since: Instant,
+}
+
+impl<'a> StepTimer<'a> {
+    fn start(metrics: &'a Metrics) -> Self {
+        StepTimer {
+            metrics,
+            since: Instant::now(),
+        }
+    }
+
+    /// `step` ended now: its duration is observed, and the next step starts.
+    fn done(self, step: &'static str) -> Self {
+        let now = Instant::now();
+        self.metrics
+            .intake_steps
+            .get_or_create(&StepLabels { step })
+            .observe(now.duration_since(self.since).as_secs_f64());
+        StepTimer {
+            metrics: self.metrics,
+            since: now,
+        }
     }
 }
 
@@ -621,6 +654,13 @@ pub(crate) mod tests {
         assert_eq!(reports[0].verdicts, vec![Verdict::Delete]);
         // The first batch went alone (nothing was waiting); the three others waited and shared one.
         assert_eq!(pipeline.metrics.state_commits.get(), 2);
+        // Each group's steps were timed, once a group.
+        let text = pipeline.metrics.render(&[]);
+        for step in crate::ops::metrics::INTAKE_STEPS {
+            let count =
+                format!("icepack_intake_step_duration_seconds_count{{step=\"{step}\"}} 2\n");
+            assert!(text.contains(&count), "no `{count}` in:\n{text}");
+        }
         let status = pipeline.status().await;
         let pending: Vec<u64> = status.tables.iter().map(|t| t.pending_files).collect();
         assert_eq!(pending, vec![2, 2]);

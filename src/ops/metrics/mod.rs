@@ -103,6 +103,16 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+/// A step of an intake group's series ([`Metrics::intake_steps`]).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    pub step: &'static str,
+}
+
+/// The steps of an intake group, in order: looking its object keys up, staging its records in
+/// their tables' accumulators (starting those of idle tables), and its synced commit.
+pub const INTAKE_STEPS: [&str; 3] = ["lookup", "stage", "commit"];
+
 /// Why records were not counted.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
@@ -170,6 +180,15 @@ fn run_duration_histogram() -> Histogram {
     Histogram::new(RUN_DURATION_BUCKETS)
 }
 
+/// The intake steps' buckets, in seconds: a memtable's half millisecond up to a stalled disk.
+const INTAKE_STEP_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+fn intake_step_histogram() -> Histogram {
+    Histogram::new(INTAKE_STEP_BUCKETS)
+}
+
 /// Every kind label a run can carry (a removed table's series are dropped for each).
 fn run_kinds() -> impl Iterator<Item = &'static str> {
     std::iter::once(REWRITE_KIND).chain(Maintenance::ALL.iter().map(|task| task.as_str()))
@@ -187,6 +206,8 @@ pub struct Metrics {
     pub commit_failures: Counter,
     /// Synced state commits of intake groups (each may carry several batches).
     pub state_commits: Counter,
+    /// How long each step of an intake group took ([`INTAKE_STEPS`]): where intake time goes.
+    pub intake_steps: Family<StepLabels, Histogram, fn() -> Histogram>,
     pub runs_started: Family<RunLabels, Counter>,
     pub runs_succeeded: Family<RunLabels, Counter>,
     pub runs_failed: Family<FailedRunLabels, Counter>,
@@ -228,6 +249,7 @@ impl Default for Metrics {
             records_ignored: Family::default(),
             commit_failures: Counter::default(),
             state_commits: Counter::default(),
+            intake_steps: Family::new_with_constructor(intake_step_histogram),
             runs_started: Family::default(),
             runs_succeeded: Family::default(),
             runs_failed: Family::default(),
@@ -332,6 +354,16 @@ impl Metrics {
             "icepack_maintenance_failures",
             "Steps after a committed rewrite that failed (snapshot expiry, a metadata read, the deadline), by tenant (and table for [metrics] tables) and failure class; the run itself succeeded.",
             Described(self.maintenance_failures.clone()),
+        );
+        for step in INTAKE_STEPS {
+            // Every step's series from the start: a fresh process exports what it will.
+            let _ = self.intake_steps.get_or_create(&StepLabels { step });
+        }
+        registry.register_with_unit(
+            "icepack_intake_step_duration",
+            "Duration of each step of an intake group (the batches committed together): lookup (the object keys), stage (the records in their tables' accumulators, idle ones started) and commit (the synced state write).",
+            Unit::Seconds,
+            Described(self.intake_steps.clone()),
         );
         registry.register_with_unit(
             "icepack_run_duration",
@@ -824,6 +856,10 @@ mod tests {
         has("icepack_records_ignored_total{reason=\"large_file\"} 1\n");
         has("icepack_runs_failed_total{table=\"a.b\",tenant=\"default\",kind=\"rewrite_data_files\",class=\"timeout\"} 1\n");
         has("icepack_state_commits_total 2\n");
+        // The intake steps' series exist before any group.
+        has("# UNIT icepack_intake_step_duration_seconds seconds\n");
+        has("icepack_intake_step_duration_seconds_count{step=\"lookup\"} 0\n");
+        has("icepack_intake_step_duration_seconds_count{step=\"commit\"} 0\n");
         has("# UNIT icepack_run_duration_seconds seconds\n");
         has("icepack_run_duration_seconds_bucket{le=\"5.0\",outcome=\"success\"} 0\n");
         has("icepack_run_duration_seconds_bucket{le=\"15.0\",outcome=\"success\"} 1\n");
