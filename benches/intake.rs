@@ -10,6 +10,9 @@
 //! Batches are what SQS hands a poller: 10 messages of one S3 record each. `pollers` batches are in
 //! flight at once (concurrent receive loops); batches that wait while a commit is in flight share
 //! the next one (group commit).
+//!
+//! `lookup`, `stage`, `commit`: the share of the wall time each step of the groups took (from
+//! `icepack_intake_step_duration_seconds`), which says where the time goes.
 
 mod common;
 
@@ -32,6 +35,21 @@ struct Figures {
     /// RocksDB write-batch entries and bytes per record: what each record costs the writes.
     ops_per_record: f64,
     bytes_per_record: f64,
+    /// Share of the wall time in each step of the groups (`icepack_intake_step_duration_seconds`:
+    /// lookup, stage, commit); one group is in flight at a time, so they add up to nearly all.
+    step_shares: [f64; 3],
+}
+
+/// The summed seconds of each intake step, from the pipeline's metrics.
+fn step_seconds(metrics: &icepack::ops::metrics::Metrics) -> [f64; 3] {
+    let text = metrics.render(&[]);
+    icepack::ops::metrics::INTAKE_STEPS.map(|step| {
+        let prefix = format!("icepack_intake_step_duration_seconds_sum{{step=\"{step}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .and_then(|value| value.parse().ok())
+            .expect("the intake steps' histogram is exported")
+    })
 }
 
 fn measure(tables: usize, hot: usize, pollers: usize, records: u64, seed: u64) -> Figures {
@@ -40,7 +58,7 @@ fn measure(tables: usize, hot: usize, pollers: usize, records: u64, seed: u64) -
     let batches = Arc::new(batches(records, hot, 10, seed));
     let store = Arc::new(WeighingStore::open(&work.path().join("state")));
     let system = actix::System::new();
-    let elapsed = system.block_on({
+    let (elapsed, steps) = system.block_on({
         let store = store.clone();
         async move {
             let pipeline = pipeline(&config, store, None);
@@ -66,7 +84,7 @@ fn measure(tables: usize, hot: usize, pollers: usize, records: u64, seed: u64) -
                 }
             }))
             .await;
-            started.elapsed()
+            (started.elapsed(), step_seconds(&pipeline.metrics))
         }
     });
     let commits = store.commits.lock().unwrap().clone();
@@ -80,6 +98,7 @@ fn measure(tables: usize, hot: usize, pollers: usize, records: u64, seed: u64) -
         ops_per_record: commits.iter().map(|(ops, _)| *ops as f64).sum::<f64>() / records as f64,
         bytes_per_record: commits.iter().map(|(_, bytes)| *bytes as f64).sum::<f64>()
             / records as f64,
+        step_shares: steps.map(|seconds| seconds / elapsed.as_secs_f64()),
     }
 }
 
@@ -109,7 +128,7 @@ fn main() {
          bare = the same number of synced RocksDB writes of the same sizes"
     );
     println!(
-        "{:>7} {:>9} {:>8} {:>14} {:>16} {:>9} {:>15} {:>15} {:>11} {:>12}",
+        "{:>7} {:>9} {:>8} {:>14} {:>16} {:>9} {:>15} {:>15} {:>11} {:>12} {:>7} {:>7} {:>7}",
         "tables",
         "to tables",
         "pollers",
@@ -119,7 +138,10 @@ fn main() {
         "records/commit",
         "in writes",
         "ops/record",
-        "bytes/record"
+        "bytes/record",
+        "lookup",
+        "stage",
+        "commit"
     );
     for &tables in &tables_list {
         let to = if hot == 0 { tables } else { hot.min(tables) };
@@ -131,6 +153,7 @@ fn main() {
             let mut writing = Vec::new();
             let mut ops = Vec::new();
             let mut bytes = Vec::new();
+            let mut steps: [Vec<f64>; 3] = Default::default();
             for repeat in 0..repeats {
                 let figures = measure(tables, to, pollers, records, 7 + repeat as u64);
                 rates.push(figures.records_per_sec);
@@ -140,9 +163,13 @@ fn main() {
                 writing.push(figures.writing_share * 100.0);
                 ops.push(figures.ops_per_record);
                 bytes.push(figures.bytes_per_record);
+                for (all, share) in steps.iter_mut().zip(figures.step_shares) {
+                    all.push(share * 100.0);
+                }
             }
+            let [lookup, stage, commit] = steps.map(|mut shares| median(&mut shares));
             println!(
-                "{:>7} {:>9} {:>8} {:>14.0} {:>16.0} {:>9.2} {:>15.1} {:>14.0}% {:>11.2} {:>12.0}",
+                "{:>7} {:>9} {:>8} {:>14.0} {:>16.0} {:>9.2} {:>15.1} {:>14.0}% {:>11.2} {:>12.0} {:>6.0}% {:>6.0}% {:>6.0}%",
                 tables,
                 to,
                 pollers,
@@ -152,7 +179,10 @@ fn main() {
                 median(&mut per_commit),
                 median(&mut writing),
                 median(&mut ops),
-                median(&mut bytes)
+                median(&mut bytes),
+                lookup,
+                stage,
+                commit
             );
         }
     }
