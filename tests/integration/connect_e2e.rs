@@ -15,7 +15,7 @@ use icepack::engine::spark::runner::{judge, SparkRunner};
 use icepack::runs::report::FailureClass;
 use support::connect::{job, job_of, runner, sql, value, Cluster, ConnectServer, Gate};
 use support::spark::{stack_available, Lakehouse};
-use support::{get_text, measure, wait_until, Icepack, Landing, Moto};
+use support::{get_text, measure, wait_until, wait_until_or, Icepack, Landing, Moto};
 
 /// Two cores: the tests on the shared server run two at a time (the harness's threads), a test
 /// that starts JVMs of its own (a cluster, a browser, the measurements) runs alone.
@@ -415,28 +415,44 @@ pub(crate) async fn compaction_through_a_warm_server(master: Option<&str>) {
         assert_eq!(status["due"], false);
     }
 
-    // The server has the table cached from the run; a writer commits 12 more. However the
-    // threshold falls among those commits, the table ends compacted: runs read what is committed.
+    // The server has the table cached from the run; a writer commits 12 more. A run after them
+    // reads what is committed, not the cached table: it rewrites the new files. Where the
+    // threshold falls among the commits decides how many: a run that read the table while the
+    // writer still committed leaves those committed after its read pending, fewer than
+    // min_files, and they wait for more (max_wait is off). Either way icepack then counts
+    // pending exactly the table's data files.
     let orders = &tables[0];
+    let writes_began = icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     orders
         .sql(writer, &inserts(&orders.qualified(), 100, 12))
         .await;
-    let after = wait_until(
-        "the new commits to be compacted",
+    let after = wait_until_or(
+        "a run to compact the new commits, and the state to settle on the table's files",
         Duration::from_secs(300),
         || {
             let status = table_status(&icepack, orders.name);
-            let writer = &writer;
+            let (writer, writes_began) = (&writer, &writes_began);
             async move {
-                let settled = status["in_flight_run"].is_null()
-                    && status["due"] == false
-                    && status["pending_files"] == 1;
-                if !settled {
+                let last = &status["last_run"];
+                let compacted = last["started_at"].as_str()? >= writes_began.as_str()
+                    && last["outcome"] == "success"
+                    // The cached table had one data file: two or more are the new commits.
+                    && last["rewritten_data_files"].as_u64()? >= 2;
+                let settled = status["in_flight_run"].is_null() && status["due"] == false;
+                if !(compacted && settled) {
                     return None;
                 }
                 let after = orders.sql(writer, &facts(&orders.qualified())).await;
-                (value(&after, "data_files") == "1").then_some(after)
+                let data_files = value(&after, "data_files").parse::<u64>().ok();
+                (data_files == status["pending_files"].as_u64()).then_some(after)
             }
+        },
+        || {
+            format!(
+                "status: {}\nicepack's log, last lines:\n{}",
+                table_status(&icepack, orders.name),
+                support::tail(&icepack.log(run), 60)
+            )
         },
     )
     .await;

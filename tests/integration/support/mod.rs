@@ -88,7 +88,22 @@ pub fn free_port() -> u16 {
 }
 
 /// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
-pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    wait_until_or(what, timeout, check, String::new).await
+}
+
+/// [`wait_until`], and on a timeout the panic carries `explain()`: what the test can tell
+/// about why (a status, a log's tail), read when the wait failed.
+pub async fn wait_until_or<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut check: F,
+    explain: impl FnOnce() -> String,
+) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -99,10 +114,19 @@ where
             return value;
         }
         if Instant::now() > deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
+            panic!(
+                "timed out after {timeout:?} waiting for {what}\n{}",
+                explain()
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The last `lines` lines of `text`.
+pub fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// Waits until a server `child` started answers `url` with a success; fails at once, with its
