@@ -419,8 +419,9 @@ pub(crate) async fn compaction_through_a_warm_server(master: Option<&str>) {
     // reads what is committed, not the cached table: it rewrites the new files. Where the
     // threshold falls among the commits decides how many: a run that read the table while the
     // writer still committed leaves those committed after its read pending, fewer than
-    // min_files, and they wait for more (max_wait is off). Either way icepack then counts
-    // pending exactly the table's data files.
+    // min_files, and they wait for more (max_wait is off); those whose commits came after the
+    // run's own read of the result wait unconfirmed, for the next read of the metadata. Either
+    // way icepack then accounts for exactly the table's data files.
     let orders = &tables[0];
     let writes_began = icepack::base::clock::format_rfc3339(chrono::Utc::now().timestamp_millis());
     orders
@@ -444,7 +445,9 @@ pub(crate) async fn compaction_through_a_warm_server(master: Option<&str>) {
                 }
                 let after = orders.sql(writer, &facts(&orders.qualified())).await;
                 let data_files = value(&after, "data_files").parse::<u64>().ok();
-                (data_files == status["pending_files"].as_u64()).then_some(after)
+                let accounted =
+                    status["pending_files"].as_u64()? + status["unconfirmed_files"].as_u64()?;
+                (data_files == Some(accounted)).then_some(after)
             }
         },
         || {
