@@ -149,7 +149,7 @@ pub struct TableState {
     pub claim: Option<Claim>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<RunRecord>,
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub consecutive_failures: u32,
     /// After a failure, no run starts before this time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -184,25 +184,18 @@ pub struct TableState {
     #[serde(default, skip_serializing_if = "UnconfirmedFiles::is_empty")]
     pub unconfirmed: UnconfirmedFiles,
     /// Rewrites in a row that rewrote nothing: the table backs off as after failures.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub empty_runs: u32,
     /// How long the table's recent rewrites took: its measured run cost.
     #[serde(default, skip_serializing_if = "RunCosts::is_empty")]
     pub run_costs: RunCosts,
     /// A run changed the table's files since its statistics were last computed
     /// (`compute_statistics`): a `compute_statistics` run follows when nothing else is due.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub statistics_due: bool,
 }
 
-fn is_false(value: &bool) -> bool {
-    !*value
-}
-
-fn is_zero(value: &u32) -> bool {
-    *value == 0
-}
-
+/// Whether a field is at its default: a stored row leaves it out.
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }
