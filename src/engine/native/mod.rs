@@ -34,6 +34,7 @@
 //! a deadline never leaves a commit half-known.
 
 mod catalog;
+mod human;
 mod jdbc;
 mod plan;
 mod rest;

@@ -334,13 +334,18 @@ pub async fn manifest_list(
         .map_err(|error| super::storage_error("reading a manifest list", error))
 }
 
-/// A partition's (field name, value) pairs as Iceberg renders them in paths, or `None` when
-/// the values do not fit the spec (hostile or corrupt metadata).
+/// A partition's (field name, value) pairs as Iceberg's Java writers render them in paths
+/// (`human.rs`), or `None` when the values do not fit the spec (hostile or corrupt metadata). A
+/// spec whose fields are all `void` is unpartitioned, as in Java: its files sit directly under
+/// the data location, and icepack names their partition `""`.
 pub fn partition_values(
     spec: &PartitionSpec,
     schema: &Schema,
     data: &Struct,
 ) -> Option<PartitionValues> {
+    if spec.is_unpartitioned() {
+        return Some(Vec::new());
+    }
     let partition_type = spec.partition_type(schema).ok()?;
     let types = partition_type.fields();
     if types.len() != spec.fields().len() || data.fields().len() != spec.fields().len() {
@@ -351,19 +356,19 @@ pub fn partition_values(
         .zip(types)
         .enumerate()
         .map(|(index, (field, field_type))| {
-            let value = data[index].as_ref();
             let primitive = field_type.field_type.as_primitive_type()?;
-            if let Some(literal) = value {
-                let literal = literal.as_primitive_literal()?;
-                if !primitive.compatible(&literal) {
+            let value = match data[index].as_ref() {
+                Some(literal) => Some(literal.as_primitive_literal()?),
+                None => None,
+            };
+            if let Some(literal) = &value {
+                if !primitive.compatible(literal) {
                     return None;
                 }
             }
             Some((
                 field.name.clone(),
-                field
-                    .transform
-                    .to_human_string(&field_type.field_type, value),
+                super::human::human_string(&field.transform, primitive, value.as_ref())?,
             ))
         })
         .collect()
