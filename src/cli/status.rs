@@ -103,6 +103,15 @@ pub(crate) fn run_history(path: &Path, table: &str, json: bool) -> Result<()> {
                     failed.class.as_str(),
                     failed.excerpt
                 ),
+                (None, None) if !run.left.is_empty() => format!(
+                    "left {} due: {}",
+                    run.left.len(),
+                    run.left
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
                 (None, None) => String::new(),
             },
         );

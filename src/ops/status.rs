@@ -298,6 +298,9 @@ pub struct LastRun {
     /// `spark` or `native` (`null`: a run of an earlier release), and how and why that engine.
     pub engine: Option<String>,
     pub engine_detail: Option<String>,
+    /// The partitions a successful run was asked for and did not rewrite:
+    /// `[{partition, reason}]` (no `partition`: the whole table).
+    pub left: Vec<crate::runs::report::LeftPartition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -347,6 +350,7 @@ pub fn run_status(run: &crate::table::state::RunRecord) -> LastRun {
         maintenance_failed: run.maintenance_failed.clone(),
         engine: run.ran_on.as_ref().map(|ran_on| ran_on.engine.clone()),
         engine_detail: run.ran_on.as_ref().map(|ran_on| ran_on.detail.clone()),
+        left: run.left.clone(),
     }
 }
 
@@ -669,6 +673,7 @@ mod tests {
             delete_rewrite: None,
             statistics_files: None,
             maintenance_failed: None,
+            left: Vec::new(),
             ran_on: None,
             partitions: Vec::new(),
         };

@@ -95,6 +95,36 @@ pub struct ReportSummary {
     /// the deadline): the run succeeded, this is reported beside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maintenance_failed: Option<MaintenanceFailure>,
+    /// The partitions the run was asked for and did not rewrite, and why: a run that leaves a
+    /// due table due says so (status, history, page, notifications). At most [`LEFT_KEPT`]
+    /// and one entry counting the rest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<LeftPartition>,
+}
+
+/// How many left partitions a report keeps by name.
+pub const LEFT_KEPT: usize = 20;
+
+/// A partition a run was asked for and did not rewrite, with why; `partition` is `None` for the
+/// table as a whole (a whole-table run that rewrote nothing) and for the entry that counts the
+/// partitions past [`LEFT_KEPT`]. Short and secret-free: a partition name and the plan's reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftPartition {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for LeftPartition {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.partition {
+            Some(partition) if partition.is_empty() => {
+                write!(formatter, "(unpartitioned): {}", self.reason)
+            }
+            Some(partition) => write!(formatter, "{partition}: {}", self.reason),
+            None => write!(formatter, "{}", self.reason),
+        }
+    }
 }
 
 /// What failed after a run's rewrite committed: the rewrite stands (its files are compacted, its

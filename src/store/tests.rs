@@ -723,6 +723,7 @@ fn run_history(store: &dyn StateStore) {
         partitions: vec!["d=1".to_string()],
         maintenance_failed: None,
         ran_on: None,
+        left: Vec::new(),
     };
     let put = |table: &str, seq: u64| Op::PutRun {
         table: table.to_string(),

@@ -531,6 +531,9 @@ pub struct RunRecord {
     /// Which engine ran it, and why that one (`None`: a run of an earlier release).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ran_on: Option<crate::runs::report::RanOn>,
+    /// The partitions a successful run was asked for and did not rewrite, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<crate::runs::report::LeftPartition>,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.

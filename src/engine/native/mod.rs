@@ -62,7 +62,9 @@ pub use plan::MidSizedFiles;
 
 use crate::base::clock::UnixMillis;
 use crate::config::CatalogConfig;
-use crate::runs::report::{DeleteRead, FailureClass, ReportSummary, RewriteResult};
+use crate::runs::report::{
+    DeleteRead, FailureClass, LeftPartition, ReportSummary, RewriteResult, LEFT_KEPT,
+};
 use crate::table::partitions::{PartitionField, Transform};
 use catalog::{CommitError, TableCatalog};
 use plan::{DataFileFacts, FileGroup, PlanError, PlanRequest};
@@ -125,6 +127,9 @@ pub struct NativeReport {
     /// Manifests of the current snapshot.
     pub manifest_count: u64,
     pub deletes: DeleteRead,
+    /// The partitions the run was asked for and did not rewrite, with why (at most
+    /// [`LEFT_KEPT`]; a whole-table run that rewrote nothing: one entry for the table).
+    pub left: Vec<LeftPartition>,
 }
 
 impl From<NativeReport> for ReportSummary {
@@ -137,6 +142,7 @@ impl From<NativeReport> for ReportSummary {
             committed: report.committed,
             manifest_count: Some(report.manifest_count),
             deletes: Some(report.deletes),
+            left: report.left,
             ..ReportSummary::default()
         }
     }
@@ -460,6 +466,8 @@ struct Tally {
     outputs: Vec<String>,
     snapshots: Vec<i64>,
     first_failure: Option<NativeError>,
+    /// The partitions the plan left, with why.
+    left: Vec<LeftPartition>,
 }
 
 async fn execute(
@@ -531,6 +539,16 @@ async fn rewrite_and_commit(
         max_group_bytes: MAX_GROUP_BYTES,
     };
     let plan = plan::plan(&request, &data_files, &start.delete_facts())?;
+    tally.left = left_partitions(&plan.left);
+    if !tally.left.is_empty() {
+        info!(
+            table = %task.table,
+            run = %task.run_id,
+            left = plan.left.len(),
+            first = %tally.left[0],
+            "native run leaves partitions it was asked for"
+        );
+    }
     if let Some(file) = plan
         .groups
         .iter()
@@ -836,6 +854,7 @@ async fn build_report(
 ) -> Result<NativeReport, NativeError> {
     let state = TableState::read(catalog.load().await?, cache).await?;
     Ok(NativeReport {
+        left: tally.left,
         result: tally.result,
         output_files: tally.outputs,
         snapshot_ids: tally.snapshots,
@@ -847,6 +866,26 @@ async fn build_report(
         manifest_count: state.manifests.len() as u64,
         deletes: state.delete_read(),
     })
+}
+
+/// The plan's left partitions as a report carries them: the first [`LEFT_KEPT`], and a last entry
+/// that counts the others.
+fn left_partitions(left: &[(Option<String>, plan::LeftReason)]) -> Vec<LeftPartition> {
+    let mut kept: Vec<LeftPartition> = left
+        .iter()
+        .take(LEFT_KEPT)
+        .map(|(partition, reason)| LeftPartition {
+            partition: partition.clone(),
+            reason: reason.to_string(),
+        })
+        .collect();
+    if left.len() > LEFT_KEPT {
+        kept.push(LeftPartition {
+            partition: None,
+            reason: format!("and {} more partitions", left.len() - LEFT_KEPT),
+        });
+    }
+    kept
 }
 
 /// The table's current partition spec as icepack's partitions module names its fields.
@@ -1018,6 +1057,7 @@ mod unit_tests {
                 transform: Transform::Day,
                 source_type: Some("timestamp".to_string()),
             }],
+            left: Vec::new(),
             truth: vec![("s3://lake/t/data/a.parquet".to_string(), 5_000)],
             committed: vec!["s3://lake/t/data/a.parquet".to_string()],
             manifest_count: 3,

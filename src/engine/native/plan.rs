@@ -15,6 +15,10 @@
 //!   input bytes do not tell the output's size (another encoding, codec or dictionary), so groups
 //!   capped at one target by input bytes overflowed by a few rows into a file of their own. A
 //!   group left with a single file is dropped (rewriting it alone changes nothing).
+//! - **Left, with a reason.** Every partition the run names that no group rewrites is in
+//!   [`Plan::left`] with why ([`LeftReason`]): no live file has that partition, no small file,
+//!   too few, or no two fit a group. A run that leaves a due table due says so; a whole-table
+//!   run that plans nothing gives one reason for the table.
 //! - **Deletes.** Position deletes that apply to a candidate are applied by the rewrite (its
 //!   outputs hold the live rows only). A partition where an *equality* delete applies to a
 //!   candidate is not rewritten here: the plan answers [`PlanError::DeletesApply`] and the run
@@ -103,10 +107,64 @@ impl FileGroup {
     }
 }
 
-/// The groups of a run, in a stable order (spec, partition, then size).
+/// The groups of a run, in a stable order (spec, partition, then size), and the partitions it
+/// was asked for and does not rewrite.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     pub groups: Vec<FileGroup>,
+    /// Each partition path of the request no group rewrites (once, in the request's order), or
+    /// `None` for a whole-table run that plans nothing, with the reason.
+    pub left: Vec<(Option<String>, LeftReason)>,
+}
+
+/// Why a partition a run asked for (or a whole-table run) rewrites nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftReason {
+    /// The path is not `name=value` segments.
+    NotAPartitionPath,
+    /// No live data file of the table has the partition: compacted or removed by another commit
+    /// since the files were counted, or named otherwise than the table's specs name it.
+    NoLiveFile,
+    /// Live files, none below the small-file size (or the mid-sized floor where they join).
+    NoSmallFile { files: u64 },
+    /// Small files, but fewer than `min_input_files` and no more than a target file's bytes.
+    TooFewSmallFiles {
+        files: u64,
+        bytes: u64,
+        min_input_files: u64,
+        target_file_bytes: u64,
+    },
+    /// Enough small files, but no two of them fit one group of the maximum group size.
+    NoGroupOfTwo { files: u64 },
+}
+
+impl std::fmt::Display for LeftReason {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeftReason::NotAPartitionPath => write!(formatter, "not a partition path"),
+            LeftReason::NoLiveFile => write!(
+                formatter,
+                "no live data file of the table is in this partition (compacted or removed by another commit, or named otherwise by the table's partition specs)"
+            ),
+            LeftReason::NoSmallFile { files } => write!(
+                formatter,
+                "none of its {files} live data files is below the small-file size"
+            ),
+            LeftReason::TooFewSmallFiles {
+                files,
+                bytes,
+                min_input_files,
+                target_file_bytes,
+            } => write!(
+                formatter,
+                "{files} small files of {bytes} bytes: fewer than min_input_files ({min_input_files}) and no more than one target file ({target_file_bytes} bytes)"
+            ),
+            LeftReason::NoGroupOfTwo { files } => write!(
+                formatter,
+                "no two of its {files} small files fit one file group"
+            ),
+        }
+    }
 }
 
 impl Plan {
@@ -166,6 +224,7 @@ pub fn plan(
         ),
     };
     let mid_sized_floor = request.target_file_bytes / 4 * 3;
+    let capacity = request.max_group_bytes.max(request.target_file_bytes);
     let mut by_partition: BTreeMap<(i32, PartitionValues), Vec<&DataFileFacts>> = BTreeMap::new();
     for file in data_files {
         if wanted
@@ -190,7 +249,9 @@ pub fn plan(
         }
     }
     let mut groups = Vec::new();
-    for ((spec_id, partition), candidates) in by_partition {
+    for ((spec_id, partition), candidates) in &by_partition {
+        let (spec_id, partition) = (*spec_id, partition);
+        let candidates = candidates.clone();
         let count = candidates.len() as u64;
         let bytes: u64 = candidates.iter().map(|file| file.size_bytes).sum();
         let worth_it =
@@ -203,12 +264,11 @@ pub fn plan(
                 delete.kind == DeleteKind::Equality && delete_applies(delete, candidate)
             }) {
                 return Err(PlanError::DeletesApply {
-                    partition: partition_path(&partition),
+                    partition: partition_path(partition),
                     delete_file: delete.path.clone(),
                 });
             }
         }
-        let capacity = request.max_group_bytes.max(request.target_file_bytes);
         for files in bin_pack(candidates, capacity) {
             if files.len() >= 2 {
                 groups.push(FileGroup {
@@ -219,7 +279,75 @@ pub fn plan(
             }
         }
     }
-    Ok(Plan { groups })
+    let left = left_partitions(request, data_files, &by_partition, &groups);
+    Ok(Plan { groups, left })
+}
+
+/// The request's partitions (or, for a whole-table run that plans nothing, the table) that no
+/// group rewrites, each with the reason.
+fn left_partitions(
+    request: &PlanRequest,
+    data_files: &[DataFileFacts],
+    candidates: &BTreeMap<(i32, PartitionValues), Vec<&DataFileFacts>>,
+    groups: &[FileGroup],
+) -> Vec<(Option<String>, LeftReason)> {
+    let planned: HashSet<&PartitionValues> = groups.iter().map(|group| &group.partition).collect();
+    let reason = |wanted: Option<&PartitionValues>| {
+        let live = data_files
+            .iter()
+            .filter(|file| wanted.is_none_or(|wanted| &file.partition == wanted))
+            .count() as u64;
+        let small: Vec<&DataFileFacts> = candidates
+            .iter()
+            .filter(|((_, partition), _)| wanted.is_none_or(|wanted| partition == wanted))
+            .flat_map(|(_, files)| files.iter().copied())
+            .collect();
+        let small_files = small.len() as u64;
+        let small_bytes = small.iter().map(|file| file.size_bytes).sum();
+        let worth_it = candidates
+            .iter()
+            .filter(|((_, partition), _)| wanted.is_none_or(|wanted| partition == wanted))
+            .any(|(_, files)| {
+                let bytes: u64 = files.iter().map(|file| file.size_bytes).sum();
+                files.len() >= 2
+                    && (files.len() as u64 >= request.min_input_files
+                        || bytes > request.target_file_bytes)
+            });
+        if live == 0 {
+            LeftReason::NoLiveFile
+        } else if small_files == 0 {
+            LeftReason::NoSmallFile { files: live }
+        } else if !worth_it {
+            LeftReason::TooFewSmallFiles {
+                files: small_files,
+                bytes: small_bytes,
+                min_input_files: request.min_input_files,
+                target_file_bytes: request.target_file_bytes,
+            }
+        } else {
+            LeftReason::NoGroupOfTwo { files: small_files }
+        }
+    };
+    if request.partitions.is_empty() {
+        return if groups.is_empty() {
+            vec![(None, reason(None))]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut seen = HashSet::new();
+    let mut left = Vec::new();
+    for path in &request.partitions {
+        if !seen.insert(path.as_str()) {
+            continue;
+        }
+        match decode_partition_path(path) {
+            None => left.push((Some(path.clone()), LeftReason::NotAPartitionPath)),
+            Some(values) if planned.contains(&values) => {}
+            Some(values) => left.push((Some(path.clone()), reason(Some(&values)))),
+        }
+    }
+    left
 }
 
 /// First fit, largest first, into bins of at most `capacity` bytes (a file larger than that is a
@@ -662,5 +790,142 @@ mod tests {
             validate_rewrite(&inputs, 1, &live, &[equality]).is_ok(),
             "outputs keep the starting sequence number: a new equality delete applies to them too"
         );
+    }
+
+    #[test]
+    fn each_partition_asked_for_and_not_rewritten_is_left_with_its_reason() {
+        let mut files: Vec<DataFileFacts> = (0..6)
+            .map(|index| file(&format!("a{index}"), "p=rewritten", MIB))
+            .collect();
+        files.extend((0..2).map(|index| file(&format!("b{index}"), "p=few", MIB)));
+        files.extend((0..3).map(|index| file(&format!("c{index}"), "p=large", 100 * MIB)));
+        files.extend((0..5).map(|index| file(&format!("d{index}"), "p=alone", 30 * MIB)));
+        let mut request = request(&[
+            "p=rewritten",
+            "p=few",
+            "p=large",
+            "p=gone",
+            "p=alone",
+            "no-equals-sign",
+            "p=few",
+        ]);
+        request.max_group_bytes = 0;
+        request.target_file_bytes = 40 * MIB;
+        request.small_file_bytes = 32 * MIB;
+        let plan = plan(&request, &files, &[]).unwrap();
+        assert_eq!(plan.groups.len(), 1);
+        assert_eq!(plan.groups[0].partition, values("p=rewritten"));
+        let left: Vec<(Option<&str>, &LeftReason)> = plan
+            .left
+            .iter()
+            .map(|(path, reason)| (path.as_deref(), reason))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                (
+                    Some("p=few"),
+                    &LeftReason::TooFewSmallFiles {
+                        files: 2,
+                        bytes: 2 * MIB,
+                        min_input_files: 5,
+                        target_file_bytes: 40 * MIB
+                    }
+                ),
+                (Some("p=large"), &LeftReason::NoSmallFile { files: 3 }),
+                (Some("p=gone"), &LeftReason::NoLiveFile),
+                (Some("p=alone"), &LeftReason::NoGroupOfTwo { files: 5 }),
+                (Some("no-equals-sign"), &LeftReason::NotAPartitionPath),
+            ],
+            "in the request's order, once each"
+        );
+        assert!(plan.left[0]
+            .1
+            .to_string()
+            .contains("fewer than min_input_files (5)"));
+    }
+
+    #[test]
+    fn a_whole_table_run_that_plans_nothing_says_why() {
+        let files = vec![file("a", "p=1", MIB), file("b", "p=2", MIB)];
+        let planned = plan(&request(&[]), &files, &[]).unwrap();
+        assert!(planned.is_empty());
+        assert_eq!(
+            planned.left,
+            [(
+                None,
+                LeftReason::TooFewSmallFiles {
+                    files: 2,
+                    bytes: 2 * MIB,
+                    min_input_files: 5,
+                    target_file_bytes: 128 * MIB
+                }
+            )]
+        );
+        let empty = plan(&request(&[]), &[], &[]).unwrap();
+        assert_eq!(empty.left, [(None, LeftReason::NoLiveFile)]);
+    }
+
+    fn arbitrary_files() -> impl proptest::strategy::Strategy<Value = Vec<DataFileFacts>> {
+        use proptest::prelude::*;
+        proptest::collection::vec((0u8..6, 0u8..2, 1u64..80, 0u8..3), 0..40).prop_map(|files| {
+            files
+                .into_iter()
+                .enumerate()
+                .map(|(index, (partition, spec, mib, sequence))| DataFileFacts {
+                    spec_id: i32::from(spec),
+                    data_sequence_number: i64::from(sequence),
+                    ..file(&format!("f{index}"), &format!("p={partition}"), mib * MIB)
+                })
+                .collect()
+        })
+    }
+
+    proptest::proptest! {
+        /// Every partition a run asks for is either rewritten by a group or left with a reason,
+        /// never both, and nothing is left that was not asked for; a whole-table run is either
+        /// planned or says why.
+        #[test]
+        fn every_partition_asked_for_is_planned_or_given_a_reason(
+            files in arbitrary_files(),
+            asked in proptest::collection::vec(0u8..8, 0..6),
+            min_input_files in 1u64..8,
+            target_mib in 1u64..200,
+            max_group_mib in 0u64..300,
+            small_mib in 1u64..100,
+            joining in proptest::bool::ANY,
+        ) {
+            let paths: Vec<String> = asked.iter().map(|partition| format!("p={partition}")).collect();
+            let request = PlanRequest {
+                partitions: paths.clone(),
+                mid_sized: if joining { MidSizedFiles::Everywhere } else { MidSizedFiles::Nowhere },
+                small_file_bytes: small_mib * MIB,
+                target_file_bytes: target_mib * MIB,
+                min_input_files,
+                max_group_bytes: max_group_mib * MIB,
+            };
+            let plan = plan(&request, &files, &[]).unwrap();
+            let planned: HashSet<String> =
+                plan.groups.iter().map(FileGroup::partition_path).collect();
+            let left: Vec<&str> = plan.left.iter().filter_map(|(path, _)| path.as_deref()).collect();
+            let unique: HashSet<&str> = left.iter().copied().collect();
+            proptest::prop_assert_eq!(unique.len(), left.len(), "each left once");
+            for path in &paths {
+                proptest::prop_assert!(
+                    planned.contains(path) != unique.contains(path.as_str()),
+                    "{} is planned or left, not both", path
+                );
+            }
+            for path in &planned {
+                proptest::prop_assert!(paths.is_empty() || paths.contains(path));
+            }
+            for path in &left {
+                proptest::prop_assert!(paths.iter().any(|asked| asked == path));
+            }
+            if paths.is_empty() {
+                proptest::prop_assert_eq!(plan.groups.is_empty(), plan.left.len() == 1);
+                proptest::prop_assert!(plan.left.iter().all(|(path, _)| path.is_none()));
+            }
+        }
     }
 }

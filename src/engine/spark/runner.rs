@@ -279,6 +279,8 @@ impl From<RunReport> for ReportSummary {
             delete_rewrite: report.delete_rewrite,
             statistics_files: report.statistics_files,
             maintenance_failed: report.maintenance_failed,
+            // rewrite_data_files reports no partition it left.
+            left: Vec::new(),
         }
     }
 }

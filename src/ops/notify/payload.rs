@@ -156,6 +156,22 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
             ));
         }
     }
+    if let (RunOutcome::Success { report, .. }, None) = (&event.outcome, event.maintenance) {
+        if !report.left.is_empty() {
+            if report.result.rewritten_data_files_count == 0
+                && event.outcome.maintenance_failed().is_none()
+            {
+                message["text"] = json!(format!(
+                    ":warning: Iceberg Table Compaction rewrote nothing, the table stays due: `{}`",
+                    event.table
+                ));
+                message["attachments"][0]["color"] = json!(AMBER);
+            }
+            if let Some(fields) = message["attachments"][0]["fields"].as_array_mut() {
+                fields.push(field("Left Due", left_lines(&report.left), false));
+            }
+        }
+    }
     if let Some(ran_on) = &event.ran_on {
         if let Some(fields) = message["attachments"][0]["fields"].as_array_mut() {
             fields.push(field(
@@ -174,6 +190,30 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
         message["channel"] = json!(channel);
     }
     message
+}
+
+/// The partitions a run left, a line each (the first five and a count of the others), their
+/// names in code spans with Slack's control characters escaped: a partition name comes from an
+/// S3 key, which anyone who can write to the bucket chooses.
+fn left_lines(left: &[crate::runs::report::LeftPartition]) -> String {
+    let escape = |text: &str| {
+        text.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('`', "'")
+    };
+    let mut lines: Vec<String> = left
+        .iter()
+        .take(5)
+        .map(|left| match &left.partition {
+            Some(partition) => format!("`{}`: {}", escape(partition), escape(&left.reason)),
+            None => escape(&left.reason),
+        })
+        .collect();
+    if left.len() > 5 {
+        lines.push(format!("and {} more", left.len() - 5));
+    }
+    lines.join("\n")
 }
 
 /// What a `rewrite_manifests` run did: `12 rewritten → 1 added, 1 now`.
@@ -266,6 +306,10 @@ pub fn webhook(event: &RunEvent) -> Value {
         "target_file_bytes": event.target_file_bytes,
         "claimed": {"files": event.claimed_files, "bytes": event.claimed_bytes},
         "result": result,
+        "left": match (&event.outcome, event.maintenance) {
+            (RunOutcome::Success { report, .. }, None) => json!(report.left),
+            _ => json!([]),
+        },
         "failure": failure,
         "maintenance_failed": match (event.maintenance, &event.outcome) {
             // Statistics that could not be computed: a maintenance note, as a failed step after
@@ -544,5 +588,51 @@ pub(crate) mod tests {
         let document = webhook(&tenanted);
         assert_eq!(document["tenant"], "billing");
         assert_eq!(document["event"], "compaction_failed");
+    }
+
+    /// A run asked for partitions that rewrote none of their files says so: amber in Slack, with
+    /// the partitions and reasons (escaped), and `left` in the webhook.
+    #[test]
+    fn a_run_that_left_its_partitions_says_why() {
+        let mut report = ReportSummary::default();
+        report.left = vec![
+            crate::runs::report::LeftPartition {
+                partition: Some("ts_hour=2026-11-01-10".to_string()),
+                reason: "no live data file of the table is in this partition".to_string(),
+            },
+            crate::runs::report::LeftPartition {
+                partition: Some("name=<!channel>`x".to_string()),
+                reason: "2 small files".to_string(),
+            },
+        ];
+        let outcome = RunOutcome::Success {
+            report,
+            duration_millis: 10,
+            attempts: 1,
+        };
+        let message = slack(&event(outcome.clone()), "");
+        assert!(message["text"]
+            .as_str()
+            .unwrap()
+            .contains("rewrote nothing"));
+        assert_eq!(message["attachments"][0]["color"], AMBER);
+        let fields = message["attachments"][0]["fields"].as_array().unwrap();
+        let left = fields
+            .iter()
+            .find(|field| field["title"] == "Left Due")
+            .unwrap();
+        let text = left["value"].as_str().unwrap();
+        assert!(text.contains("`ts_hour=2026-11-01-10`: no live data file"));
+        assert!(
+            text.contains("`name=&lt;!channel&gt;'x`: 2 small files"),
+            "{text}"
+        );
+        assert!(!text.contains("<!channel>"));
+        let document = webhook(&event(outcome));
+        assert_eq!(document["left"][0]["partition"], "ts_hour=2026-11-01-10");
+        assert_eq!(document["left"].as_array().unwrap().len(), 2);
+        assert_eq!(webhook(&event(success()))["left"], json!([]));
+        let plain = slack(&event(success()), "");
+        assert_eq!(plain["attachments"][0]["color"], GREEN);
     }
 }

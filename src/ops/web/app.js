@@ -185,9 +185,19 @@ function maintenanceFailed(run) {
     h("div", { class: "error-text" }, failed.excerpt.slice(0, 80)));
 }
 
+// Partitions a successful run was asked for and did not rewrite, with why: the run left the
+// table due, and says so.
+function leftDue(run) {
+  const left = run.left || [];
+  if (!left.length) return null;
+  const line = (entry) => (entry.partition === undefined || entry.partition === null ? "" : (entry.partition || "(unpartitioned)") + ": ") + entry.reason;
+  return h("span", { class: "left-due" }, " ", pill(`${left.length} left due`, "warn", left.map(line).join("\n")),
+    h("div", { class: "error-text" }, line(left[0]).slice(0, 120)));
+}
+
 function lastCell(run) {
   if (!run) return h("span", { class: "muted" }, "never");
-  if (run.outcome === "success") return h("span", {}, pill(run.task === "rewrite_data_files" ? "success" : run.task, "ok", run.finished_at), maintenanceFailed(run));
+  if (run.outcome === "success") return h("span", {}, pill(run.task === "rewrite_data_files" ? "success" : run.task, "ok", run.finished_at), maintenanceFailed(run), leftDue(run));
   // Statistics that could not be computed are a note: the run before them committed.
   if (run.task === "compute_statistics") return maintenanceFailed({ maintenance_failed: { step: run.task, class: run.failure_class || "failure", excerpt: run.error || "" } });
   return h("span", {}, pill(run.failure_class || "failure", "bad", run.error || ""), " ",
@@ -391,7 +401,7 @@ function runsTable(runs) {
       h("td", {}, run.task, run.strategy && run.task === "rewrite_data_files" ? h("span", { class: "muted" }, " · " + run.strategy) : null),
       h("td", {}, run.trigger),
       h("td", { title: run.engine_detail || "" }, run.engine || "–"),
-      h("td", {}, run.outcome === "success" ? h("span", {}, pill("success", "ok"), maintenanceFailed(run)) : h("span", {}, pill(run.failure_class || "failure", "bad"), h("div", { class: "error-text" }, run.error || ""))),
+      h("td", {}, run.outcome === "success" ? h("span", {}, pill("success", "ok"), maintenanceFailed(run), leftDue(run)) : h("span", {}, pill(run.failure_class || "failure", "bad"), h("div", { class: "error-text" }, run.error || ""))),
       h("td", { class: "num" }, span(run.duration_ms / 1000)),
       h("td", { class: "num" }, run.rewritten_data_files !== null && run.rewritten_data_files !== undefined
         ? `${count(run.rewritten_data_files)} → ${count(run.added_data_files)}`

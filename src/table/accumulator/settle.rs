@@ -272,6 +272,7 @@ pub fn prepare_settlement(
         attempts: 0,
         maintenance_failed: None,
         ran_on: ran_on.cloned(),
+        left: Vec::new(),
     };
     match outcome {
         RunOutcome::Success {
@@ -411,6 +412,7 @@ pub fn prepare_settlement(
                     duration_millis: *duration_millis,
                     attempts: *attempts,
                     maintenance_failed: report.maintenance_failed.clone(),
+                    left: report.left.clone(),
                     ..record(true)
                 });
             }
@@ -474,6 +476,7 @@ pub fn prepare_settlement(
                 duration_millis: *duration_millis,
                 attempts: *attempts,
                 maintenance_failed: report.maintenance_failed.clone(),
+                left: report.left.clone(),
                 ..record(true)
             });
         }
