@@ -135,6 +135,12 @@ fn positive(properties: &HashMap<String, String>, key: &str) -> Result<Option<us
     }
 }
 
+/// The Parquet footer's `created_by`, in the form parquet-mr parses (`<application> version
+/// <semver> (build <hash>)`, PARQUET-251): a reader on parquet-mr (Spark, Trino, Hive, Flink)
+/// that cannot parse it ignores the files' string and binary row-group statistics, and then
+/// cannot skip row groups on a string predicate.
+pub const CREATED_BY: &str = concat!("icepack version ", env!("CARGO_PKG_VERSION"));
+
 /// Parquet writer settings from the table's `write.parquet.*` properties, with Iceberg's
 /// defaults (zstd at level 3, 128 MiB row groups, 1 MiB pages, 20,000 rows a page, 2 MiB
 /// dictionaries).
@@ -188,10 +194,7 @@ pub fn writer_properties(
     };
     let mut builder = WriterProperties::builder()
         .set_compression(compression)
-        .set_created_by(format!(
-            "icepack {} (iceberg-rust)",
-            env!("CARGO_PKG_VERSION")
-        ))
+        .set_created_by(CREATED_BY.to_string())
         .set_max_row_group_row_count(None)
         .set_max_row_group_bytes(Some(
             positive(properties, "write.parquet.row-group-size-bytes")?
@@ -773,5 +776,41 @@ mod tests {
             ),
             "s3://other/data"
         );
+    }
+
+    /// parquet-mr's `VersionParser` (the pattern of `VersionParser.FORMAT`, matched whole) and
+    /// `CorruptStatistics.shouldIgnoreStatistics`: statistics of string and binary columns are
+    /// used when `created_by` parses and its application is not an old parquet-mr.
+    #[test]
+    fn created_by_is_what_parquet_mr_parses() {
+        let format = regex::Regex::new(
+            r"^(.*?)\s+version\s*(?:([^(]*?)\s*(?:\(\s*build\s?([^)]*?)\s*\))?)?$",
+        )
+        .unwrap();
+        let parsed = |created_by: &str| {
+            format.captures(created_by).map(|captures| {
+                (
+                    captures.get(1).map_or("", |m| m.as_str()).to_string(),
+                    captures.get(2).map_or("", |m| m.as_str()).to_string(),
+                )
+            })
+        };
+        assert_eq!(
+            parsed(CREATED_BY),
+            Some(("icepack".to_string(), env!("CARGO_PKG_VERSION").to_string()))
+        );
+        assert_eq!(
+            parsed("parquet-mr version 1.13.1 (build db4183109d5b734ec5930d870cdae161e408ddba)")
+                .unwrap()
+                .0,
+            "parquet-mr"
+        );
+        assert_eq!(
+            parsed("icepack 0.1.0 (iceberg-rust)"),
+            None,
+            "the form readers ignored"
+        );
+        let properties = writer_properties(&HashMap::new()).unwrap();
+        assert_eq!(properties.created_by(), CREATED_BY);
     }
 }
