@@ -17,6 +17,7 @@ mod maintenance;
 mod native_engine;
 mod operator_page;
 mod pacing;
+mod partition_transforms;
 mod service_http;
 mod sqs_servers;
 mod strategies;

@@ -1,0 +1,353 @@
+//! Every partition transform, compacted natively on tables Spark wrote (issue 46): tables
+//! partitioned by `hours(ts)`, `months(ts)` and `years(ts)` from the start (hours and months
+//! before 1970 too, whose ordinals are negative), one whose spec evolved from `days(ts)` to
+//! `hours(ts)`, and one partitioned by `bucket`, `truncate` and the identity of a timestamp (a
+//! value with `:` and `+` in its path). A run names its partitions as icepack does, from the data
+//! files' keys (`intake::routing::partition_of`); the native engine must find them in the
+//! metadata, rewrite every small file, and Spark must read the same rows afterwards and accept
+//! the table in its own `rewrite_data_files` and `expire_snapshots`. A run asked for a partition
+//! the table does not have rewrites nothing and says why. And the files the native engine writes
+//! carry a `created_by` parquet-mr parses: a string predicate prunes their row groups.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use icepack::engine::native::{MidSizedFiles, NativeEngine, NativeLimits, NativeTask};
+use support::spark::{row_with, stack_available, Lakehouse};
+use support::{unique, Moto};
+
+const MIB: u64 = 1024 * 1024;
+const TOKEN: &str = "transforms-catalog-token-8812";
+
+/// A table of the test: its DDL's partitioning, and per commit the rows' timestamp and region.
+struct Table {
+    name: &'static str,
+    partitioned_by: &'static str,
+    /// Each commit writes three rows at this timestamp, in this region.
+    commits: Vec<(&'static str, &'static str)>,
+    /// Statements between the first `split` commits and the rest (a spec change).
+    evolve: Option<(usize, &'static str)>,
+    /// The partitions Spark's keys name, as icepack would count them.
+    partitions: usize,
+}
+
+fn tables() -> Vec<Table> {
+    let four = |times: [&'static str; 2]| -> Vec<(&'static str, &'static str)> {
+        times
+            .iter()
+            .flat_map(|time| std::iter::repeat_n((*time, "eu"), 4))
+            .collect()
+    };
+    vec![
+        Table {
+            name: "by_hour",
+            partitioned_by: "hours(ts)",
+            commits: four(["2026-11-01 10:05:00", "1969-12-31 23:30:00"]),
+            evolve: None,
+            partitions: 2,
+        },
+        Table {
+            name: "by_month",
+            partitioned_by: "months(ts)",
+            commits: four(["2026-11-01 10:05:00", "1969-12-15 08:00:00"]),
+            evolve: None,
+            partitions: 2,
+        },
+        Table {
+            name: "by_year",
+            partitioned_by: "years(ts)",
+            commits: four(["2026-11-01 10:05:00", "1969-06-01 00:00:00"]),
+            evolve: None,
+            partitions: 2,
+        },
+        Table {
+            name: "evolved",
+            partitioned_by: "days(ts)",
+            commits: [
+                four(["2026-11-01 10:05:00", "2026-11-02 11:00:00"]),
+                four(["2026-11-01 10:05:00", "2026-11-01 11:45:00"]),
+            ]
+            .concat(),
+            evolve: Some((
+                8,
+                "ALTER TABLE lakehouse.analytics.evolved REPLACE PARTITION FIELD ts_day WITH hours(ts)",
+            )),
+            partitions: 4,
+        },
+        Table {
+            name: "by_value",
+            partitioned_by: "bucket(4, region), truncate(2, region), ts",
+            commits: [
+                std::iter::repeat_n(("2026-11-01 10:05:00.5", "eu west"), 3).collect::<Vec<_>>(),
+                std::iter::repeat_n(("2026-11-01 10:05:00.5", "us"), 3).collect(),
+            ]
+            .concat(),
+            evolve: None,
+            partitions: 2,
+        },
+    ]
+}
+
+fn statements(table: &Table) -> Vec<String> {
+    let mut statements = vec![format!(
+        "CREATE TABLE lakehouse.analytics.{} (id BIGINT, region STRING, ts TIMESTAMP, amount DOUBLE) \
+         USING iceberg PARTITIONED BY ({}) TBLPROPERTIES ('format-version'='2')",
+        table.name, table.partitioned_by
+    )];
+    for (index, (time, region)) in table.commits.iter().enumerate() {
+        if let Some((at, statement)) = table.evolve {
+            if index == at {
+                statements.push(statement.to_string());
+            }
+        }
+        let rows: Vec<String> = (0..3)
+            .map(|row| {
+                let id = index * 10 + row;
+                format!("({id}, '{region}', TIMESTAMP '{time}', {id}.5)")
+            })
+            .collect();
+        statements.push(format!(
+            "INSERT INTO lakehouse.analytics.{} VALUES {}",
+            table.name,
+            rows.join(", ")
+        ));
+    }
+    statements
+}
+
+/// Rows, id sum and a hash of every row as Spark reads the table.
+fn checksum_statement(table: &str, suffix: &str) -> String {
+    format!(
+        "SELECT count(*) AS rows_{suffix}, sum(id) AS ids_{suffix}, \
+         sum(CAST(xxhash64(id, region, ts, amount) AS DECIMAL(38,0))) AS hash_{suffix} \
+         FROM lakehouse.analytics.{table}"
+    )
+}
+
+fn checksum(stdout: &str, suffix: &str) -> Vec<String> {
+    let row = row_with(stdout, &format!("rows_{suffix}"));
+    ["rows", "ids", "hash"]
+        .iter()
+        .map(|column| row[&format!("{column}_{suffix}")].clone())
+        .collect()
+}
+
+/// The partition paths of the table's data files, as icepack names them from their S3 keys.
+fn partitions_from_keys(lakehouse: &Lakehouse, table: &str) -> BTreeSet<String> {
+    let files = lakehouse.sql(&format!(
+        "SELECT file_path FROM lakehouse.analytics.{table}.files"
+    ));
+    files
+        .lines()
+        .skip(1)
+        .map(|path| {
+            let at = path.find("/data/").expect("a data file's key") + 1;
+            icepack::intake::routing::partition_of("", &path[at..])
+        })
+        .collect()
+}
+
+fn task(lakehouse: &Lakehouse, table: &str, partitions: &[String]) -> NativeTask {
+    NativeTask {
+        catalog_name: "lakehouse".to_string(),
+        catalog: lakehouse.catalog.clone(),
+        table: format!("analytics.{table}"),
+        partitions: partitions.to_vec(),
+        joining: MidSizedFiles::Nowhere,
+        small_file_bytes: MIB,
+        target_file_bytes: 128 * MIB,
+        min_input_files: 2,
+        partial_progress: false,
+        deadline: Instant::now() + Duration::from_secs(600),
+        run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
+        committed_since_millis: chrono::Utc::now().timestamp_millis() - 3_600_000,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration partition_transforms:: -- --include-ignored"]
+async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
+    if !stack_available("every_time_transform_and_an_evolved_spec_are_compacted_natively") {
+        return;
+    }
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = unique("transforms");
+    moto.create_bucket_notifying(&bucket, &unique("unused"))
+        .await;
+    let lakehouse = Lakehouse::rest(dir.path(), &moto.endpoint, &bucket, &[("token", TOKEN)]).await;
+    let tables = tables();
+    let mut setup = vec!["CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics".to_string()];
+    for table in &tables {
+        setup.extend(statements(table));
+        setup.push(checksum_statement(table.name, table.name));
+    }
+    let before = lakehouse.sql(&(setup.join(";\n") + ";"));
+    let engine = NativeEngine::new(NativeLimits::default()).unwrap();
+
+    for table in &tables {
+        let expected = checksum(&before, table.name);
+        let partitions: Vec<String> = partitions_from_keys(&lakehouse, table.name)
+            .into_iter()
+            .collect();
+        assert_eq!(
+            partitions.len(),
+            table.partitions,
+            "{}: {partitions:?}",
+            table.name
+        );
+        let report = engine
+            .run(task(&lakehouse, table.name, &partitions))
+            .await
+            .unwrap_or_else(|error| panic!("{}: {error}", table.name));
+        println!(
+            "{}: partitions {partitions:?}: {} files into {}",
+            table.name,
+            report.result.rewritten_data_files_count,
+            report.result.added_data_files_count
+        );
+        assert_eq!(
+            report.result.rewritten_data_files_count,
+            table.commits.len() as u64,
+            "{}: every small file of the partitions its keys name is rewritten; left: {:?}",
+            table.name,
+            report.left
+        );
+        assert_eq!(
+            report.result.added_data_files_count, table.partitions as u64,
+            "{}: one output a partition",
+            table.name
+        );
+        assert!(report.left.is_empty(), "{}: {:?}", table.name, report.left);
+        let after = lakehouse.sql(&format!(
+            "{};\nSELECT count(*) AS files_after FROM lakehouse.analytics.{}.files;",
+            checksum_statement(table.name, "after"),
+            table.name
+        ));
+        assert_eq!(
+            checksum(&after, "after"),
+            expected,
+            "{}: Spark reads the same rows",
+            table.name
+        );
+        assert_eq!(
+            row_with(&after, "files_after")["files_after"],
+            table.partitions.to_string()
+        );
+        // The outputs sit where Spark would have put them: their keys name the same partitions.
+        assert_eq!(
+            partitions_from_keys(&lakehouse, table.name),
+            partitions.iter().cloned().collect(),
+            "{}: the outputs' keys",
+            table.name
+        );
+    }
+
+    // Spark's own maintenance accepts what the native engine wrote.
+    let spark_after = lakehouse.sql(&format!(
+        "CALL lakehouse.system.rewrite_data_files(table => 'analytics.evolved', options => map('min-input-files', '2', 'rewrite-all', 'true'));\n\
+         CALL lakehouse.system.expire_snapshots(table => 'analytics.evolved', older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1);\n\
+         {};",
+        checksum_statement("evolved", "final")
+    ));
+    assert_eq!(
+        checksum(&spark_after, "final"),
+        checksum(&before, "evolved"),
+        "Spark's rewrite and expiry over the native output keep every row"
+    );
+
+    // A run asked for a partition the table does not have (the integer iceberg-rust renders an
+    // hour as) rewrites nothing, and says why.
+    let more: Vec<String> = statements(&tables[0]).into_iter().skip(1).collect();
+    lakehouse.sql(&(more.join(";\n") + ";"));
+    let report = engine
+        .run(task(
+            &lakehouse,
+            "by_hour",
+            &[
+                "ts_hour=499450".to_string(),
+                "ts_hour=2026-11-01-10".to_string(),
+            ],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        report.result.rewritten_data_files_count, 5,
+        "4 new + 1 output: {report:?}"
+    );
+    assert_eq!(report.left.len(), 1, "{:?}", report.left);
+    assert_eq!(report.left[0].partition.as_deref(), Some("ts_hour=499450"));
+    assert!(
+        report.left[0].reason.contains("no live data file"),
+        "{}",
+        report.left[0].reason
+    );
+
+    // parquet-mr reads the statistics of the native outputs: a predicate on the string column
+    // outside a file's values skips its row group (with the dictionary and bloom filters off,
+    // only the statistics can).
+    let outputs = report.output_files.clone();
+    assert!(!outputs.is_empty());
+    let key = outputs[0]
+        .strip_prefix(&format!("s3://{bucket}/"))
+        .expect("an output in the warehouse bucket");
+    let local = dir.path().join("output.parquet");
+    std::fs::write(&local, moto.get_object(&bucket, key).await).unwrap();
+    let kept = |value: &str| row_groups_kept(&local, "region", value);
+    let (created_by, statistics, matching) = kept("eu");
+    assert!(created_by.starts_with("icepack version "), "{created_by}");
+    assert!(
+        statistics,
+        "parquet-mr keeps the string column's statistics"
+    );
+    assert_eq!(matching, 1, "the row group holds `eu`");
+    assert_eq!(
+        kept("zz").2,
+        0,
+        "a value past the maximum prunes the row group"
+    );
+    assert_eq!(
+        kept("aa").2,
+        0,
+        "a value below the minimum prunes the row group"
+    );
+}
+
+/// parquet-mr's own reader (Spark 3.5's jars) on a local Parquet file: the file's `created_by`,
+/// whether the column's statistics were kept, and how many row groups remain for `column =
+/// value` with only the statistics filter on (`tests/fixtures/RowGroupFilter.java`).
+fn row_groups_kept(file: &std::path::Path, column: &str, value: &str) -> (String, bool, u64) {
+    let spark_home = support::spark::env("ICEPACK_TEST_SPARK_HOME");
+    let source = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/RowGroupFilter.java"
+    );
+    let output = std::process::Command::new("java")
+        .arg("-cp")
+        .arg(format!("{spark_home}/jars/*"))
+        .arg(source)
+        .arg(file)
+        .args([column, value])
+        .output()
+        .expect("java runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let field = |name: &str| {
+        stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+            .to_string()
+    };
+    (
+        field("created_by"),
+        field("statistics") == "present",
+        field("kept").parse().unwrap(),
+    )
+}
