@@ -673,7 +673,10 @@ mod tests {
             delete_rewrite: None,
             statistics_files: None,
             maintenance_failed: None,
-            left: Vec::new(),
+            left: vec![crate::runs::report::LeftPartition {
+                partition: Some("d=1".to_string()),
+                reason: "no live data file".to_string(),
+            }],
             ran_on: None,
             partitions: Vec::new(),
         };
@@ -681,6 +684,11 @@ mod tests {
         assert_eq!(
             shown,
             "PSQLException at jdbc:postgresql://db/c?user=u&password=*** refused"
+        );
+        assert_eq!(
+            run_status(&run).left,
+            run.left,
+            "the partitions a run left, with why"
         );
     }
 }

@@ -2080,6 +2080,10 @@ fn files_never_committed_do_not_keep_a_table_due_after_one_read() {
         } => {
             report.result = Default::default();
             report.output_files.clear();
+            report.left = vec![crate::runs::report::LeftPartition {
+                partition: Some("d=1".to_string()),
+                reason: "1 small files of 10 bytes: fewer than min_input_files".to_string(),
+            }];
             RunOutcome::Success {
                 report,
                 duration_millis,
@@ -2100,6 +2104,13 @@ fn files_never_committed_do_not_keep_a_table_due_after_one_read() {
         "the leftovers wait for the metadata"
     );
     assert_eq!(state.empty_runs, 1);
+    let run = state.last_run.as_ref().unwrap();
+    assert!(run.succeeded);
+    assert_eq!(
+        run.left[0].partition.as_deref(),
+        Some("d=1"),
+        "the run's record says which partition it left, and why"
+    );
     assert!(
         !accumulator.may_start_run(read_at + 1),
         "a run that rewrote nothing backs the table off"
