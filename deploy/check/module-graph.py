@@ -8,8 +8,11 @@ comments and test modules), and its cycles. A module of a layer's folder is a no
                                                    (by default the actors, ACTORS below)
     deploy/check/module-graph.py --dot             the graph for Graphviz
     deploy/check/module-graph.py --layers          the modules by layer (docs/architecture.md)
+    deploy/check/module-graph.py --upward          the imports that point up the layers
 
-`make lint` runs it (`--quiet`): the graph has no cycle but the actors', and none comes in.
+`make lint` runs it (`--quiet`): the graph has no cycle but the actors', and none comes in; and
+no import points up the layers (LAYER_ORDER) but the ones UPWARD still lists, each of which must
+still exist: the list only shrinks, as the layering of issue 47 proceeds.
 """
 import argparse
 import os
@@ -50,6 +53,39 @@ DECLARATIONS_ONLY = re.compile(r"^(\s*(#\[cfg[^\n]*\]|(pub )?mod [a-z_0-9]+;)?\s
 # so their shells and the messages they exchange form the one cycle the graph may have. Nothing
 # else may join it, and none of them reaches into a module above it.
 ACTORS = "messages,runs::executor,table::actor,table::handle,table::waker,table::workers"
+# The layers, lowest first: a module may import only modules of its own layer or of one below.
+# Above them all, the wiring: what builds the pipeline and what the actors say to each other
+# (`messages`, until its messages move down to the layers that own the conversations), the
+# simulator and the test doubles.
+LAYER_ORDER = ("base", "config", "store", "intake", "table", "runs", "engine", "ops")
+WIRING = ("messages", "service", "simulate", "testing")
+# The upward imports main still has (issue 47): each one must still be there (a fixed one leaves
+# this list in the same change), and no other may come in.
+UPWARD = {
+    ("config", "runs::strategy"), ("config", "table::policy"), ("config", "table::state"),
+    ("intake::batch", "table::accumulator"), ("intake::bridge", "ops::http"),
+    ("intake::poller", "messages"), ("intake::poller", "ops::metrics"),
+    ("intake::router", "messages"), ("intake::router", "ops::metrics"),
+    ("intake::router", "table::accumulator"), ("intake::router", "table::handle"),
+    ("ops::control", "service"), ("ops::http", "messages"), ("ops::http", "service"),
+    ("runs::executor", "engine"), ("runs::executor", "messages"),
+    ("runs::executor", "ops::metrics"), ("runs::executor", "ops::notifier"),
+    ("runs::executor", "ops::notify"),
+    ("store", "table::series"), ("store", "table::state"),
+    ("table::accumulator", "runs::report"), ("table::accumulator", "runs::strategy"),
+    ("table::accumulator", "runs::task"),
+    ("table::actor", "messages"), ("table::actor", "ops::status"),
+    ("table::actor", "runs::executor"), ("table::actor", "runs::report"),
+    ("table::actor", "runs::task"),
+    ("table::handle", "messages"), ("table::handle", "ops::metrics"),
+    ("table::handle", "runs::executor"),
+    ("table::policy", "runs::report"), ("table::policy", "runs::task"),
+    ("table::state", "runs::report"), ("table::state", "runs::strategy"),
+    ("table::state", "runs::task"),
+    ("table::supervisor", "messages"), ("table::supervisor", "ops::metrics"),
+    ("table::supervisor", "runs::executor"),
+    ("table::waker", "messages"),
+}
 PATH = re.compile(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)*)")
 
 
@@ -99,6 +135,20 @@ def edges(found):
                 if used != module and used in found:
                     graph[module].add(used)
     return graph
+
+
+def layer_of(module):
+    """The module's rank in LAYER_ORDER (the wiring above every layer)."""
+    top = module.split("::")[0]
+    return LAYER_ORDER.index(top) if top in LAYER_ORDER else len(LAYER_ORDER)
+
+
+def upward(graph):
+    """The imports of a module from a module of a higher layer (a layer's modules may use one
+    another; the wiring may use anything)."""
+    return sorted((module, used) for module, uses in graph.items() for used in uses
+                  if layer_of(used) > layer_of(module)
+                  and not (module.split("::")[0] in WIRING and used.split("::")[0] in WIRING))
 
 
 def cycles(graph):
@@ -167,6 +217,7 @@ def main():
                         help="each module's layer: its longest path down to a leaf, the allowed "
                         "cycle counted as one module")
     parser.add_argument("--quiet", action="store_true", help="only the cycles and the verdict")
+    parser.add_argument("--upward", action="store_true", help="the imports that point up the layers")
     args = parser.parse_args()
     graph = edges(modules())
     allowed = sorted(filter(None, args.allow.split(",")))
@@ -181,6 +232,11 @@ def main():
         for layer, members in sorted(layers(graph, set(allowed)).items(), reverse=True):
             print(f"{layer:>2}  {' '.join(members)}")
         return 0
+    up = upward(graph)
+    if args.upward:
+        for module, used in up:
+            print(f"{module} -> {used}{'' if (module, used) in UPWARD else '   (new)'}")
+        return 0
     for module in sorted(graph) if not args.quiet else []:
         print(f"{module:>22} -> {', '.join(sorted(graph[module])) or '(leaf)'}")
     found = cycles(graph)
@@ -189,11 +245,22 @@ def main():
         inside = [f"{a} -> {b}" for a in component for b in sorted(graph[a]) if b in component]
         verdict = "allowed" if component == allowed else "NOT ALLOWED"
         print(f"cycle ({verdict}): {', '.join(component)}: {'; '.join(inside)}")
+    new = [edge for edge in up if edge not in UPWARD]
+    gone = sorted(UPWARD - set(up))
+    for module, used in new:
+        print(f"upward import (NOT ALLOWED): {module} -> {used}: {module.split('::')[0]} is below "
+              f"{used.split('::')[0]} (LAYER_ORDER)")
+    for module, used in gone:
+        print(f"fixed upward import still listed: {module} -> {used}: remove it from UPWARD")
     if bad:
         print("the module graph has a cycle: see docs/architecture.md", file=sys.stderr)
         return 1
+    if new or gone:
+        print("the module graph's layers: see docs/architecture.md", file=sys.stderr)
+        return 1
     print(f"{len(graph)} modules, {sum(map(len, graph.values()))} edges, "
-          f"{'no cycle' if not found else 'only the allowed cycle'}")
+          f"{'no cycle' if not found else 'only the allowed cycle'}, "
+          f"{len(up)} upward imports left (issue 47)")
     return 0
 
 
