@@ -13,8 +13,16 @@
 //! together share one commit (the router's group commit). A batch that fails to count or
 //! delete makes the next cycle back off, and the poller stops only after every batch it handed
 //! on has finished, so a counted message is deleted before the poller reports itself stopped.
+//!
+//! The shutdown ends every wait of a poller at once: a back-off, a long poll (nothing is lost by
+//! abandoning it: the messages stay in the queue), the pause while the store refuses writes. A
+//! batch already received is still counted and then deleted; once the shutdown has come its
+//! delete gets [`QUEUE_GRACE_AFTER_SHUTDOWN`], so that a queue that does not answer holds up no
+//! exit past it (a counted message left in the queue comes back after its visibility timeout
+//! and is not counted twice), and the end of its count never waits for a visibility extension.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,6 +85,21 @@ pub const BATCHES_IN_FLIGHT: usize = 4;
 /// A batch being counted and then deleted; it resolves to what the next cycle does about it.
 type InFlight = tokio::task::JoinHandle<CycleOutcome>;
 
+/// How long the delete of a batch already counted may still take once the shutdown has come.
+/// Against a server that answers, a delete takes milliseconds; one that accepts connections and
+/// never answers would hold the exit up for the SDK's attempts and timeouts (a minute and more),
+/// past Kubernetes' grace.
+pub const QUEUE_GRACE_AFTER_SHUTDOWN: Duration = Duration::from_secs(5);
+
+/// Between two receives of short polling (`wait_time_seconds = 0`) that found nothing.
+const SHORT_POLL_PAUSE: Duration = Duration::from_secs(1);
+
+/// The waits after failed receives: from about a second, doubling to a minute, jittered so that
+/// many pollers do not retry in step.
+fn receive_backoff() -> Backoff {
+    Backoff::jittered(Duration::from_secs(1), Duration::from_secs(60))
+}
+
 impl SqsPoller {
     pub fn new(
         polled: PolledQueue,
@@ -94,7 +117,7 @@ impl SqsPoller {
             shutdown,
             metrics,
             clock,
-            backoff: Backoff::jittered(Duration::from_secs(1), Duration::from_secs(60)),
+            backoff: receive_backoff(),
             running: Some(running),
             in_flight: VecDeque::new(),
         }
@@ -119,38 +142,79 @@ impl SqsPoller {
         );
     }
 
+    /// Asks for the next cycle, which begins with the pause this one's outcome calls for: the
+    /// pause is a wait of the cycle, which the shutdown ends like every other (a timer armed
+    /// for a message would not hear it, and hold the stop up for a whole back-off).
     fn after_cycle(&mut self, outcome: CycleOutcome, ctx: &mut Context<Self>) {
         if self.shutdown.is_cancelled() || outcome == CycleOutcome::ShuttingDown {
             self.stop_after_in_flight(ctx);
             return;
         }
-        match outcome {
-            CycleOutcome::Processed | CycleOutcome::StoreRefused => {
-                self.backoff.reset();
-                ctx.notify(PollOnce);
-            }
-            CycleOutcome::Empty => {
-                self.backoff.reset();
-                if self.settings.wait_time_seconds == 0 {
-                    // Short polling with nothing to do: do not spin.
-                    ctx.notify_later(PollOnce, Duration::from_secs(1));
-                } else {
-                    ctx.notify(PollOnce);
-                }
-            }
-            CycleOutcome::Failed => {
-                let delay = self.backoff.next_delay();
-                warn!(
-                    queue = %self.polled.health.label(),
-                    attempt = self.backoff.attempts(),
-                    delay_ms = delay.as_millis() as u64,
-                    "backing off before polling again"
-                );
-                ctx.notify_later(PollOnce, delay);
-            }
-            CycleOutcome::ShuttingDown => unreachable!("handled above"),
+        let pause = pause_before_next_cycle(outcome, self.settings, &mut self.backoff);
+        if outcome == CycleOutcome::Failed {
+            warn!(
+                queue = %self.polled.health.label(),
+                attempt = self.backoff.attempts(),
+                delay_ms = pause.as_millis() as u64,
+                "backing off before polling again"
+            );
+        }
+        ctx.notify(PollOnce { pause });
+    }
+}
+
+/// How long the next cycle waits before it receives, after a cycle that ended with `outcome`:
+/// a failure backs off (longer each time, up to the back-off's ceiling), short polling that
+/// found nothing waits a moment instead of spinning, anything else goes on at once and starts
+/// the back-off afresh.
+fn pause_before_next_cycle(
+    outcome: CycleOutcome,
+    settings: PollerSettings,
+    backoff: &mut Backoff,
+) -> Duration {
+    match outcome {
+        CycleOutcome::Failed => backoff.next_delay(),
+        CycleOutcome::Empty if settings.wait_time_seconds == 0 => {
+            backoff.reset();
+            SHORT_POLL_PAUSE
+        }
+        CycleOutcome::Processed
+        | CycleOutcome::StoreRefused
+        | CycleOutcome::Empty
+        | CycleOutcome::ShuttingDown => {
+            backoff.reset();
+            Duration::ZERO
         }
     }
+}
+
+/// Waits `pause`, unless the shutdown comes first: whether the whole pause was waited.
+async fn pause_unless_shutdown(pause: Duration, shutdown: &CancellationToken) -> bool {
+    if pause.is_zero() {
+        return !shutdown.is_cancelled();
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(pause) => true,
+        _ = shutdown.cancelled() => false,
+    }
+}
+
+/// A call to the queue for a batch already received: its result, or `None` when the shutdown
+/// came and the call did not end within [`QUEUE_GRACE_AFTER_SHUTDOWN`] of it.
+async fn within_grace_after_shutdown<T>(
+    shutdown: &CancellationToken,
+    call: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::pin!(call);
+    tokio::select! {
+        // A call that ended is used even if the shutdown came at the same moment.
+        biased;
+        result = &mut call => return Some(result),
+        _ = shutdown.cancelled() => {}
+    }
+    tokio::time::timeout(QUEUE_GRACE_AFTER_SHUTDOWN, call)
+        .await
+        .ok()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,9 +243,12 @@ impl CycleOutcome {
     }
 }
 
+/// Runs a cycle: a pause (ended early by the shutdown), then a receive.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-struct PollOnce;
+struct PollOnce {
+    pause: Duration,
+}
 
 impl Actor for SqsPoller {
     type Context = Context<Self>;
@@ -193,7 +260,9 @@ impl Actor for SqsPoller {
             wait_time_seconds = self.settings.wait_time_seconds,
             "polling the queue"
         );
-        ctx.notify(PollOnce);
+        ctx.notify(PollOnce {
+            pause: Duration::ZERO,
+        });
     }
 
     fn stopped(&mut self, _ctx: &mut Context<Self>) {
@@ -216,8 +285,9 @@ impl Drop for SqsPoller {
 impl Handler<PollOnce> for SqsPoller {
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(&mut self, _message: PollOnce, _ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, message: PollOnce, _ctx: &mut Context<Self>) -> Self::Result {
         let cycle = poll_cycle(
+            message.pause,
             self.polled.clone(),
             self.router.clone(),
             self.settings,
@@ -235,10 +305,12 @@ impl Handler<PollOnce> for SqsPoller {
     }
 }
 
-/// One cycle: learn what the batches handed on earlier came to (waiting for the oldest while
-/// [`BATCHES_IN_FLIGHT`] are still going), receive a batch, and hand it on to be counted and
-/// deleted beside the next cycle.
+/// One cycle: wait out the pause the last one asked for (unless the shutdown comes), learn what
+/// the batches handed on earlier came to (waiting for the oldest while [`BATCHES_IN_FLIGHT`] are
+/// still going), receive a batch, and hand it on to be counted and deleted beside the next cycle.
+#[allow(clippy::too_many_arguments)]
 async fn poll_cycle(
+    pause: Duration,
     polled: PolledQueue,
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
@@ -247,6 +319,9 @@ async fn poll_cycle(
     clock: Arc<dyn Clock>,
     mut in_flight: VecDeque<InFlight>,
 ) -> (CycleOutcome, VecDeque<InFlight>) {
+    if !pause_unless_shutdown(pause, &shutdown).await {
+        return (CycleOutcome::ShuttingDown, in_flight);
+    }
     let mut earlier = CycleOutcome::Processed;
     while let Some(oldest) = in_flight.front() {
         if !oldest.is_finished() && in_flight.len() < BATCHES_IN_FLIGHT {
@@ -267,7 +342,7 @@ async fn poll_cycle(
         Err(outcome) => return (outcome, in_flight),
     };
     in_flight.push_back(actix::spawn(count_and_delete(
-        polled, router, settings, clock, metrics, messages,
+        polled, router, settings, shutdown, clock, metrics, messages,
     )));
     (CycleOutcome::Processed, in_flight)
 }
@@ -293,6 +368,8 @@ async fn receive(
         }
     }
     let received = tokio::select! {
+        // A batch that arrived is counted even if the shutdown came at the same moment.
+        biased;
         received = queue.receive(settings.max_messages, settings.wait_time_seconds, settings.visibility_timeout_seconds) => received,
         // Nothing received yet is lost by abandoning the call: messages stay in the queue.
         _ = shutdown.cancelled() => return Err(CycleOutcome::ShuttingDown),
@@ -321,6 +398,7 @@ async fn count_and_delete(
     polled: PolledQueue,
     router: Addr<IntakeRouter>,
     settings: PollerSettings,
+    shutdown: CancellationToken,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
     messages: Vec<ReceivedMessage>,
@@ -337,7 +415,7 @@ async fn count_and_delete(
     {
         Ok(deletable) if deletable.is_empty() => CycleOutcome::Processed,
         Ok(deletable) => {
-            if delete_counted(polled, clock, deletable).await {
+            if delete_counted(polled, clock, &shutdown, deletable).await {
                 CycleOutcome::Processed
             } else {
                 CycleOutcome::Failed
@@ -374,7 +452,15 @@ async fn count(
         tokio::select! {
             report = &mut ingest => break report,
             _ = tokio::time::sleep(extend_every) => {
-                match queue.extend_visibility(&receipts, settings.visibility_timeout_seconds).await {
+                let extend = queue.extend_visibility(&receipts, settings.visibility_timeout_seconds);
+                tokio::pin!(extend);
+                let extended = tokio::select! {
+                    // Counted while the queue took its time to answer the extension: what
+                    // follows (the delete, or a stop) does not wait for that answer.
+                    report = &mut ingest => break report,
+                    extended = &mut extend => extended,
+                };
+                match extended {
                     Ok(failed) if failed.is_empty() => debug!(num_messages = receipts.len(), "extended visibility"),
                     Ok(failed) => warn!(queue = %health.label(), num_failed = failed.len(), "cannot extend visibility of some messages; they may be redelivered and will not be counted twice"),
                     Err(error) => {
@@ -430,16 +516,33 @@ async fn count(
     Ok(deletable)
 }
 
-/// Deletes counted messages, ten a call; whether every call went through.
+/// Deletes counted messages, ten a call; whether every call went through. Once the shutdown has
+/// come, a call the queue does not answer within [`QUEUE_GRACE_AFTER_SHUTDOWN`] is given up.
 async fn delete_counted(
     polled: PolledQueue,
     clock: Arc<dyn Clock>,
+    shutdown: &CancellationToken,
     deletable: Vec<Receipt>,
 ) -> bool {
     let PolledQueue { queue, health } = polled;
     let mut ok = true;
-    for chunk in deletable.chunks(10) {
-        match queue.delete(chunk).await {
+    let mut chunks = deletable.chunks(10);
+    while let Some(chunk) = chunks.next() {
+        let Some(deleted) = within_grace_after_shutdown(shutdown, queue.delete(chunk)).await else {
+            // The queue does not answer, and the process is stopping: the rest is left too.
+            let left = chunk.len() + chunks.map(<[Receipt]>::len).sum::<usize>();
+            health
+                .delete_failures
+                .fetch_add(left as u64, Ordering::Relaxed);
+            warn!(
+                queue = %health.label(),
+                num_messages = left,
+                grace_ms = QUEUE_GRACE_AFTER_SHUTDOWN.as_millis() as u64,
+                "the queue did not answer a delete of counted messages within the shutdown's grace; they come back after their visibility timeout and will not be counted twice"
+            );
+            return false;
+        };
+        match deleted {
             Ok(failed) => {
                 health
                     .messages_deleted
@@ -517,6 +620,24 @@ mod tests {
         queue: Arc<dyn Queue>,
         pipeline: &Pipeline,
     ) -> (Arc<QueueHealth>, CancellationToken, TaskTracker) {
+        start_poller_with(
+            queue,
+            pipeline,
+            PollerSettings {
+                max_messages: 10,
+                wait_time_seconds: 1,
+                visibility_timeout_seconds: 30,
+            },
+            Arc::new(crate::base::clock::SystemClock),
+        )
+    }
+
+    fn start_poller_with(
+        queue: Arc<dyn Queue>,
+        pipeline: &Pipeline,
+        settings: PollerSettings,
+        clock: Arc<dyn Clock>,
+    ) -> (Arc<QueueHealth>, CancellationToken, TaskTracker) {
         let shutdown = CancellationToken::new();
         let stopped = TaskTracker::new();
         stopped.close();
@@ -527,15 +648,11 @@ mod tests {
                 health: health.clone(),
             },
             pipeline.router.clone(),
-            PollerSettings {
-                max_messages: 10,
-                wait_time_seconds: 1,
-                visibility_timeout_seconds: 30,
-            },
+            settings,
             shutdown.clone(),
             stopped.token(),
             pipeline.metrics.clone(),
-            Arc::new(crate::base::clock::SystemClock),
+            clock,
         );
         poller.start();
         (health, shutdown, stopped)
@@ -786,6 +903,238 @@ mod tests {
         );
         shutdown.cancel();
         stopped.wait().await;
+    }
+
+    fn long_polling() -> PollerSettings {
+        PollerSettings {
+            max_messages: 10,
+            wait_time_seconds: 20,
+            visibility_timeout_seconds: 30,
+        }
+    }
+
+    fn paused_clock() -> Arc<dyn Clock> {
+        Arc::new(crate::base::clock::TokioClock::starting_at(
+            1_714_564_800_000,
+        ))
+    }
+
+    #[test]
+    fn failures_back_off_longer_each_time_and_anything_else_starts_afresh() {
+        let mut backoff = receive_backoff();
+        for attempt in 0..10 {
+            let pause = pause_before_next_cycle(CycleOutcome::Failed, long_polling(), &mut backoff);
+            assert!(
+                pause >= Duration::from_millis(500) && pause <= backoff.ceiling(attempt),
+                "attempt {attempt}: {pause:?}"
+            );
+        }
+        assert_eq!(
+            backoff.ceiling(10),
+            Duration::from_secs(60),
+            "a minute at most"
+        );
+        for outcome in [
+            CycleOutcome::Processed,
+            CycleOutcome::StoreRefused,
+            CycleOutcome::Empty,
+        ] {
+            pause_before_next_cycle(CycleOutcome::Failed, long_polling(), &mut backoff);
+            assert_eq!(
+                pause_before_next_cycle(outcome, long_polling(), &mut backoff),
+                Duration::ZERO,
+                "{outcome:?}: at once"
+            );
+            assert_eq!(backoff.attempts(), 0, "{outcome:?} resets the back-off");
+        }
+        let short_polling = PollerSettings {
+            wait_time_seconds: 0,
+            ..long_polling()
+        };
+        assert_eq!(
+            pause_before_next_cycle(CycleOutcome::Empty, short_polling, &mut backoff),
+            SHORT_POLL_PAUSE,
+            "short polling that found nothing does not spin"
+        );
+    }
+
+    /// Receives fail, the poller backs off; the shutdown during a back-off stops it at once, on
+    /// tokio's paused clock: the stop takes no time at all, where waiting the back-off out took
+    /// what was left of it (never less than half a second).
+    #[actix::test]
+    async fn a_shutdown_during_a_back_off_ends_it_at_once() {
+        tokio::time::pause();
+        let pipeline = pipeline(Arc::new(MemoryStore::new()));
+        let queue = Arc::new(MemoryQueue::new());
+        queue.fail_next_receives(u32::MAX);
+        let (health, shutdown, stopped) =
+            start_poller_with(queue.clone(), &pipeline, long_polling(), paused_clock());
+        // After the fourth failure the poller waits between half a second and 8 s.
+        wait_for("four failed receives", || {
+            health.errors("ReceiveMessage") == 4
+        })
+        .await;
+        let asked = tokio::time::Instant::now();
+        shutdown.cancel();
+        stopped.wait().await;
+        assert!(
+            asked.elapsed() < Duration::from_millis(50),
+            "stopped {:?} after the shutdown: the back-off was waited out",
+            asked.elapsed()
+        );
+        assert_eq!(health.errors("ReceiveMessage"), 4, "no receive after it");
+        assert_eq!(health.pollers_lost(), 0, "stopped, not lost");
+    }
+
+    /// A 20 s long poll on an empty queue is abandoned at the shutdown (its messages, had any
+    /// come, would have stayed in the queue); the batch received before it was counted and
+    /// deleted.
+    #[actix::test]
+    async fn a_shutdown_during_a_long_poll_ends_it_at_once() {
+        tokio::time::pause();
+        let store = Arc::new(MemoryStore::new());
+        let pipeline = pipeline(store.clone());
+        let queue = Arc::new(MemoryQueue::new());
+        let first = queue.push(body(&["a.parquet"]));
+        let (_, shutdown, stopped) =
+            start_poller_with(queue.clone(), &pipeline, long_polling(), paused_clock());
+        wait_for("the first batch to be deleted", || {
+            queue.deleted_ids() == vec![first.clone()]
+        })
+        .await;
+        // Nothing else comes: the next receive waits for messages, 20 s at a time.
+        let asked = tokio::time::Instant::now();
+        shutdown.cancel();
+        stopped.wait().await;
+        assert!(
+            asked.elapsed() < Duration::from_millis(50),
+            "stopped {:?} after the shutdown: the long poll was waited out",
+            asked.elapsed()
+        );
+        assert_eq!(pending_files(&pipeline).await, 1);
+    }
+
+    /// A batch arrives at the very moment the shutdown comes (the receive and the shutdown are
+    /// ready together): it is counted and deleted before the poller stops, not left to come
+    /// back after its visibility timeout.
+    struct ArrivingWithTheShutdown {
+        queue: MemoryQueue,
+        shutdown: CancellationToken,
+        receiving: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait]
+    impl Queue for ArrivingWithTheShutdown {
+        async fn receive(
+            &self,
+            max: i32,
+            _wait: i32,
+            visibility: i32,
+        ) -> Result<Vec<ReceivedMessage>, QueueError> {
+            self.receiving.store(true, Ordering::SeqCst);
+            self.shutdown.cancelled().await;
+            self.queue.receive(max, 0, visibility).await
+        }
+        async fn delete(&self, receipts: &[Receipt]) -> Result<Vec<FailedEntry>, QueueError> {
+            self.queue.delete(receipts).await
+        }
+        async fn extend_visibility(
+            &self,
+            receipts: &[Receipt],
+            visibility: i32,
+        ) -> Result<Vec<FailedEntry>, QueueError> {
+            self.queue.extend_visibility(receipts, visibility).await
+        }
+    }
+
+    #[actix::test]
+    async fn a_batch_received_as_the_shutdown_comes_is_counted_and_deleted() {
+        let store = Arc::new(MemoryStore::new());
+        let pipeline = pipeline(store.clone());
+        let shutdown = CancellationToken::new();
+        let queue = Arc::new(ArrivingWithTheShutdown {
+            queue: MemoryQueue::new(),
+            shutdown: shutdown.clone(),
+            receiving: Default::default(),
+        });
+        let id = queue.queue.push(body(&["a.parquet", "b.parquet"]));
+        let stopped = TaskTracker::new();
+        stopped.close();
+        SqsPoller::new(
+            PolledQueue {
+                queue: queue.clone(),
+                health: QueueHealth::named("landing"),
+            },
+            pipeline.router.clone(),
+            long_polling(),
+            shutdown.clone(),
+            stopped.token(),
+            pipeline.metrics.clone(),
+            Arc::new(crate::base::clock::SystemClock),
+        )
+        .start();
+        wait_for("the receive", || queue.receiving.load(Ordering::SeqCst)).await;
+        shutdown.cancel();
+        stopped.wait().await;
+        assert_eq!(
+            queue.queue.deleted_ids(),
+            vec![id],
+            "deleted before stopping"
+        );
+        assert_eq!(pending_files(&pipeline).await, 2);
+    }
+
+    /// Never answers a delete, as a server that takes connections and hangs.
+    struct HangingDelete(MemoryQueue);
+
+    #[async_trait]
+    impl Queue for HangingDelete {
+        async fn receive(
+            &self,
+            max: i32,
+            wait: i32,
+            visibility: i32,
+        ) -> Result<Vec<ReceivedMessage>, QueueError> {
+            self.0.receive(max, wait, visibility).await
+        }
+        async fn delete(&self, _: &[Receipt]) -> Result<Vec<FailedEntry>, QueueError> {
+            std::future::pending().await
+        }
+        async fn extend_visibility(
+            &self,
+            receipts: &[Receipt],
+            visibility: i32,
+        ) -> Result<Vec<FailedEntry>, QueueError> {
+            self.0.extend_visibility(receipts, visibility).await
+        }
+    }
+
+    /// The batch is committed, its delete hangs, the shutdown comes: the poller gives the delete
+    /// its grace and stops; the message stays in the queue (counted, it is a duplicate when it
+    /// comes back).
+    #[actix::test]
+    async fn a_delete_the_queue_does_not_answer_holds_the_stop_up_for_its_grace_only() {
+        tokio::time::pause();
+        let store = Arc::new(MemoryStore::new());
+        let pipeline = pipeline(store.clone());
+        let queue = Arc::new(HangingDelete(MemoryQueue::new()));
+        queue.0.push(body(&["a.parquet"]));
+        let (health, shutdown, stopped) =
+            start_poller_with(queue.clone(), &pipeline, long_polling(), paused_clock());
+        wait_for("the batch's commit", || store.num_commits() == 1).await;
+        let asked = tokio::time::Instant::now();
+        shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(600), stopped.wait())
+            .await
+            .expect("the stop does not wait for a delete that never ends");
+        assert!(
+            asked.elapsed() <= QUEUE_GRACE_AFTER_SHUTDOWN + Duration::from_millis(50),
+            "stopped {:?} after the shutdown",
+            asked.elapsed()
+        );
+        assert!(queue.0.deleted_ids().is_empty());
+        assert_eq!(health.delete_failures.load(Ordering::Relaxed), 1);
+        assert_eq!(pending_files(&pipeline).await, 1);
     }
 
     /// A bug in the queue client: every receive panics.
