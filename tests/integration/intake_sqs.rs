@@ -10,7 +10,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use support::{
-    free_port, unique, wait_until, ElasticMq, Icepack, Landing, Moto, QueueServer, SqsEndpoint,
+    free_port, tail, unique, wait_until, wait_until_or, ElasticMq, Icepack, Landing, Moto,
+    QueueServer, SqsEndpoint,
 };
 
 const TABLE: &str = "analytics.customer_orders";
@@ -444,6 +445,116 @@ prefix = "{PREFIX}"
         "{}",
         icepack.log(run)
     );
+}
+
+/// The announced delay of the last back-off in a run's log (`delay_ms` of "backing off before
+/// polling again").
+fn last_back_off(log: &str) -> Option<Duration> {
+    log.lines()
+        .filter(|line| line.contains("backing off before polling again"))
+        .filter_map(|line| line.split("delay_ms=").nth(1))
+        .filter_map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse()
+                .ok()
+        })
+        .map(Duration::from_millis)
+        .last()
+}
+
+/// SIGTERM while the poller backs off from a queue server that is down (the port closed): the
+/// process exits 0 at once, not when the back-off ends (up to a minute, past Kubernetes' 30 s
+/// grace; with `shutdown_timeout_seconds = 5` it took the 25 s left of a 26 s back-off). The
+/// signal comes as the log announces a back-off of 20 s or more (from about 30 s in): waiting
+/// it out could not pass the 15 s bound.
+#[tokio::test]
+async fn sigterm_during_a_back_off_exits_at_once() {
+    let dead_port = free_port();
+    let toml = format!(
+        r#"
+[service]
+state_dir = "@STATE_DIR@"
+http_listen = ""
+shutdown_timeout_seconds = 5
+[sqs]
+queue_url = "http://127.0.0.1:{dead_port}/{account}/nowhere"
+endpoint_url = "http://127.0.0.1:{dead_port}"
+wait_time_seconds = 20
+pollers = 1
+[[tables]]
+table = "{TABLE}"
+bucket = "lake-bucket"
+prefix = "{PREFIX}"
+"#,
+        account = support::ACCOUNT
+    );
+    let mut icepack = Icepack::with_config(&toml);
+    let run = icepack.spawn_run("");
+    let back_off = wait_until_or(
+        "a back-off of 20 s or more",
+        Duration::from_secs(300),
+        || async {
+            last_back_off(&icepack.log(run)).filter(|delay| *delay >= Duration::from_secs(20))
+        },
+        || tail(&icepack.log(run), 20),
+    )
+    .await;
+    let signalled = std::time::Instant::now();
+    icepack.signal(run, libc::SIGTERM);
+    let status = icepack.wait_exit(run, Duration::from_secs(90)).await;
+    let took = signalled.elapsed();
+    let log = icepack.log(run);
+    assert!(status.success(), "SIGTERM must exit 0: {status:?}\n{log}");
+    assert!(
+        took < Duration::from_secs(15),
+        "exited {took:?} after SIGTERM during a back-off of {back_off:?}\n{}",
+        tail(&log, 20)
+    );
+    eprintln!("FIGURES exit {took:?} after SIGTERM during a back-off of {back_off:?}");
+    assert!(log.contains("shutting down"), "{log}");
+    assert_eq!(icepack.pending_files(TABLE), 0);
+}
+
+/// SIGTERM while the poller long-polls an empty queue (20 s a receive): the process exits at
+/// once, and the batch it received before was counted and deleted.
+#[tokio::test]
+async fn sigterm_during_a_long_poll_exits_at_once() {
+    let moto = Moto::start().await;
+    let (queue_url, _dlq) = moto.create_queue_with_dlq(&unique("landing"), 5).await;
+    let bucket = unique("lake");
+    let toml = config(&moto, &queue_url, &bucket, 30)
+        .replace("wait_time_seconds = 1", "wait_time_seconds = 20");
+    let mut icepack = Icepack::with_config(&toml);
+    let run = icepack.spawn_run("");
+    moto.send(
+        &queue_url,
+        &format!(
+            r#"{{"Records":[{}]}}"#,
+            record(&bucket, &format!("{PREFIX}data/a.parquet"), 10)
+        ),
+    )
+    .await;
+    // The next receive starts as soon as a batch is handed on: once it is deleted, the poller
+    // waits on an empty queue.
+    wait_until(
+        "the message to be counted and deleted",
+        Duration::from_secs(60),
+        || async { (moto.queue_depth(&queue_url).await == 0).then_some(()) },
+    )
+    .await;
+    let signalled = std::time::Instant::now();
+    icepack.signal(run, libc::SIGTERM);
+    let status = icepack.wait_exit(run, Duration::from_secs(60)).await;
+    let took = signalled.elapsed();
+    let log = icepack.log(run);
+    assert!(status.success(), "SIGTERM must exit 0: {status:?}\n{log}");
+    assert!(
+        took < Duration::from_secs(10),
+        "exited {took:?} after SIGTERM during a 20 s long poll\n{}",
+        tail(&log, 20)
+    );
+    assert_eq!(icepack.pending_files(TABLE), 1);
 }
 
 /// The state directory stops taking writes (a full or read-only disk, injected at the store's
