@@ -460,7 +460,7 @@ fn last_back_off(log: &str) -> Option<Duration> {
                 .ok()
         })
         .map(Duration::from_millis)
-        .last()
+        .next_back()
 }
 
 /// SIGTERM while the poller backs off from a queue server that is down (the port closed): the
