@@ -375,16 +375,37 @@ prefix = "{PREFIX}"
         account = support::ACCOUNT
     );
     let mut icepack = Icepack::with_config(&toml);
+    let started = std::time::Instant::now();
     let run = icepack.spawn_run("");
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    // It keeps trying, backing off longer each time. Every failure after the first waits at
+    // least the back-off's floor (half a second): n failures take (n - 1) × 0.5 s or more,
+    // however loaded the machine (a busy loop makes thousands a second). The log is read before
+    // the time is taken, so no failure after the reading is set against it.
+    let failures = |log: &str| log.matches("cannot receive from the queue").count();
+    wait_until_or(
+        "three failed receives",
+        Duration::from_secs(90),
+        || async { (failures(&icepack.log(run)) >= 3).then_some(()) },
+        || tail(&icepack.log(run), 20),
+    )
+    .await;
     let log = icepack.log(run);
-    let failures = log.matches("cannot receive from the queue").count();
-    assert!(failures >= 2, "it keeps trying: {log}");
+    let elapsed = started.elapsed();
+    let failed = failures(&log);
     assert!(
-        failures <= 6,
-        "exponential back-off, not a busy loop: {failures} failures in 8 s\n{log}"
+        (failed - 1) as f64 * 0.5 <= elapsed.as_secs_f64(),
+        "a back-off, not a busy loop: {failed} failures in {elapsed:?}\n{log}"
     );
-    assert!(log.contains("backing off"), "{log}");
+    let attempts: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains("backing off before polling again"))
+        .filter_map(|line| line.split("attempt=").nth(1)?.split(' ').next())
+        .collect();
+    assert_eq!(
+        attempts.get(..2),
+        Some(&["1", "2"][..]),
+        "the back-off grows from failure to failure:\n{log}"
+    );
     assert_eq!(icepack.pending_files(TABLE), 0);
 
     // The server comes up (a fresh one: the queue is created again) and gets an event: the poller
@@ -606,7 +627,27 @@ async fn an_unwritable_state_directory_deletes_nothing_and_fails_readiness() {
     assert!(body.contains("state"), "{body}");
     let log = icepack.log(run);
     assert!(log.contains("No space left on device"), "{log}");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Nothing is deleted while writes fail: the store is probed three times (a back-off of
+    // seconds), and the message is still in the queue.
+    wait_until(
+        "three failed probes of the store",
+        Duration::from_secs(60),
+        || {
+            let http = http.clone();
+            async move {
+                let (_, body) = readyz(http).await?;
+                let probes: u32 = body
+                    .split(" probe(s) so far")
+                    .next()?
+                    .rsplit(' ')
+                    .next()?
+                    .parse()
+                    .ok()?;
+                (probes >= 3).then_some(())
+            }
+        },
+    )
+    .await;
     assert_eq!(moto.queue_depth(&queue_url).await, 1, "nothing deleted");
     assert_eq!(icepack.pending_files(TABLE), 0);
 
