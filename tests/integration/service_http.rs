@@ -7,7 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use icepack::testing::http_receiver::{Receiver, Reply};
-use support::{free_port, unique, wait_until, Icepack, Moto};
+use support::{free_port, unique, wait_until, wait_until_or, Icepack, Moto};
 
 const SECRETS: [&str; 5] = [
     "SECRETHOOK",
@@ -171,26 +171,42 @@ prefix = "warehouse/orders/"
             .starts_with("the Spark engine (docker "),
         "{readyz}"
     );
-    let (status, metrics) = get("/metrics").await;
-    assert_eq!(status, 200);
-    for expected in [
-        &format!("icepack_sqs_messages_received_total{{queue=\"{queue}\"}} 1"),
-        &format!("icepack_sqs_messages_deleted_total{{queue=\"{queue}\"}} 1"),
-        "icepack_records_counted_total{tenant=\"default\"} 2",
-        "icepack_runs_failed_total{tenant=\"default\",kind=\"rewrite_data_files\",class=\"engine_unavailable\"} 1",
-        "icepack_tenant_pending_files{tenant=\"default\"} 2",
-        "icepack_tenant_tables_failing{tenant=\"default\"} 1",
-        "icepack_run_duration_seconds_count{outcome=\"failure\"} 1",
-        "icepack_table_pending_files{table=\"analytics.orders\",tenant=\"default\"} 2",
-        "icepack_table_consecutive_failures{table=\"analytics.orders\",tenant=\"default\"} 1",
-        "icepack_notifications_sent_total{sink=\"slack\"} 1",
-        "icepack_notifications_sent_total{sink=\"webhook[0]\"} 1",
-    ] {
-        assert!(
-            metrics.contains(expected),
-            "missing `{expected}` in:\n{metrics}"
-        );
-    }
+    // A receiver has a notification as soon as it arrives, icepack counts it sent once the
+    // answer is back: the counters are waited for, not read at one moment.
+    let expected = [
+        format!("icepack_sqs_messages_received_total{{queue=\"{queue}\"}} 1"),
+        format!("icepack_sqs_messages_deleted_total{{queue=\"{queue}\"}} 1"),
+        "icepack_records_counted_total{tenant=\"default\"} 2".to_string(),
+        "icepack_runs_failed_total{tenant=\"default\",kind=\"rewrite_data_files\",class=\"engine_unavailable\"} 1".to_string(),
+        "icepack_tenant_pending_files{tenant=\"default\"} 2".to_string(),
+        "icepack_tenant_tables_failing{tenant=\"default\"} 1".to_string(),
+        "icepack_run_duration_seconds_count{outcome=\"failure\"} 1".to_string(),
+        "icepack_table_pending_files{table=\"analytics.orders\",tenant=\"default\"} 2".to_string(),
+        "icepack_table_consecutive_failures{table=\"analytics.orders\",tenant=\"default\"} 1".to_string(),
+        "icepack_notifications_sent_total{sink=\"slack\"} 1".to_string(),
+        "icepack_notifications_sent_total{sink=\"webhook[0]\"} 1".to_string(),
+    ];
+    let last = std::sync::Mutex::new(String::new());
+    let (expected, last_read, get_metrics) = (&expected, &last, &get);
+    let metrics = wait_until_or(
+        "the counters of the message, the run and its notifications",
+        Duration::from_secs(30),
+        || async move {
+            let (status, metrics) = get_metrics("/metrics").await;
+            *last_read.lock().unwrap() = metrics.clone();
+            (status == 200 && expected.iter().all(|line| metrics.contains(line.as_str())))
+                .then_some(metrics)
+        },
+        || {
+            let metrics = last.lock().unwrap();
+            let missing: Vec<&String> = expected
+                .iter()
+                .filter(|line| !metrics.contains(line.as_str()))
+                .collect();
+            format!("missing {missing:?} in:\n{metrics}")
+        },
+    )
+    .await;
     let (status, tables) = get("/v1/tables").await;
     assert_eq!(status, 200);
     let tables: serde_json::Value = serde_json::from_str(&tables).unwrap();
