@@ -63,7 +63,7 @@ WIRING = ("messages", "service", "simulate", "testing")
 # this list in the same change), and no other may come in.
 UPWARD = {
     ("config", "runs::strategy"), ("config", "table::policy"), ("config", "table::state"),
-    ("intake::batch", "table::accumulator"), ("intake::bridge", "ops::http"),
+    ("intake::batch", "table::accumulator"),
     ("intake::poller", "messages"), ("intake::poller", "ops::metrics"),
     ("intake::router", "messages"), ("intake::router", "ops::metrics"),
     ("intake::router", "table::accumulator"), ("intake::router", "table::handle"),

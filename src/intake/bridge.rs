@@ -4,7 +4,7 @@
 //! not an S3 notification is refused (400); a queue that cannot be reached answers 503, so MinIO
 //! keeps the event and retries. It takes events only with `ICEPACK_BRIDGE_TOKEN` (MinIO's
 //! `auth_token`) unless it listens on loopback, and refuses strangers as the API does
-//! ([`crate::ops::http::RequestGuard`]: `Host` on loopback, browsers from another site, deadlines).
+//! ([`crate::base::http::RequestGuard`]: `Host` on loopback, browsers from another site, deadlines).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,10 +50,10 @@ pub fn access(listen: SocketAddr, token: Option<&str>) -> Result<&'static str, B
 }
 
 pub fn router(queue: Arc<SqsQueue>, token: Option<String>, loopback: bool) -> Router {
-    let guard = crate::ops::http::RequestGuard {
+    let guard = crate::base::http::RequestGuard {
         loopback,
         body_limit: BODY_LIMIT,
-        body_timeout: crate::ops::http::BODY_READ_TIMEOUT,
+        body_timeout: crate::base::http::BODY_READ_TIMEOUT,
     };
     Router::new()
         .route("/minio", post(forward))
@@ -61,7 +61,7 @@ pub fn router(queue: Arc<SqsQueue>, token: Option<String>, loopback: bool) -> Ro
         .with_state(BridgeState { queue, token })
         .layer(axum::middleware::from_fn_with_state(
             guard,
-            crate::ops::http::guard_request,
+            crate::base::http::guard_request,
         ))
 }
 
@@ -78,10 +78,10 @@ pub async fn serve(
     let bound = listener.local_addr().unwrap_or(address);
     info!(address = %bound, access, "MinIO webhook bridge up: POST /minio");
     let loopback = bound.ip().is_loopback();
-    crate::ops::http::serve_connections(
+    crate::base::http::serve_connections(
         listener,
         router(queue, token, loopback),
-        crate::ops::http::HEADER_READ_TIMEOUT,
+        crate::base::http::HEADER_READ_TIMEOUT,
     )
     .await;
     Ok(())
@@ -93,7 +93,7 @@ async fn forward(
     body: Bytes,
 ) -> (StatusCode, String) {
     if let Some(token) = &state.token {
-        if !crate::ops::http::bearer_matches(&headers, token) {
+        if !crate::base::http::bearer_matches(&headers, token) {
             return (
                 StatusCode::UNAUTHORIZED,
                 "a valid bearer token is required\n".to_string(),
