@@ -329,6 +329,7 @@ fn run_record(rng: &mut fastrand::Rng, finished_millis: i64) -> RunRecord {
         partitions,
         maintenance_failed: None,
         ran_on: None,
+        left: Vec::new(),
     }
 }
 
