@@ -63,10 +63,9 @@ WIRING = ("messages", "service", "simulate", "testing")
 # this list in the same change), and no other may come in.
 UPWARD = {
     ("config", "runs::strategy"), ("config", "table::policy"), ("config", "table::state"),
-    ("intake::batch", "table::accumulator"),
     ("intake::poller", "messages"), ("intake::poller", "ops::metrics"),
     ("intake::router", "messages"), ("intake::router", "ops::metrics"),
-    ("intake::router", "table::accumulator"), ("intake::router", "table::handle"),
+    ("intake::router", "table::handle"),
     ("ops::control", "service"), ("ops::http", "messages"), ("ops::http", "service"),
     ("runs::executor", "engine"), ("runs::executor", "messages"),
     ("runs::executor", "ops::metrics"), ("runs::executor", "ops::notifier"),

@@ -6,10 +6,42 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::base::clock::UnixMillis;
 use crate::config::TableSpec;
 use crate::intake::event::{parse_message, MessageBody};
 use crate::intake::routing::{partition_of, Disposition, IgnoreReason, Router, TableIndex};
-use crate::table::accumulator::{Candidate, FileKind};
+
+/// A record that routed to a table as a small data file, a manifest or a delete file; not yet
+/// checked for duplicates. Born here, counted by the table's accumulator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub bucket: String,
+    pub key: String,
+    pub size: u64,
+    pub event_millis: UnixMillis,
+    pub partition: String,
+    pub kind: FileKind,
+}
+
+/// What an announced file is to its table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FileKind {
+    /// A small data file: pending until a run compacts it.
+    #[default]
+    Data,
+    /// A new manifest: counted toward `max_manifests`, never pending.
+    Manifest,
+    /// A new delete file: counted toward `delete_file_threshold`, never pending.
+    Delete,
+}
+
+/// The (bucket, key) of each candidate, in order: what is looked up in the `seen` family.
+pub fn object_keys(candidates: &[Candidate]) -> Vec<(&str, &str)> {
+    candidates
+        .iter()
+        .map(|candidate| (candidate.bucket.as_str(), candidate.key.as_str()))
+        .collect()
+}
 
 /// One message as received from the queue (or read by `replay`).
 #[derive(Debug, Clone)]

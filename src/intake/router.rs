@@ -24,12 +24,13 @@ use tracing::{debug, info, warn};
 use crate::base::backoff::Backoff;
 use crate::base::clock::Clock;
 use crate::base::failpoint;
-use crate::intake::batch::{plan_batch, InboundMessage, IntakePlan, IntakeSummary, Verdict};
+use crate::intake::batch::{
+    object_keys, plan_batch, Candidate, InboundMessage, IntakePlan, IntakeSummary, Verdict,
+};
 use crate::intake::routing::{IgnoreReason, Router, TableIndex};
 use crate::messages::{Ingest, IngestReport, IntakeError, Reload, SetTableMap, Settle, Stage};
 use crate::ops::metrics::{Metrics, ReasonLabels, StepLabels};
 use crate::store::{StateStore, StoreError};
-use crate::table::accumulator::{object_keys, Candidate};
 use crate::table::handle::TableHandles;
 
 const PURGE_INTERVAL: Duration = Duration::from_secs(3600);

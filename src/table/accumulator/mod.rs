@@ -22,6 +22,8 @@ use crate::table::state::{
     SeenEntry, TableSnapshot, TableState,
 };
 
+pub use crate::intake::batch::{object_keys, Candidate, FileKind};
+
 /// Adds to a commit's `ops` the series writes of the table's new state, if they carry one.
 pub fn sample_commit(sampler: &mut Sampler, table: &str, ops: &mut Vec<Op>, now: UnixMillis) {
     let writes = ops
@@ -43,29 +45,6 @@ pub fn sample_commit(sampler: &mut Sampler, table: &str, ops: &mut Vec<Op>, now:
     );
 }
 
-/// A record that routed to this table as a small data file; not yet checked for duplicates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
-    pub bucket: String,
-    pub key: String,
-    pub size: u64,
-    pub event_millis: UnixMillis,
-    pub partition: String,
-    pub kind: FileKind,
-}
-
-/// What an announced file is to its table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum FileKind {
-    /// A small data file: pending until a run compacts it.
-    #[default]
-    Data,
-    /// A new manifest: counted toward `max_manifests`, never pending.
-    Manifest,
-    /// A new delete file: counted toward `delete_file_threshold`, never pending.
-    Delete,
-}
-
 /// The result of staging candidates: ops to commit, and what happened to each candidate.
 #[derive(Debug, Default)]
 pub struct Staged {
@@ -75,14 +54,6 @@ pub struct Staged {
     /// Positions (in the staged candidates) of the duplicates, so a caller that staged several
     /// batches together can attribute them.
     pub duplicate_positions: Vec<usize>,
-}
-
-/// The (bucket, key) of each candidate, in order: what is looked up in the `seen` family.
-pub fn object_keys(candidates: &[Candidate]) -> Vec<(&str, &str)> {
-    candidates
-        .iter()
-        .map(|candidate| (candidate.bucket.as_str(), candidate.key.as_str()))
-        .collect()
 }
 
 /// A change to a table's state, computed before its commit and adopted once the commit succeeded.
