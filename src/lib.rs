@@ -4,7 +4,8 @@
 //! The folders are the layers (docs/architecture.md): [`intake`] turns events into counts,
 //! [`table`] decides when a table is due and keeps its state, [`runs`] schedules and records
 //! runs, [`engine`] does them (Spark, or the native engine in-process), [`ops`] is what operators
-//! see and do; [`config`] and [`store`] serve them all, [`base`] is what every layer uses, and
+//! see and do; [`config`] and [`store`] serve them all, [`model`] is the vocabulary they share (a run's
+//! task and report, a table's stored state), [`base`] is what every layer uses, and
 //! [`service`] puts the pipeline together.
 
 pub mod base;
@@ -13,6 +14,7 @@ pub mod engine;
 pub mod intake;
 #[cfg(feature = "service")]
 pub mod messages;
+pub mod model;
 pub mod ops;
 pub mod runs;
 #[cfg(feature = "service")]

@@ -4,9 +4,9 @@ use actix::Message;
 
 use crate::intake::batch::{InboundMessage, IntakeSummary, Verdict};
 use crate::intake::routing::TableIndex;
+use crate::model::report::RunOutcome;
+use crate::model::task::Trigger;
 use crate::ops::status::TableStatus;
-use crate::runs::report::RunOutcome;
-use crate::runs::task::Trigger;
 use crate::store::StoreError;
 use crate::table::accumulator::{Candidate, ClaimTicket, Staged};
 
@@ -142,7 +142,7 @@ pub struct RunFinished {
     pub run_id: String,
     pub outcome: RunOutcome,
     /// Which engine ran it (`None`: the pool does not know, e.g. a run of an earlier process).
-    pub ran_on: Option<crate::runs::report::RanOn>,
+    pub ran_on: Option<crate::model::report::RanOn>,
 }
 
 /// Runs a compaction of one table now, whatever its thresholds — or, with trigger `reconcile`,

@@ -285,7 +285,7 @@ impl Config {
         let native = match spec.engine {
             EngineChoice::Native => true,
             EngineChoice::Auto => {
-                matches!(spec.strategy, crate::runs::strategy::Strategy::Binpack)
+                matches!(spec.strategy, crate::model::strategy::Strategy::Binpack)
                     && spec.where_filter.is_none()
                     && spec.rewrite_options.is_empty()
                     && spec.expire_snapshots_older_than_hours.is_none()

@@ -302,7 +302,7 @@ pub struct TableSpec {
     /// When a due table's run starts: the settle window, and with `pacing = "cost"` its cost
     /// against the files it fixes (resolved with the table's measured run cost).
     pub pacing: crate::table::policy::PacingSpec,
-    pub strategy: crate::runs::strategy::Strategy,
+    pub strategy: crate::model::strategy::Strategy,
     /// Which engine runs the table's runs.
     pub engine: EngineChoice,
     /// `options` of the table's `[[tables]]` entry.
@@ -321,7 +321,7 @@ pub struct TableSpec {
     pub compute_statistics: bool,
 }
 
-pub use crate::table::state::DeleteThresholds;
+pub use crate::model::state::DeleteThresholds;
 
 impl TableSpec {
     pub fn rewrite_rule(&self) -> crate::table::policy::RewriteRule {
@@ -360,7 +360,7 @@ impl TableSpec {
             reconcile_every_millis: None,
             tenant: DEFAULT_TENANT.to_string(),
             pacing: crate::table::policy::PacingSpec::OFF,
-            strategy: crate::runs::strategy::Strategy::Binpack,
+            strategy: crate::model::strategy::Strategy::Binpack,
             engine: EngineChoice::Spark,
             rewrite_options: BTreeMap::new(),
             max_manifests: None,
@@ -447,8 +447,11 @@ impl TableConfig {
     pub(super) fn strategy(
         &self,
         settings: &TableSettings,
-    ) -> Result<crate::runs::strategy::Strategy, String> {
-        crate::runs::strategy::Strategy::parse(settings.strategy_name(), self.sort_order.as_deref())
+    ) -> Result<crate::model::strategy::Strategy, String> {
+        crate::model::strategy::Strategy::parse(
+            settings.strategy_name(),
+            self.sort_order.as_deref(),
+        )
     }
 
     /// The table with every key resolved: its own, else the tenant's, else `[defaults]`', else
@@ -585,12 +588,12 @@ pub(super) fn check_orphan_age(key: &str, hours: Hours) -> Result<(), ConfigErro
 }
 
 pub(super) fn check_strategy_name(key: &str, name: &str) -> Result<(), ConfigError> {
-    if crate::runs::strategy::STRATEGY_NAMES.contains(&name) {
+    if crate::model::strategy::STRATEGY_NAMES.contains(&name) {
         Ok(())
     } else {
         invalid(format!(
             "{key}: must be one of {}, got `{}`",
-            crate::runs::strategy::STRATEGY_NAMES.join(", "),
+            crate::model::strategy::STRATEGY_NAMES.join(", "),
             name.escape_debug()
         ))
     }

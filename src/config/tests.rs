@@ -51,11 +51,11 @@ fn strategies_resolve_table_then_tenant_then_defaults_and_bad_ones_are_named() {
     let spec = |text: &str| Config::from_toml_str(text).unwrap().table_specs().remove(0);
     assert_eq!(
         spec(&table("")).strategy,
-        crate::runs::strategy::Strategy::Binpack
+        crate::model::strategy::Strategy::Binpack
     );
     assert_eq!(
         spec(&format!("[defaults]\nstrategy = \"auto\"\n{}", table(""))).strategy,
-        crate::runs::strategy::Strategy::Auto
+        crate::model::strategy::Strategy::Auto
     );
     let sorted = spec(&format!(
             "[defaults]\nstrategy = \"auto\"\n{}",
@@ -63,7 +63,7 @@ fn strategies_resolve_table_then_tenant_then_defaults_and_bad_ones_are_named() {
         ));
     assert_eq!(
         sorted.strategy.for_run(None),
-        Some(crate::runs::strategy::RunStrategy::Sort(Some(
+        Some(crate::model::strategy::RunStrategy::Sort(Some(
             "ts DESC, id".to_string()
         )))
     );
@@ -73,7 +73,7 @@ fn strategies_resolve_table_then_tenant_then_defaults_and_bad_ones_are_named() {
         );
     assert_eq!(
         tenant.strategy,
-        crate::runs::strategy::Strategy::Zorder(vec!["x".to_string(), "y".to_string()])
+        crate::model::strategy::Strategy::Zorder(vec!["x".to_string(), "y".to_string()])
     );
     for (text, named) in [
         (
@@ -800,8 +800,8 @@ fn every_setting_falls_back_from_table_to_tenant_to_defaults_to_built_in() {
     assert_eq!(
         [events, invoices].map(|spec| spec.strategy.clone()),
         [
-            crate::runs::strategy::Strategy::Sort(None),
-            crate::runs::strategy::Strategy::Binpack
+            crate::model::strategy::Strategy::Sort(None),
+            crate::model::strategy::Strategy::Binpack
         ]
     );
     assert_eq!(

@@ -12,8 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::config::TableSpec;
-use crate::runs::report::RunOutcome;
-pub use crate::runs::report::{ClaimedFileReader, ClaimedFiles, RanOn};
+use crate::model::report::RunOutcome;
+pub use crate::model::report::{ClaimedFileReader, ClaimedFiles, RanOn};
 use crate::table::accumulator::ClaimTicket;
 
 pub mod health;

@@ -724,8 +724,8 @@ pub(crate) mod tests {
     /// file is still a duplicate, while an old key of no pending file is forgotten.
     #[actix::test]
     async fn a_pending_files_key_survives_the_purge_past_the_retention() {
+        use crate::model::state::SeenEntry;
         use crate::store::Op;
-        use crate::table::state::SeenEntry;
         let store = Arc::new(MemoryStore::new());
         let first = pipeline(store.clone());
         let ingest = |pipeline: &Pipeline, id: &str| {

@@ -25,11 +25,11 @@ use crate::base::http::{
 };
 use crate::intake::queue::QueueSnapshot;
 use crate::messages::{Forget, GetPoolStatus, RequestCompaction};
+use crate::model::task::Trigger;
 use crate::ops::listing::TableQuery;
 use crate::ops::metrics::{Metrics, TableGauges};
 use crate::ops::readiness::{self, Observation};
 use crate::ops::status::TableStatus;
-use crate::runs::task::Trigger;
 use crate::service::Pipeline;
 
 #[derive(Clone)]
@@ -476,8 +476,8 @@ async fn series(State(state): State<ApiState>, Path(table): Path<String>) -> Res
     Json(json!({
         "table": table,
         "now": crate::base::clock::format_rfc3339(state.clock.now_millis()),
-        "minutes_kept": crate::table::series::MINUTES_KEPT,
-        "hours_kept": crate::table::series::HOURS_KEPT,
+        "minutes_kept": crate::model::series::MINUTES_KEPT,
+        "hours_kept": crate::model::series::HOURS_KEPT,
         "points": points,
     }))
     .into_response()

@@ -361,9 +361,9 @@ impl Handler<Flush> for Notifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::report::FailureClass;
+    use crate::model::report::RunOutcome;
     use crate::ops::notify::payload::tests::{event, success};
-    use crate::runs::report::FailureClass;
-    use crate::runs::report::RunOutcome;
     use crate::testing::http_receiver::{Receiver, Reply};
     use std::time::Instant;
 
@@ -450,7 +450,7 @@ mod tests {
         };
         let mut noted = run("a", "a-1");
         if let RunOutcome::Success { report, .. } = &mut noted.outcome {
-            report.maintenance_failed = Some(crate::runs::report::MaintenanceFailure {
+            report.maintenance_failed = Some(crate::model::report::MaintenanceFailure {
                 step: "expire_snapshots".to_string(),
                 class: FailureClass::Other,
                 excerpt: "failed".to_string(),

@@ -4,8 +4,8 @@ use serde::Serialize;
 
 use crate::base::clock::{format_rfc3339, UnixMillis};
 use crate::config::TableSpec;
+use crate::model::state::TableSnapshot;
 use crate::table::policy::{table_decision, Decision};
-use crate::table::state::TableSnapshot;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct StatusReportJson {
@@ -253,7 +253,7 @@ pub fn explain(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis) -> E
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InFlightRun {
     pub run_id: String,
-    pub trigger: crate::runs::task::Trigger,
+    pub trigger: crate::model::task::Trigger,
     pub started_at: String,
     pub claimed_files: u64,
     pub claimed_bytes: u64,
@@ -262,7 +262,7 @@ pub struct InFlightRun {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LastRun {
     pub run_id: String,
-    pub trigger: crate::runs::task::Trigger,
+    pub trigger: crate::model::task::Trigger,
     pub outcome: &'static str,
     pub failure_class: Option<&'static str>,
     pub error: Option<String>,
@@ -294,13 +294,13 @@ pub struct LastRun {
     /// A `compute_statistics` run's statistics files written (table and partition statistics).
     pub statistics_files: Option<u64>,
     /// A successful run's step after its commit that failed: `{step, class, excerpt}`.
-    pub maintenance_failed: Option<crate::runs::report::MaintenanceFailure>,
+    pub maintenance_failed: Option<crate::model::report::MaintenanceFailure>,
     /// `spark` or `native` (`null`: a run of an earlier release), and how and why that engine.
     pub engine: Option<String>,
     pub engine_detail: Option<String>,
     /// The partitions a successful run was asked for and did not rewrite:
     /// `[{partition, reason}]` (no `partition`: the whole table).
-    pub left: Vec<crate::runs::report::LeftPartition>,
+    pub left: Vec<crate::model::report::LeftPartition>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -314,7 +314,7 @@ pub struct PartitionStatus {
 }
 
 /// One run as status and the run history show it.
-pub fn run_status(run: &crate::table::state::RunRecord) -> LastRun {
+pub fn run_status(run: &crate::model::state::RunRecord) -> LastRun {
     LastRun {
         run_id: run.run_id.clone(),
         trigger: run.trigger,
@@ -340,7 +340,7 @@ pub fn run_status(run: &crate::table::state::RunRecord) -> LastRun {
         delete_files_rewritten: run.delete_rewrite.map(|(rewritten, _)| rewritten),
         delete_files_added: run.delete_rewrite.map(|(_, added)| added),
         dry_run: match run.maintenance {
-            Some(crate::table::state::Maintenance::RemoveOrphans { dry_run }) => Some(dry_run),
+            Some(crate::model::state::Maintenance::RemoveOrphans { dry_run }) => Some(dry_run),
             _ => None,
         },
         rewritten_data_files: run.result.map(|result| result.rewritten_data_files_count),
@@ -416,8 +416,8 @@ pub fn table_status(spec: &TableSpec, snapshot: &TableSnapshot, now: UnixMillis)
             .table_order
             .as_ref()
             .map(|order| match order {
-                crate::runs::strategy::TableOrder::Unsorted => String::new(),
-                crate::runs::strategy::TableOrder::Sorted(order) => order.clone(),
+                crate::model::strategy::TableOrder::Unsorted => String::new(),
+                crate::model::strategy::TableOrder::Sorted(order) => order.clone(),
             }),
         pending_files: pending.files,
         compacted_files: snapshot.state.compacted_files,
@@ -649,9 +649,9 @@ mod tests {
     /// hidden in status, the run history and the page.
     #[test]
     fn an_older_runs_error_is_shown_without_its_secrets() {
-        let run = crate::table::state::RunRecord {
+        let run = crate::model::state::RunRecord {
             run_id: "r".to_string(),
-            trigger: crate::runs::task::Trigger::Manual,
+            trigger: crate::model::task::Trigger::Manual,
             started_millis: 0,
             finished_millis: 1,
             claimed_files: 2,
@@ -673,7 +673,7 @@ mod tests {
             delete_rewrite: None,
             statistics_files: None,
             maintenance_failed: None,
-            left: vec![crate::runs::report::LeftPartition {
+            left: vec![crate::model::report::LeftPartition {
                 partition: Some("d=1".to_string()),
                 reason: "no live data file".to_string(),
             }],

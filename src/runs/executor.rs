@@ -22,15 +22,15 @@ use crate::messages::{
     AccumulatorRestarted, Claimed, CompactNow, GetPoolStatus, NotClaimed, RecoverRun,
     RequestCompaction, RunFinished, RunResult, SetTableMap, StartRun, WaitIdle,
 };
+use crate::model::report::{FailureClass, RunOutcome};
+use crate::model::strategy::RunStrategy;
 use crate::ops::metrics::{
     FailedRunLabels, MaintenanceFailureLabels, Metrics, OutcomeLabels, RunLabels, REWRITE_KIND,
 };
 use crate::ops::notifier::{Notifier, Notify};
 use crate::ops::notify::RunEvent;
 use crate::runs::pool::{Effect, PoolCore};
-use crate::runs::report::{FailureClass, RunOutcome};
 use crate::runs::settings::CompactionSettings;
-use crate::runs::strategy::RunStrategy;
 use crate::store::StateStore;
 use crate::table::accumulator::ClaimTicket;
 
@@ -863,15 +863,15 @@ mod tests {
     }
 
     /// A `days(ts)` table as its last run read it.
-    fn daily_table_state() -> crate::table::state::TableState {
-        crate::table::state::TableState {
+    fn daily_table_state() -> crate::model::state::TableState {
+        crate::model::state::TableState {
             partition_spec: Some(vec![crate::table::partitions::PartitionField {
                 name: "ts_day".to_string(),
                 source: "ts".to_string(),
                 transform: crate::table::partitions::Transform::Day,
                 source_type: Some("timestamp".to_string()),
             }]),
-            table_order: Some(crate::runs::strategy::TableOrder::Unsorted),
+            table_order: Some(crate::model::strategy::TableOrder::Unsorted),
             ..Default::default()
         }
     }
@@ -971,14 +971,14 @@ mod tests {
         store
             .commit(vec![crate::store::Op::PutTable {
                 table: "n.t".to_string(),
-                state: crate::table::state::TableState {
+                state: crate::model::state::TableState {
                     partition_spec: Some(vec![crate::table::partitions::PartitionField {
                         name: "customer".to_string(),
                         source: "customer".to_string(),
                         transform: crate::table::partitions::Transform::Identity,
                         source_type: Some("string".to_string()),
                     }]),
-                    table_order: Some(crate::runs::strategy::TableOrder::Unsorted),
+                    table_order: Some(crate::model::strategy::TableOrder::Unsorted),
                     ..Default::default()
                 },
             }])
@@ -1058,25 +1058,25 @@ mod tests {
     async fn a_stored_claim_with_a_day_past_the_last_one_is_recovered_and_settled() {
         let store = Arc::new(MemoryStore::new());
         let partition = "ts_day=%2B262142-12-31".to_string();
-        let file = |name: &str| crate::table::state::FileEntry {
+        let file = |name: &str| crate::model::state::FileEntry {
             bucket: "lake".to_string(),
             key: format!("t/data/{partition}/{name}.parquet"),
             size: 10,
             event_millis: 1_714_564_700_000,
             partition: partition.clone(),
-            source: crate::table::state::FileSource::Events,
+            source: crate::model::state::FileSource::Events,
         };
-        let claim = crate::table::state::Claim {
+        let claim = crate::model::state::Claim {
             run_id: "run-before-the-restart".to_string(),
-            trigger: crate::runs::task::Trigger::Files,
+            trigger: crate::model::task::Trigger::Files,
             started_millis: 1_714_564_790_000,
             upto_seq: 2,
-            counts: crate::table::state::PendingCounts::default(),
+            counts: crate::model::state::PendingCounts::default(),
             partitions: BTreeMap::new(),
-            task: crate::runs::task::Task::Rewrite(crate::runs::task::Rewrite {
+            task: crate::model::task::Task::Rewrite(crate::model::task::Rewrite {
                 partitions: vec![partition.clone()],
                 min_input_files: 2,
-                ..crate::runs::task::Rewrite::whole_table()
+                ..crate::model::task::Rewrite::whole_table()
             }),
             nonce: String::new(),
         };
@@ -1084,7 +1084,7 @@ mod tests {
             .commit(vec![
                 crate::store::Op::PutTable {
                     table: "n.t".to_string(),
-                    state: crate::table::state::TableState {
+                    state: crate::model::state::TableState {
                         next_file_seq: 2,
                         claim: Some(claim),
                         ..daily_table_state()

@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use crate::base::clock::{Clock, UnixMillis};
 use crate::intake::routing::TableIndex;
-use crate::runs::report::{new_run_id, RunOutcome};
+use crate::model::report::{new_run_id, RunOutcome};
+use crate::model::task::Trigger;
 use crate::runs::scheduler::{Scheduler, TenantLimits};
-use crate::runs::task::Trigger;
 use crate::table::accumulator::ClaimTicket;
 use crate::table::map::TableMap;
 

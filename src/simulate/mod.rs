@@ -9,15 +9,15 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::config::TableSpec;
-use crate::runs::report::FailureClass;
-use crate::runs::report::{ReportSummary, RunOutcome};
-use crate::runs::task::{Rewrite, Trigger};
+use crate::model::report::FailureClass;
+use crate::model::report::{ReportSummary, RunOutcome};
+use crate::model::state::{FileEntry, FileSource, PartitionCounts};
+use crate::model::task::{Rewrite, Trigger};
 use crate::store::{MemoryStore, StateStore};
 use crate::table::accumulator::{
     committed_since_millis, settle_run, Accumulator, Candidate, FailureBackoff,
 };
 use crate::table::policy::{PacingSpec, RewriteRule, Thresholds};
-use crate::table::state::{FileEntry, FileSource, PartitionCounts};
 
 mod baseline;
 mod svg;

@@ -6,8 +6,8 @@ use std::sync::{Condvar, Mutex};
 
 use super::{ForgetSummary, Op, PurgeSummary, StateStore, StoreError};
 use crate::base::clock::UnixMillis;
-use crate::table::series::{Resolution, Sample, Series};
-use crate::table::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
+use crate::model::series::{Resolution, Sample, Series};
+use crate::model::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
 #[derive(Debug, Default)]
 struct Contents {
@@ -18,7 +18,7 @@ struct Contents {
     /// entries included (a key remembered again under another time keeps its old entry).
     seen_by_time: BTreeMap<(UnixMillis, String, String), String>,
     files: BTreeMap<(String, u64), FileEntry>,
-    runs: BTreeMap<(String, u64), crate::table::state::RunRecord>,
+    runs: BTreeMap<(String, u64), crate::model::state::RunRecord>,
     samples: BTreeMap<(String, Resolution, i64), Sample>,
 }
 
@@ -240,7 +240,7 @@ impl StateStore for MemoryStore {
             .collect())
     }
 
-    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::table::state::RunRecord)>, StoreError> {
+    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::model::state::RunRecord)>, StoreError> {
         let contents = self.contents.lock().unwrap();
         Ok(contents
             .runs

@@ -18,7 +18,7 @@ pub use rocks::RocksStore;
 pub const FAMILIES: [&str; 7] = rocks::cf::ALL;
 
 use crate::base::clock::UnixMillis;
-use crate::table::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
+use crate::model::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
@@ -109,7 +109,7 @@ pub enum Op {
     PutRun {
         table: String,
         seq: u64,
-        record: crate::table::state::RunRecord,
+        record: crate::model::state::RunRecord,
     },
     /// Drops the table's runs with a sequence number below `seq` (the history's bound).
     DeleteRunsBelow {
@@ -119,22 +119,22 @@ pub enum Op {
     /// A point of the table's small-files series, at `slot` minutes or hours since the epoch.
     PutSample {
         table: String,
-        resolution: crate::table::series::Resolution,
+        resolution: crate::model::series::Resolution,
         slot: i64,
-        sample: crate::table::series::Sample,
+        sample: crate::model::series::Sample,
     },
     /// Drops the table's points of one resolution before `slot` (the series' retention).
     DeleteSamplesBelow {
         table: String,
-        resolution: crate::table::series::Resolution,
+        resolution: crate::model::series::Resolution,
         slot: i64,
     },
 }
 
 impl Op {
     /// A change to `table`'s series, as an op of the commit it joins.
-    pub fn series(table: &str, write: crate::table::series::SeriesWrite) -> Op {
-        use crate::table::series::SeriesWrite;
+    pub fn series(table: &str, write: crate::model::series::SeriesWrite) -> Op {
+        use crate::model::series::SeriesWrite;
         match write {
             SeriesWrite::Put {
                 resolution,
@@ -180,10 +180,10 @@ pub trait StateStore: Send + Sync + 'static {
     fn files(&self, table: &str) -> Result<Vec<(u64, FileEntry)>, StoreError>;
 
     /// A table's run history, oldest first.
-    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::table::state::RunRecord)>, StoreError>;
+    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::model::state::RunRecord)>, StoreError>;
 
     /// A table's small-files series, both resolutions, oldest first.
-    fn series(&self, table: &str) -> Result<crate::table::series::Series, StoreError>;
+    fn series(&self, table: &str) -> Result<crate::model::series::Series, StoreError>;
 
     /// Deletes everything kept about a table: its state, partitions, counted-file log, and the
     /// remembered object keys counted for it. Synced before returning. Returns what was removed.

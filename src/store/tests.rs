@@ -1,7 +1,7 @@
 //! One suite, run against every store implementation.
 
 use super::*;
-use crate::table::state::PendingCounts;
+use crate::model::state::PendingCounts;
 
 fn file(key: &str) -> FileEntry {
     FileEntry {
@@ -10,7 +10,7 @@ fn file(key: &str) -> FileEntry {
         size: 10,
         event_millis: 5,
         partition: "dt=1".to_string(),
-        source: crate::table::state::FileSource::Events,
+        source: crate::model::state::FileSource::Events,
     }
 }
 
@@ -523,16 +523,16 @@ fn rocks_store_purge_reads_only_expired_keys() {
 fn pending_and_claimed_keys_outlive_the_retention(store: &dyn StateStore) {
     let state = TableState {
         next_file_seq: 4,
-        claim: Some(crate::table::state::Claim {
+        claim: Some(crate::model::state::Claim {
             run_id: "run-1".to_string(),
-            trigger: crate::runs::task::Trigger::Files,
+            trigger: crate::model::task::Trigger::Files,
             started_millis: 150,
             upto_seq: 2,
             counts: PendingCounts::default(),
             partitions: Default::default(),
-            task: crate::runs::task::Task::Rewrite(crate::runs::task::Rewrite {
+            task: crate::model::task::Task::Rewrite(crate::model::task::Rewrite {
                 min_input_files: 2,
-                ..crate::runs::task::Rewrite::whole_table()
+                ..crate::model::task::Rewrite::whole_table()
             }),
             nonce: String::new(),
         }),
@@ -700,9 +700,9 @@ fn forgetting_a_table_takes_its_index_entries(store: &dyn StateStore) {
 /// Issue 20: a table's run history, in order, bounded by the range delete, gone with the table,
 /// and not mixed with a table whose name extends this one's.
 fn run_history(store: &dyn StateStore) {
-    let run = |run_id: &str| crate::table::state::RunRecord {
+    let run = |run_id: &str| crate::model::state::RunRecord {
         run_id: run_id.to_string(),
-        trigger: crate::runs::task::Trigger::Files,
+        trigger: crate::model::task::Trigger::Files,
         started_millis: 1,
         finished_millis: 2,
         claimed_files: 3,
@@ -888,7 +888,7 @@ fn a_new_store_is_marked_indexed_by_its_first_write() {
 /// Both resolutions of a table's series, apart from each other and from a table whose name
 /// extends this one's; the retention drops one resolution's old points only; forget takes all.
 fn series(store: &dyn StateStore) {
-    use crate::table::series::{Resolution, Sample};
+    use crate::model::series::{Resolution, Sample};
     let put = |table: &str, resolution: Resolution, slot: i64, files: u64| Op::PutSample {
         table: table.to_string(),
         resolution,
@@ -934,7 +934,7 @@ fn series(store: &dyn StateStore) {
     store.forget_table("a.b").unwrap();
     assert_eq!(
         store.series("a.b").unwrap(),
-        crate::table::series::Series::default()
+        crate::model::series::Series::default()
     );
     assert_eq!(store.series("a.bc").unwrap().minutes.len(), 1);
 }

@@ -18,10 +18,10 @@ use crate::messages::{
     Claimed, Counted, Forget, GetStatus, NotClaimed, RecoverRun, Reload, RequestCompaction,
     RunFinished, Settle, Stage, StartRun, Tick, UpdateSpec,
 };
+use crate::model::report::RunOutcome;
+use crate::model::task::Trigger;
 use crate::ops::status::table_status;
 use crate::runs::executor::CompactionPool;
-use crate::runs::report::RunOutcome;
-use crate::runs::task::Trigger;
 use crate::store::{StateStore, StoreError};
 use crate::table::accumulator::{
     object_keys, prepare_settlement, Accumulator, FailureBackoff, Settlement, SettlementStale,
@@ -1027,7 +1027,7 @@ mod tests {
         let seen = |key: &str| crate::store::Op::PutSeen {
             bucket: "b".to_string(),
             key: key.to_string(),
-            entry: crate::table::state::SeenEntry {
+            entry: crate::model::state::SeenEntry {
                 table: "n.t".to_string(),
                 first_seen_millis: 1,
                 seq: None,
@@ -1113,7 +1113,7 @@ mod tests {
     /// A run's outcome with a truth read: `keys` in bucket `lake`, 10 bytes each.
     fn truthful(keys: &[String]) -> RunOutcome {
         RunOutcome::Success {
-            report: crate::runs::report::ReportSummary {
+            report: crate::model::report::ReportSummary {
                 truth: Some(
                     keys.iter()
                         .map(|key| (format!("s3://lake/{key}"), 10))
@@ -1346,7 +1346,7 @@ mod tests {
         fn load_table(
             &self,
             table: &str,
-        ) -> Result<crate::table::state::TableSnapshot, StoreError> {
+        ) -> Result<crate::model::state::TableSnapshot, StoreError> {
             let snapshot = self.inner.load_table(table)?;
             if self
                 .hold_loads
@@ -1369,7 +1369,7 @@ mod tests {
         fn seen_entries(
             &self,
             objects: &[(&str, &str)],
-        ) -> Result<Vec<Option<crate::table::state::SeenEntry>>, StoreError> {
+        ) -> Result<Vec<Option<crate::model::state::SeenEntry>>, StoreError> {
             self.inner.seen_entries(objects)
         }
         fn commit(&self, ops: Vec<crate::store::Op>) -> Result<(), StoreError> {
@@ -1399,7 +1399,7 @@ mod tests {
         fn files(
             &self,
             table: &str,
-        ) -> Result<Vec<(u64, crate::table::state::FileEntry)>, StoreError> {
+        ) -> Result<Vec<(u64, crate::model::state::FileEntry)>, StoreError> {
             let held = self.hold_file_reads.lock().unwrap().take();
             if let Some(until) = held {
                 self.events.lock().unwrap().file_read_held = true;
@@ -1410,10 +1410,10 @@ mod tests {
         fn runs(
             &self,
             table: &str,
-        ) -> Result<Vec<(u64, crate::table::state::RunRecord)>, StoreError> {
+        ) -> Result<Vec<(u64, crate::model::state::RunRecord)>, StoreError> {
             self.inner.runs(table)
         }
-        fn series(&self, table: &str) -> Result<crate::table::series::Series, StoreError> {
+        fn series(&self, table: &str) -> Result<crate::model::series::Series, StoreError> {
             self.inner.series(table)
         }
         fn forget_table(&self, table: &str) -> Result<crate::store::ForgetSummary, StoreError> {

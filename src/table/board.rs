@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
 
-use crate::table::state::TableSnapshot;
+use crate::model::state::TableSnapshot;
 
 /// A table's figures as its accumulator last evaluated them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -12,36 +12,9 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde::{Deserialize, Serialize};
-
 use crate::base::sql_text::quote_string;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Transform {
-    Identity,
-    Year,
-    Month,
-    Day,
-    Hour,
-    /// bucket, truncate, void ...: no predicate is derived from it.
-    Other(String),
-}
-
-/// One field of a partition spec: the name it has in data file paths, its source column.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionField {
-    pub name: String,
-    pub source: String,
-    pub transform: Transform,
-    /// The source column's type as `DESCRIBE TABLE` prints it (`bigint`, `string`, `date`,
-    /// `decimal(10,2)` ...); `None` when the source is no top-level column, or the spec was
-    /// kept by a release that read no types. A field pins a filter only when its type is known:
-    /// an unchecked literal could fail to cast and fail the whole statement (ANSI mode) or
-    /// select nothing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_type: Option<String>,
-}
+pub use crate::model::partition::{PartitionField, Transform};
 
 /// Reads the `# Partitioning` section of spark-sql's `DESCRIBE TABLE` output (tab-separated,
 /// padded). `None` when the output has no column header at all; an empty spec for unpartitioned.

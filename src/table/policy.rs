@@ -5,8 +5,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 use crate::base::clock::UnixMillis;
-use crate::runs::report::FailureClass;
-use crate::table::state::{PartitionCounts, PendingCounts, TableState};
+use crate::model::report::FailureClass;
+use crate::model::state::{PartitionCounts, PendingCounts, TableState};
 
 /// A table's thresholds, in bytes and milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,9 +41,9 @@ impl DueReason {
     }
 }
 
-impl From<DueReason> for crate::runs::task::Trigger {
+impl From<DueReason> for crate::model::task::Trigger {
     fn from(reason: DueReason) -> Self {
-        use crate::runs::task::Trigger;
+        use crate::model::task::Trigger;
         match reason {
             DueReason::Files => Trigger::Files,
             DueReason::Bytes => Trigger::Bytes,

@@ -62,7 +62,7 @@ pub use plan::MidSizedFiles;
 
 use crate::base::clock::UnixMillis;
 use crate::config::CatalogConfig;
-use crate::runs::report::{
+use crate::model::report::{
     DeleteRead, FailureClass, LeftPartition, ReportSummary, RewriteResult, LEFT_KEPT,
 };
 use crate::table::partitions::{PartitionField, Transform};

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use thiserror::Error;
 
-pub use crate::runs::task::MidSizedFiles;
+pub use crate::model::task::MidSizedFiles;
 
 /// A partition as (field name, value) pairs in spec order, values as Iceberg renders them in
 /// paths (`2024-05-01`, `eu west`, `null`), decoded. Empty for an unpartitioned file.

@@ -280,7 +280,7 @@ impl WriteSettings {
             data_location: data_location(properties, metadata.location()),
             file_prefix: format!(
                 "{}{safe_run_id}-{:08x}",
-                crate::runs::report::OUTPUT_FILE_PREFIX,
+                crate::model::report::OUTPUT_FILE_PREFIX,
                 fastrand::u32(..)
             ),
             name_mapping,

@@ -176,7 +176,7 @@ enum Location<'a> {
 }
 
 fn locate(path: &str) -> iceberg::Result<Location<'_>> {
-    if let Some((bucket, key)) = crate::runs::report::split_object_path(path) {
+    if let Some((bucket, key)) = crate::model::report::split_object_path(path) {
         return Ok(Location::Object { bucket, key });
     }
     if path.starts_with("file:") || path.starts_with('/') {

@@ -16,7 +16,7 @@ use iceberg::spec::{
 use super::catalog::LoadedTable;
 use super::plan::{DataFileFacts, DeleteFileFacts, DeleteKind, PartitionValues};
 use super::NativeError;
-use crate::runs::report::DeleteRead;
+use crate::model::report::DeleteRead;
 
 /// Manifests read at once.
 const MANIFEST_READS: usize = 16;

@@ -477,7 +477,7 @@ impl LocalLake {
             min_input_files: 5,
             partial_progress: false,
             deadline: Instant::now() + Duration::from_secs(120),
-            run_id: crate::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
+            run_id: crate::model::report::new_run_id(chrono::Utc::now().timestamp_millis()),
             committed_since_millis: 0,
         }
     }

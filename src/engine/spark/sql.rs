@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use crate::base::clock::{format_rfc3339, UnixMillis};
-use crate::runs::strategy::RunStrategy;
-use crate::table::state::Maintenance;
+use crate::model::state::Maintenance;
+use crate::model::strategy::RunStrategy;
 
 /// What one statement of a run is. A statement's rows are read by what it is — the statement
 /// icepack sent — never by the names of the columns or values in them, which a table's own

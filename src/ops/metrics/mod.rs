@@ -23,8 +23,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::intake::queue::QueueSnapshot;
-use crate::runs::report::FailureClass;
-use crate::table::state::Maintenance;
+use crate::model::report::FailureClass;
+use crate::model::state::Maintenance;
 
 pub use process::ProcessSample;
 pub use series::TableSeries;

@@ -6,7 +6,7 @@ pub mod delivery;
 pub mod payload;
 
 use crate::base::clock::UnixMillis;
-use crate::runs::report::RunOutcome;
+use crate::model::report::RunOutcome;
 
 pub use crate::config::EventKind;
 
@@ -19,11 +19,11 @@ pub struct RunEvent {
     pub run_id: String,
     pub catalog: String,
     pub catalog_impl: String,
-    pub trigger: crate::runs::task::Trigger,
+    pub trigger: crate::model::task::Trigger,
     /// `binpack`, `sort` or `zorder`.
     pub strategy: String,
     /// Maintenance the run did instead of a data rewrite.
-    pub maintenance: Option<crate::table::state::Maintenance>,
+    pub maintenance: Option<crate::model::state::Maintenance>,
     pub started_millis: UnixMillis,
     pub finished_millis: UnixMillis,
     pub target_file_bytes: u64,
@@ -32,7 +32,7 @@ pub struct RunEvent {
     pub claimed_bytes: u64,
     pub outcome: RunOutcome,
     /// Which engine ran it, and why that one.
-    pub ran_on: Option<crate::runs::report::RanOn>,
+    pub ran_on: Option<crate::model::report::RanOn>,
 }
 
 impl RunEvent {

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::RunEvent;
 use crate::base::clock::format_rfc3339;
 use crate::config::DEFAULT_TENANT;
-use crate::runs::report::RunOutcome;
+use crate::model::report::RunOutcome;
 
 const GREEN: &str = "#36a64f";
 const RED: &str = "#E01E5A";
@@ -52,23 +52,23 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
                     field("Catalog", format!("{} ({})", event.catalog, event.catalog_impl), true),
                     field("Task", maintenance.as_str().to_string(), true),
                     match maintenance {
-                        crate::table::state::Maintenance::RewriteManifests => field("Manifests", manifest_effect(report), true),
-                        crate::table::state::Maintenance::RemoveOrphans { dry_run: true } => field(
+                        crate::model::state::Maintenance::RewriteManifests => field("Manifests", manifest_effect(report), true),
+                        crate::model::state::Maintenance::RemoveOrphans { dry_run: true } => field(
                             "Orphan Files",
                             format!("dry run: {} found, none removed", report.orphan_files.unwrap_or(0)),
                             true,
                         ),
-                        crate::table::state::Maintenance::RemoveOrphans { dry_run: false } => field(
+                        crate::model::state::Maintenance::RemoveOrphans { dry_run: false } => field(
                             "Orphan Files",
                             format!("{} removed", report.orphan_files.unwrap_or(0)),
                             true,
                         ),
-                        crate::table::state::Maintenance::ComputeStatistics => field(
+                        crate::model::state::Maintenance::ComputeStatistics => field(
                             "Statistics Files",
                             format!("{} written", report.statistics_files.unwrap_or(0)),
                             true,
                         ),
-                        crate::table::state::Maintenance::RewritePositionDeletes => field(
+                        crate::model::state::Maintenance::RewritePositionDeletes => field(
                             "Delete Files",
                             {
                                 let (rewritten, added) = report.delete_rewrite.unwrap_or_default();
@@ -195,7 +195,7 @@ pub fn slack(event: &RunEvent, channel: &str) -> Value {
 /// The partitions a run left, a line each (the first five and a count of the others), their
 /// names in code spans with Slack's control characters escaped: a partition name comes from an
 /// S3 key, which anyone who can write to the bucket chooses.
-fn left_lines(left: &[crate::runs::report::LeftPartition]) -> String {
+fn left_lines(left: &[crate::model::report::LeftPartition]) -> String {
     let escape = |text: &str| {
         text.replace('&', "&amp;")
             .replace('<', "&lt;")
@@ -217,7 +217,7 @@ fn left_lines(left: &[crate::runs::report::LeftPartition]) -> String {
 }
 
 /// What a `rewrite_manifests` run did: `12 rewritten → 1 added, 1 now`.
-fn manifest_effect(report: &crate::runs::report::ReportSummary) -> String {
+fn manifest_effect(report: &crate::model::report::ReportSummary) -> String {
     let rewrite = report.manifests.unwrap_or_default();
     let now = report
         .manifest_count
@@ -265,14 +265,14 @@ pub fn webhook(event: &RunEvent) -> Value {
     let (event_name, result) = match (event.maintenance, &event.outcome) {
         (None, _) => (event_name, result),
         (
-            Some(crate::table::state::Maintenance::RemoveOrphans { dry_run }),
+            Some(crate::model::state::Maintenance::RemoveOrphans { dry_run }),
             RunOutcome::Success { report, .. },
         ) => (
             "maintenance_succeeded",
             json!({"orphan_files": report.orphan_files.unwrap_or(0), "dry_run": dry_run}),
         ),
         (
-            Some(crate::table::state::Maintenance::ComputeStatistics),
+            Some(crate::model::state::Maintenance::ComputeStatistics),
             RunOutcome::Success { report, .. },
         ) => (
             "maintenance_succeeded",
@@ -315,10 +315,10 @@ pub fn webhook(event: &RunEvent) -> Value {
             // Statistics that could not be computed: a maintenance note, as a failed step after
             // a commit is (the run that changed the table committed).
             (
-                Some(crate::table::state::Maintenance::ComputeStatistics),
+                Some(crate::model::state::Maintenance::ComputeStatistics),
                 RunOutcome::Failure { class, excerpt, .. },
             ) => json!({
-                "step": crate::table::state::Maintenance::ComputeStatistics.as_str(),
+                "step": crate::model::state::Maintenance::ComputeStatistics.as_str(),
                 "class": class.as_str(),
                 "excerpt": excerpt,
             }),
@@ -334,8 +334,8 @@ pub fn webhook(event: &RunEvent) -> Value {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::runs::report::ReportSummary;
-    use crate::runs::report::{FailureClass, RewriteResult};
+    use crate::model::report::ReportSummary;
+    use crate::model::report::{FailureClass, RewriteResult};
 
     pub(crate) fn event(outcome: RunOutcome) -> RunEvent {
         RunEvent {
@@ -344,7 +344,7 @@ pub(crate) mod tests {
             run_id: "20240501T120000Z-abc123".to_string(),
             catalog: "lakehouse".to_string(),
             catalog_impl: "org.apache.iceberg.rest.RESTCatalog".to_string(),
-            trigger: crate::runs::task::Trigger::Files,
+            trigger: crate::model::task::Trigger::Files,
             strategy: "binpack".to_string(),
             ran_on: None,
             maintenance: None,
@@ -369,7 +369,7 @@ pub(crate) mod tests {
             duration_millis: 900,
             attempts: 1,
         });
-        computed.maintenance = Some(crate::table::state::Maintenance::ComputeStatistics);
+        computed.maintenance = Some(crate::model::state::Maintenance::ComputeStatistics);
         let fields = slack(&computed, "")["attachments"][0]["fields"].to_string();
         assert!(fields.contains("2 written"), "{fields}");
         let document = webhook(&computed);
@@ -377,12 +377,12 @@ pub(crate) mod tests {
         assert_eq!(document["result"]["statistics_files"], 2);
         assert!(document["maintenance_failed"].is_null());
         let mut failed = event(RunOutcome::Failure {
-            class: crate::runs::report::FailureClass::Other,
+            class: crate::model::report::FailureClass::Other,
             excerpt: "Procedure not found".to_string(),
             duration_millis: 900,
             attempts: 1,
         });
-        failed.maintenance = Some(crate::table::state::Maintenance::ComputeStatistics);
+        failed.maintenance = Some(crate::model::state::Maintenance::ComputeStatistics);
         let document = webhook(&failed);
         assert_eq!(document["event"], "maintenance_failed");
         assert_eq!(document["maintenance_failed"]["step"], "compute_statistics");
@@ -393,7 +393,7 @@ pub(crate) mod tests {
     fn a_maintenance_run_names_its_task_and_its_effect() {
         let mut event = event(RunOutcome::Success {
             report: ReportSummary {
-                manifests: Some(crate::runs::report::ManifestRewrite {
+                manifests: Some(crate::model::report::ManifestRewrite {
                     rewritten_manifests_count: 12,
                     added_manifests_count: 1,
                 }),
@@ -403,7 +403,7 @@ pub(crate) mod tests {
             duration_millis: 900,
             attempts: 1,
         });
-        event.maintenance = Some(crate::table::state::Maintenance::RewriteManifests);
+        event.maintenance = Some(crate::model::state::Maintenance::RewriteManifests);
         let message = slack(&event, "");
         assert!(message["text"]
             .as_str()
@@ -546,7 +546,7 @@ pub(crate) mod tests {
     fn a_failed_step_after_the_commit_is_told_beside_the_success() {
         let mut outcome = success();
         if let RunOutcome::Success { report, .. } = &mut outcome {
-            report.maintenance_failed = Some(crate::runs::report::MaintenanceFailure {
+            report.maintenance_failed = Some(crate::model::report::MaintenanceFailure {
                 step: "expire_snapshots".to_string(),
                 class: FailureClass::Other,
                 excerpt: "RuntimeIOException: Failed to delete file".to_string(),
@@ -596,11 +596,11 @@ pub(crate) mod tests {
     fn a_run_that_left_its_partitions_says_why() {
         let mut report = ReportSummary::default();
         report.left = vec![
-            crate::runs::report::LeftPartition {
+            crate::model::report::LeftPartition {
                 partition: Some("ts_hour=2026-11-01-10".to_string()),
                 reason: "no live data file of the table is in this partition".to_string(),
             },
-            crate::runs::report::LeftPartition {
+            crate::model::report::LeftPartition {
                 partition: Some("name=<!channel>`x".to_string()),
                 reason: "2 small files".to_string(),
             },

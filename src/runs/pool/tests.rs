@@ -1,8 +1,8 @@
 use super::*;
 use crate::base::clock::FakeClock;
 use crate::config::Config;
-use crate::runs::report::{FailureClass, ReportSummary};
-use crate::runs::task::{Rewrite, Task};
+use crate::model::report::{FailureClass, ReportSummary};
+use crate::model::task::{Rewrite, Task};
 use proptest::prelude::*;
 
 const NOW: UnixMillis = 1_714_564_800_000;

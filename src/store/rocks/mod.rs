@@ -21,26 +21,26 @@ use tracing::{info, warn};
 
 use super::{ForgetSummary, Op, PurgeSummary, StateStore, StoreError};
 use crate::base::clock::UnixMillis;
-use crate::table::series::{Resolution, Sample, Series};
-use crate::table::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
+use crate::model::series::{Resolution, Sample, Series};
+use crate::model::state::{FileEntry, PartitionCounts, SeenEntry, TableSnapshot, TableState};
 
 /// Column families, defined in this one place.
 pub mod cf {
-    /// table → [`TableState`](crate::table::state::TableState)
+    /// table → [`TableState`](crate::model::state::TableState)
     pub const TABLES: &str = "tables";
-    /// table \0 partition → [`PartitionCounts`](crate::table::state::PartitionCounts)
+    /// table \0 partition → [`PartitionCounts`](crate::model::state::PartitionCounts)
     pub const PARTITIONS: &str = "partitions";
-    /// bucket \0 key → [`SeenEntry`](crate::table::state::SeenEntry)
+    /// bucket \0 key → [`SeenEntry`](crate::model::state::SeenEntry)
     pub const SEEN: &str = "seen";
-    /// table \0 sequence (big endian) → [`FileEntry`](crate::table::state::FileEntry)
+    /// table \0 sequence (big endian) → [`FileEntry`](crate::model::state::FileEntry)
     pub const FILES: &str = "files";
     /// first seen (8 bytes, in time order) \0 bucket \0 key → table: every `seen` key, in the
     /// order the retention purge forgets them
     pub const SEEN_BY_TIME: &str = "seen_by_time";
-    /// table \0 sequence (big endian) → [`RunRecord`](crate::table::state::RunRecord): the run history
+    /// table \0 sequence (big endian) → [`RunRecord`](crate::model::state::RunRecord): the run history
     pub const RUNS: &str = "runs";
     /// table \0 resolution (`m` or `h`) slot (big endian, minutes or hours since the epoch) →
-    /// [`Sample`](crate::table::series::Sample): the small-files series
+    /// [`Sample`](crate::model::series::Sample): the small-files series
     pub const SERIES: &str = "series";
     pub const ALL: [&str; 7] = [TABLES, PARTITIONS, SEEN, FILES, SEEN_BY_TIME, RUNS, SERIES];
 }
@@ -656,7 +656,7 @@ impl StateStore for RocksStore {
         self.scan_sequenced(cf::FILES, table)
     }
 
-    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::table::state::RunRecord)>, StoreError> {
+    fn runs(&self, table: &str) -> Result<Vec<(u64, crate::model::state::RunRecord)>, StoreError> {
         self.scan_sequenced(cf::RUNS, table)
     }
 

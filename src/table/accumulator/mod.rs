@@ -9,18 +9,18 @@ use std::sync::Arc;
 
 use crate::base::clock::UnixMillis;
 use crate::config::TableSpec;
-use crate::runs::report::split_object_path;
-use crate::runs::report::{FailureClass, RunOutcome};
-use crate::runs::strategy::RunStrategy;
-pub use crate::runs::task::Trigger;
-use crate::runs::task::{MidSizedFiles, Rewrite, Task};
-use crate::store::{Op, StateStore, StoreError};
-use crate::table::policy::{next_wake, table_decision, Decision, DueReason};
-use crate::table::series::Sampler;
-use crate::table::state::{
+use crate::model::report::split_object_path;
+use crate::model::report::{FailureClass, RunOutcome};
+use crate::model::series::Sampler;
+use crate::model::state::{
     Claim, FileEntry, FileSource, Maintenance, PartitionCounts, PendingCounts, RunRecord,
     SeenEntry, TableSnapshot, TableState,
 };
+use crate::model::strategy::RunStrategy;
+pub use crate::model::task::Trigger;
+use crate::model::task::{MidSizedFiles, Rewrite, Task};
+use crate::store::{Op, StateStore, StoreError};
+use crate::table::policy::{next_wake, table_decision, Decision, DueReason};
 
 pub use crate::intake::batch::{object_keys, Candidate, FileKind};
 
@@ -582,7 +582,7 @@ impl Accumulator {
             counts: current.pending.clone(),
             partitions: self.snapshot.partitions.clone(),
             task: plan.task,
-            nonce: crate::runs::report::random_hex(16),
+            nonce: crate::model::report::random_hex(16),
         };
         let ticket = ClaimTicket::from_claim(&claim, current);
         let state = TableState {

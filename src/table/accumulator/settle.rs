@@ -2,7 +2,7 @@
 //! the table's committed metadata when the run read it.
 
 use super::*;
-use crate::runs::report::RanOn;
+use crate::model::report::RanOn;
 
 /// The pending files after a run read the table's committed metadata (the truth): every small
 /// data file the metadata has, plus the logged files it does not have yet and that are still
@@ -62,7 +62,7 @@ fn rebuild_from_truth(
                 },
                 ..file.clone()
             })
-        } else if committed.contains(&id) || crate::runs::report::is_own_output(&file.key) {
+        } else if committed.contains(&id) || crate::model::report::is_own_output(&file.key) {
             // Committed and gone since; or an output of icepack's own engine that the read,
             // made after its run, does not have: an abandoned attempt's (a failed or killed
             // run's), never committed, whenever its event came.
@@ -337,7 +337,7 @@ pub fn prepare_settlement(
                 state.next_attempt_millis = None;
             }
             if let Some(read) = report.deletes {
-                state.deletes = crate::table::state::DeleteCounts {
+                state.deletes = crate::model::state::DeleteCounts {
                     position_files: read.position_files,
                     equality_files: read.equality_files,
                     deleted_rows: read.deleted_rows,
@@ -365,7 +365,7 @@ pub fn prepare_settlement(
             if let Some(Maintenance::RemoveOrphans { dry_run }) = claim.task.maintenance() {
                 let files = report.orphan_files.unwrap_or(0);
                 let previous = current.orphans;
-                state.orphans = crate::table::state::OrphanRuns {
+                state.orphans = crate::model::state::OrphanRuns {
                     last_run_millis: Some(claim.started_millis),
                     dry_run_done: true,
                     found: if dry_run { Some(files) } else { previous.found },
@@ -386,7 +386,7 @@ pub fn prepare_settlement(
             if let Some(count) = report.manifest_count {
                 let before = current.manifests.total();
                 let rewritten = claim.task.maintenance() == Some(Maintenance::RewriteManifests);
-                state.manifests = crate::table::state::ManifestCounts {
+                state.manifests = crate::model::state::ManifestCounts {
                     known: count,
                     since_read: 0,
                     read_millis: Some(now),
@@ -577,7 +577,7 @@ pub fn prepare_settlement(
     }
     let (pending, partitions) = PendingCounts::aggregate(files.values());
     state.pending = pending;
-    state.unconfirmed = crate::table::state::UnconfirmedFiles::of(files.values());
+    state.unconfirmed = crate::model::state::UnconfirmedFiles::of(files.values());
     let end_seq = files
         .keys()
         .next_back()

@@ -198,8 +198,8 @@ fn the_accumulator_wakes_when_a_filling_partition_goes_quiet() {
 
 fn success(outputs: &[&str]) -> RunOutcome {
     RunOutcome::Success {
-        report: crate::runs::report::ReportSummary {
-            result: crate::runs::report::RewriteResult {
+        report: crate::model::report::ReportSummary {
+            result: crate::model::report::RewriteResult {
                 rewritten_data_files_count: 3,
                 added_data_files_count: 1,
                 ..Default::default()
@@ -214,7 +214,7 @@ fn success(outputs: &[&str]) -> RunOutcome {
 
 fn failure() -> RunOutcome {
     RunOutcome::Failure {
-        class: crate::runs::report::FailureClass::Other,
+        class: crate::model::report::FailureClass::Other,
         excerpt: "NoSuchTableException".to_string(),
         duration_millis: 5,
         attempts: 2,
@@ -437,7 +437,7 @@ fn the_run_after_a_lost_race_knows_it_and_the_one_after_a_success_does_not() {
     let first = claim_and_commit(&mut accumulator, &store, "run-1", 2_000);
     assert_eq!(first.last_failure, None);
     let lost = RunOutcome::Failure {
-        class: crate::runs::report::FailureClass::CommitConflict,
+        class: crate::model::report::FailureClass::CommitConflict,
         excerpt: "delete file applies to input".to_string(),
         duration_millis: 5,
         attempts: 1,
@@ -446,7 +446,7 @@ fn the_run_after_a_lost_race_knows_it_and_the_one_after_a_success_does_not() {
     let retry = claim_and_commit(&mut accumulator, &store, "run-2", 100_000);
     assert_eq!(
         retry.last_failure,
-        Some(crate::runs::report::FailureClass::CommitConflict)
+        Some(crate::model::report::FailureClass::CommitConflict)
     );
     assert!(crate::table::policy::commits_per_group(
         None,
@@ -460,7 +460,7 @@ fn the_run_after_a_lost_race_knows_it_and_the_one_after_a_success_does_not() {
 
 #[test]
 fn after_an_invalid_input_failure_the_next_run_names_no_partitions() {
-    let due_run = |class: crate::runs::report::FailureClass| {
+    let due_run = |class: crate::model::report::FailureClass| {
         let store = MemoryStore::new();
         let mut accumulator = Accumulator::load(spec(), &store).unwrap();
         let files: Vec<Candidate> = (0..4)
@@ -494,13 +494,13 @@ fn after_an_invalid_input_failure_the_next_run_names_no_partitions() {
             .expect("due again after the back-off");
         next
     };
-    let next = due_run(crate::runs::report::FailureClass::InvalidInput);
+    let next = due_run(crate::model::report::FailureClass::InvalidInput);
     assert!(next.partitions().is_empty(), "{:?}", next.task);
     assert!(!matches!(
         next.task.rewrite().unwrap().mid_sized,
         MidSizedFiles::In(_)
     ));
-    let next = due_run(crate::runs::report::FailureClass::Other);
+    let next = due_run(crate::model::report::FailureClass::Other);
     assert_eq!(
         next.partitions(),
         ["d=0", "d=1"],
@@ -510,8 +510,8 @@ fn after_an_invalid_input_failure_the_next_run_names_no_partitions() {
 
 fn truthful_success(truth: &[(&str, u64)], committed: &[&str]) -> RunOutcome {
     RunOutcome::Success {
-        report: crate::runs::report::ReportSummary {
-            result: crate::runs::report::RewriteResult {
+        report: crate::model::report::ReportSummary {
+            result: crate::model::report::RewriteResult {
                 rewritten_data_files_count: 12,
                 added_data_files_count: 1,
                 ..Default::default()
@@ -533,7 +533,7 @@ fn truthful_success(truth: &[(&str, u64)], committed: &[&str]) -> RunOutcome {
                 .iter()
                 .map(|key| format!("s3://b/{key}"))
                 .collect(),
-            table_order: Some(crate::runs::strategy::TableOrder::Unsorted),
+            table_order: Some(crate::model::strategy::TableOrder::Unsorted),
             ..Default::default()
         },
         duration_millis: 5,
@@ -613,14 +613,14 @@ fn after_a_run_the_pending_files_are_the_truth_plus_what_is_still_on_its_way() {
         &outcome,
         claimed_at + 1_000,
     );
-    let mut pending: Vec<(String, crate::table::state::FileSource)> = store
+    let mut pending: Vec<(String, crate::model::state::FileSource)> = store
         .files("n.t")
         .unwrap()
         .into_iter()
         .map(|(_, file)| (file.key, file.source))
         .collect();
     pending.sort();
-    use crate::table::state::FileSource::{Events, Metadata};
+    use crate::model::state::FileSource::{Events, Metadata};
     assert_eq!(
         pending,
         vec![
@@ -727,7 +727,7 @@ fn a_slow_writer_across_a_claim_stays_pending_and_is_not_counted_as_compacted() 
     assert!(!snapshot.partitions.contains_key("d=2"));
     assert_eq!(
         snapshot.state.unconfirmed,
-        crate::table::state::UnconfirmedFiles {
+        crate::model::state::UnconfirmedFiles {
             files: 1,
             oldest_event_millis: Some(claimed_at - 2 * MINUTE)
         }
@@ -980,7 +980,7 @@ fn a_delete_file_named_like_data_is_corrected_by_the_next_read() {
     if let RunOutcome::Success { report, .. } = &mut read {
         report.result = Default::default();
         report.output_files.clear();
-        report.deletes = Some(crate::runs::report::DeleteRead {
+        report.deletes = Some(crate::model::report::DeleteRead {
             position_files: 2,
             equality_files: 0,
             deleted_rows: 2,
@@ -1109,7 +1109,7 @@ fn a_table_due_by_deletes_gets_the_cheaper_fix() {
         "never pending"
     );
     let plan = |accumulator: &mut Accumulator,
-                counts: Option<crate::table::state::DeleteCounts>| {
+                counts: Option<crate::model::state::DeleteCounts>| {
         if let Some(counts) = counts {
             accumulator.snapshot.state.deletes = counts;
         }
@@ -1123,7 +1123,7 @@ fn a_table_due_by_deletes_gets_the_cheaper_fix() {
     };
     assert!(applies(&unknown));
     assert_eq!(unknown.trigger, Trigger::Deletes);
-    let read = crate::table::state::DeleteCounts {
+    let read = crate::model::state::DeleteCounts {
         position_files: 3,
         deleted_rows: 10,
         data_rows: 1_000,
@@ -1137,7 +1137,7 @@ fn a_table_due_by_deletes_gets_the_cheaper_fix() {
     );
     let many = plan(
         &mut accumulator,
-        Some(crate::table::state::DeleteCounts {
+        Some(crate::model::state::DeleteCounts {
             deleted_rows: 400,
             ..read
         }),
@@ -1145,7 +1145,7 @@ fn a_table_due_by_deletes_gets_the_cheaper_fix() {
     assert!(applies(&many));
     let equality = plan(
         &mut accumulator,
-        Some(crate::table::state::DeleteCounts {
+        Some(crate::model::state::DeleteCounts {
             equality_files: 1,
             ..read
         }),
@@ -1182,9 +1182,9 @@ fn a_commit_is_sampled_from_the_tables_own_state() {
         ops.last(),
         Some(&Op::PutSample {
             table: "t".to_string(),
-            resolution: crate::table::series::Resolution::Minute,
+            resolution: crate::model::series::Resolution::Minute,
             slot: 2,
-            sample: crate::table::series::Sample(4, 40, 4),
+            sample: crate::model::series::Sample(4, 40, 4),
         })
     );
     let mut without = vec![Op::DeleteFile {
@@ -1227,14 +1227,14 @@ fn settled_runs_make_a_bounded_history() {
 
 #[test]
 fn a_table_whose_manifests_do_not_merge_is_not_rewritten_over_and_over() {
-    let counts = crate::table::state::ManifestCounts {
+    let counts = crate::model::state::ManifestCounts {
         known: 30,
         since_read: 0,
         read_millis: Some(0),
         left_by_rewrite: 30,
     };
     assert!(!counts.due(20), "30 are left by the rewrite itself");
-    let more = |since_read| crate::table::state::ManifestCounts {
+    let more = |since_read| crate::model::state::ManifestCounts {
         since_read,
         ..counts
     };
@@ -1243,12 +1243,12 @@ fn a_table_whose_manifests_do_not_merge_is_not_rewritten_over_and_over() {
         more(11).due(20),
         "half of max_manifests more since the rewrite"
     );
-    let fresh = crate::table::state::ManifestCounts {
+    let fresh = crate::model::state::ManifestCounts {
         known: 20,
         ..Default::default()
     };
     assert!(!fresh.due(20), "20 is not more than 20");
-    assert!(crate::table::state::ManifestCounts { known: 21, ..fresh }.due(20));
+    assert!(crate::model::state::ManifestCounts { known: 21, ..fresh }.due(20));
 }
 
 /// Issue 18: an `auto` table icepack has never read starts with a read of its sort order
@@ -1259,10 +1259,10 @@ fn an_auto_table_reads_its_order_first_then_sorts_or_bin_packs() {
     const MINUTE: i64 = 60_000;
     let auto_spec = || {
         let mut spec = (*spec()).clone();
-        spec.strategy = crate::runs::strategy::Strategy::Auto;
+        spec.strategy = crate::model::strategy::Strategy::Auto;
         Arc::new(spec)
     };
-    let read_with = |order: Option<crate::runs::strategy::TableOrder>| {
+    let read_with = |order: Option<crate::model::strategy::TableOrder>| {
         let mut outcome = truthful_success(
             &[
                 ("t/data/d=1/a.parquet", 10),
@@ -1280,11 +1280,11 @@ fn an_auto_table_reads_its_order_first_then_sorts_or_bin_packs() {
     };
     for (order, expected) in [
         (
-            crate::runs::strategy::TableOrder::Sorted("id ASC NULLS FIRST".to_string()),
+            crate::model::strategy::TableOrder::Sorted("id ASC NULLS FIRST".to_string()),
             RunStrategy::Sort(None),
         ),
         (
-            crate::runs::strategy::TableOrder::Unsorted,
+            crate::model::strategy::TableOrder::Unsorted,
             RunStrategy::Binpack,
         ),
     ] {
@@ -2080,7 +2080,7 @@ fn files_never_committed_do_not_keep_a_table_due_after_one_read() {
         } => {
             report.result = Default::default();
             report.output_files.clear();
-            report.left = vec![crate::runs::report::LeftPartition {
+            report.left = vec![crate::model::report::LeftPartition {
                 partition: Some("d=1".to_string()),
                 reason: "1 small files of 10 bytes: fewer than min_input_files".to_string(),
             }];

@@ -80,7 +80,7 @@ pub fn framed_statements(nonce: &str, statements: &[Statement]) -> Vec<String> {
 
 /// A new per-run nonce: 128 bits from the operating system's generator, as hex.
 pub fn new_nonce() -> String {
-    crate::runs::report::random_hex(16)
+    crate::model::report::random_hex(16)
 }
 
 /// Reads spark-sql's stdout as it streams, cut by the run's frame ([`framed_statements`]) into

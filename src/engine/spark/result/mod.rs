@@ -15,7 +15,7 @@ mod report;
 #[cfg(test)]
 mod tests;
 
-pub use crate::runs::report::{
+pub use crate::model::report::{
     split_object_path, DeleteRead, FailureClass, MaintenanceFailure, ManifestRewrite, RewriteResult,
 };
 pub use failure::{classify_failure, classify_server_error, failure_excerpt, redact, ServerError};
@@ -41,7 +41,7 @@ pub struct RunReport {
     /// Data files committed since the run began.
     pub committed: Vec<String>,
     /// The table's sort order, from its `sort-order` property (`None`: not read).
-    pub table_order: Option<crate::runs::strategy::TableOrder>,
+    pub table_order: Option<crate::model::strategy::TableOrder>,
     /// Manifests in the table's current snapshot after the run (`None`: not read).
     pub manifest_count: Option<u64>,
     /// `rewrite_manifests`' result, for a run that called it.

@@ -284,7 +284,7 @@ pub(super) fn partitioning(set: &ResultSet) -> Vec<crate::table::partitions::Par
 
 /// The sort order in the one property `SHOW TBLPROPERTIES t ('sort-order')` returns: its value
 /// is everything after the key (spark-sql prints a value holding a newline on several lines).
-pub(super) fn table_order(set: &ResultSet) -> crate::runs::strategy::TableOrder {
+pub(super) fn table_order(set: &ResultSet) -> crate::model::strategy::TableOrder {
     let mut lines = set.rows.iter().map(|row| row.join("\t"));
     let value = lines
         .next()
@@ -307,9 +307,9 @@ pub(super) fn table_order(set: &ResultSet) -> crate::runs::strategy::TableOrder 
         || (value.starts_with("Table ")
             && value.ends_with(&format!("does not have property: {SORT_ORDER_PROPERTY}")));
     if absent {
-        crate::runs::strategy::TableOrder::Unsorted
+        crate::model::strategy::TableOrder::Unsorted
     } else {
-        crate::runs::strategy::TableOrder::Sorted(value.to_string())
+        crate::model::strategy::TableOrder::Sorted(value.to_string())
     }
 }
 

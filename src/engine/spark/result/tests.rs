@@ -1,7 +1,7 @@
 use super::report::{partitioning, table_order};
 use super::*;
 use crate::engine::spark::sql::{Statement, StatementKind};
-use crate::runs::strategy::TableOrder;
+use crate::model::strategy::TableOrder;
 
 const NONCE: &str = "5f1c0ae4b2d94e17a0c3b6d8e9f01234";
 

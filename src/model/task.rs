@@ -1,12 +1,12 @@
 //! What a run does and why it started: one [`Task`] and one [`Trigger`], carried from the claim
-//! that starts a run (`table::state::Claim`) through the pool and the engines to the record of how it
-//! ended (`table::state::RunRecord`), the status, the alerts and the log.
+//! that starts a run (`model::state::Claim`) through the pool and the engines to the record of how it
+//! ended (`model::state::RunRecord`), the status, the alerts and the log.
 
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::runs::strategy::RunStrategy;
+use crate::model::strategy::RunStrategy;
 
 /// Why a run started. Its name ([`Trigger::as_str`]) is what claims and run records store and
 /// what the status, the page, the alerts and the log say; the names are those of every earlier

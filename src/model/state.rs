@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::base::clock::UnixMillis;
-pub use crate::runs::task::Maintenance;
-use crate::runs::task::{MidSizedFiles, Rewrite, Task, Trigger};
+pub use crate::model::task::Maintenance;
+use crate::model::task::{MidSizedFiles, Rewrite, Task, Trigger};
 
 /// Small files waiting for a compaction, in aggregate.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,7 +156,7 @@ pub struct TableState {
     pub next_attempt_millis: Option<UnixMillis>,
     /// The partition spec as last read from the catalog.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition_spec: Option<Vec<crate::table::partitions::PartitionField>>,
+    pub partition_spec: Option<Vec<crate::model::partition::PartitionField>>,
     /// When the pending state was last rebuilt from the committed metadata.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_truth_millis: Option<UnixMillis>,
@@ -167,7 +167,7 @@ pub struct TableState {
     /// The table's own sort order as last read from its metadata (`None`: never read); an
     /// `auto` table sorts by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub table_order: Option<crate::runs::strategy::TableOrder>,
+    pub table_order: Option<crate::model::strategy::TableOrder>,
     /// The table's manifests: known from the metadata, and announced by events since.
     #[serde(default, skip_serializing_if = "is_default")]
     pub manifests: ManifestCounts,
@@ -414,7 +414,7 @@ struct StoredClaim {
     joining_partitions: Vec<String>,
     /// Bin-pack for a claim made before strategies existed.
     #[serde(default)]
-    strategy: crate::runs::strategy::RunStrategy,
+    strategy: crate::model::strategy::RunStrategy,
     #[serde(default)]
     maintenance: Option<Maintenance>,
     #[serde(default)]
@@ -496,10 +496,10 @@ pub struct RunRecord {
     pub claimed_files: u64,
     pub claimed_bytes: u64,
     pub succeeded: bool,
-    pub failure_class: Option<crate::runs::report::FailureClass>,
+    pub failure_class: Option<crate::model::report::FailureClass>,
     /// Short and secret-free.
     pub error: Option<String>,
-    pub result: Option<crate::runs::report::RewriteResult>,
+    pub result: Option<crate::model::report::RewriteResult>,
     /// Output files of the run whose own ObjectCreated events are (or will be) ignored.
     pub output_files: u64,
     pub duration_millis: u64,
@@ -527,13 +527,13 @@ pub struct RunRecord {
     pub partitions: Vec<String>,
     /// What failed after the run's rewrite committed (the run succeeded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maintenance_failed: Option<crate::runs::report::MaintenanceFailure>,
+    pub maintenance_failed: Option<crate::model::report::MaintenanceFailure>,
     /// Which engine ran it, and why that one (`None`: a run of an earlier release).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ran_on: Option<crate::runs::report::RanOn>,
+    pub ran_on: Option<crate::model::report::RanOn>,
     /// The partitions a successful run was asked for and did not rewrite, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub left: Vec<crate::runs::report::LeftPartition>,
+    pub left: Vec<crate::model::report::LeftPartition>,
 }
 
 /// A table's state with its per-partition breakdown, as loaded from the store.
@@ -568,7 +568,7 @@ pub struct SeenEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runs::strategy::RunStrategy;
+    use crate::model::strategy::RunStrategy;
 
     /// A claim as an earlier release stored it, with the task's flags `flags`.
     fn stored(trigger: &str, flags: &str) -> String {

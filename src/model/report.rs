@@ -71,13 +71,13 @@ pub struct ReportSummary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output_files: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<Vec<crate::table::partitions::PartitionField>>,
+    pub spec: Option<Vec<crate::model::partition::PartitionField>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truth: Option<Vec<(String, u64)>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub committed: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub table_order: Option<crate::runs::strategy::TableOrder>,
+    pub table_order: Option<crate::model::strategy::TableOrder>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest_count: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::base::clock::UnixMillis;
-use crate::table::state::TableState;
+use crate::model::state::TableState;
 
 /// Minute points are kept this long (24 h).
 pub const MINUTES_KEPT: i64 = 24 * 60;
@@ -218,7 +218,7 @@ impl Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::state::PendingCounts;
+    use crate::model::state::PendingCounts;
 
     fn state(files: u64, bytes: u64) -> TableState {
         TableState {
@@ -327,9 +327,9 @@ mod tests {
     #[test]
     fn files_claimed_by_a_run_still_wait() {
         let mut waiting = state(2, 20);
-        waiting.claim = Some(crate::table::state::Claim {
+        waiting.claim = Some(crate::model::state::Claim {
             run_id: "r".to_string(),
-            trigger: crate::runs::task::Trigger::Files,
+            trigger: crate::model::task::Trigger::Files,
             started_millis: T0,
             upto_seq: 10,
             counts: PendingCounts {
@@ -338,9 +338,9 @@ mod tests {
                 ..PendingCounts::default()
             },
             partitions: Default::default(),
-            task: crate::runs::task::Task::Rewrite(crate::runs::task::Rewrite {
+            task: crate::model::task::Task::Rewrite(crate::model::task::Rewrite {
                 min_input_files: 2,
-                ..crate::runs::task::Rewrite::whole_table()
+                ..crate::model::task::Rewrite::whole_table()
             }),
             nonce: String::new(),
         });
