@@ -632,8 +632,9 @@ async fn rewrite_and_commit(
         )
         .await
         {
-            Ok((committed, snapshot_id)) => {
+            Ok((committed, snapshot_id, removed_deletes)) => {
                 current = committed;
+                tally.result.removed_delete_files_count += removed_deletes;
                 tally.result.rewritten_data_files_count += inputs.len() as u64;
                 tally.result.rewritten_bytes_count +=
                     inputs.iter().map(|file| file.size_bytes).sum::<u64>();
@@ -714,7 +715,7 @@ async fn commit_with_retries(
     starting_sequence_number: i64,
     task: &NativeTask,
     keep: &KeptOutputs,
-) -> Result<(TableState, i64), (NativeError, Option<TableState>)> {
+) -> Result<(TableState, i64, u64), (NativeError, Option<TableState>)> {
     commit_gate(&task.run_id).await;
     let input_paths: HashSet<String> = inputs.iter().map(|file| file.path.clone()).collect();
     let output_paths: Vec<String> = outputs
@@ -744,9 +745,28 @@ async fn commit_with_retries(
         if let Err(reason) = validation {
             return Err((NativeError::CommitConflict(reason.to_string()), Some(base)));
         }
+        // The position deletes applied to the inputs that no live file needs any more leave in
+        // the same snapshot; decided anew on each attempt's table.
+        let dangling: HashSet<String> = {
+            let live: Vec<DataFileFacts> = base
+                .data_facts()
+                .into_iter()
+                .map(|(facts, _)| facts)
+                .collect();
+            let output_facts: Vec<DataFileFacts> = outputs
+                .iter()
+                .map(|(spec_id, file)| base.output_facts(*spec_id, file, starting_sequence_number))
+                .collect();
+            let deletes = base.delete_facts();
+            plan::dangling_deletes(inputs, &live, &output_facts, &deletes)
+                .into_iter()
+                .map(|delete| delete.path.clone())
+                .collect()
+        };
         let staged = match snapshot::stage_replace(
             &base,
             &input_paths,
+            &dangling,
             outputs,
             starting_sequence_number,
             &task.run_id,
@@ -758,6 +778,7 @@ async fn commit_with_retries(
             Err(error) => return Err((error, Some(base))),
         };
         let snapshot_id = staged.snapshot.snapshot_id();
+        let removed_deletes = staged.removed_delete_files;
         // From here the outputs may become live: nothing deletes them unless the commit surely failed.
         keep.keep(
             output_paths
@@ -771,7 +792,7 @@ async fn commit_with_retries(
                 info!(table = %task.table, run = %task.run_id, snapshot = snapshot_id, attempt, "replace snapshot committed");
                 crash_after_commit();
                 return match TableState::read(table, cache).await {
-                    Ok(state) => Ok((state, snapshot_id)),
+                    Ok(state) => Ok((state, snapshot_id, removed_deletes)),
                     Err(error) => Err((error, None)),
                 };
             }
@@ -787,7 +808,7 @@ async fn commit_with_retries(
                 if let Ok(table) = catalog.load().await {
                     if table.metadata.snapshot_by_id(snapshot_id).is_some() {
                         return match TableState::read(table, cache).await {
-                            Ok(state) => Ok((state, snapshot_id)),
+                            Ok(state) => Ok((state, snapshot_id, removed_deletes)),
                             Err(error) => Err((error, None)),
                         };
                     }

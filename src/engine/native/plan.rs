@@ -435,6 +435,33 @@ pub fn validate_rewrite(
     Ok(())
 }
 
+/// The position delete files a rewrite makes dangling, removed in its `replace` snapshot: each
+/// applies to one of the rewritten `inputs` (it was applied to their rows) and, by Iceberg's
+/// scoping rules ([`delete_applies`]), to no data file live after the commit — the table's other
+/// live data files and the rewrite's `outputs` (which carry the starting sequence number). A
+/// delete that might still apply to a live file stays, as do equality deletes (the native engine
+/// applies none) and deletes that touch no input (not this rewrite's to judge). As Spark's
+/// `rewrite_data_files` with dangling-delete removal: no reader opens them again.
+pub fn dangling_deletes<'a>(
+    inputs: &[DataFileFacts],
+    live: &[DataFileFacts],
+    outputs: &[DataFileFacts],
+    deletes: &'a [DeleteFileFacts],
+) -> Vec<&'a DeleteFileFacts> {
+    let rewritten: HashSet<&str> = inputs.iter().map(|file| file.path.as_str()).collect();
+    let after: Vec<&DataFileFacts> = live
+        .iter()
+        .filter(|file| !rewritten.contains(file.path.as_str()))
+        .chain(outputs)
+        .collect();
+    deletes
+        .iter()
+        .filter(|delete| delete.kind == DeleteKind::Position)
+        .filter(|delete| inputs.iter().any(|input| delete_applies(delete, input)))
+        .filter(|delete| !after.iter().any(|file| delete_applies(delete, file)))
+        .collect()
+}
+
 /// Characters Java's `URLEncoder` leaves as they are (space becomes `+`).
 const PATH_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'.')
@@ -925,6 +952,92 @@ mod tests {
             if paths.is_empty() {
                 proptest::prop_assert_eq!(plan.groups.is_empty(), plan.left.len() == 1);
                 proptest::prop_assert!(plan.left.iter().all(|(path, _)| path.is_none()));
+            }
+        }
+    }
+
+    #[test]
+    fn position_deletes_of_rewritten_files_only_are_dangling() {
+        let inputs = vec![file("f0", "p=1", MIB), file("f1", "p=1", MIB)];
+        let other = file("g0", "p=1", 100 * MIB);
+        let mut outputs = vec![file("icepack-out", "p=1", 2 * MIB)];
+        outputs[0].data_sequence_number = 1;
+        let live: Vec<DataFileFacts> = inputs.iter().cloned().chain([other.clone()]).collect();
+        let referencing = |path: &str, sequence: i64| DeleteFileFacts {
+            referenced_data_file: Some(path.to_string()),
+            path: format!("{path}-deletes.parquet"),
+            ..position_delete("p=1", sequence)
+        };
+        let scoped = referencing(&inputs[0].path, 1);
+        let bounded = DeleteFileFacts {
+            referenced_path_bounds: Some((inputs[0].path.clone(), inputs[1].path.clone())),
+            path: "bounded-deletes.parquet".to_string(),
+            ..position_delete("p=1", 1)
+        };
+        let on_other = referencing(&other.path, 1);
+        let unscoped = position_delete("p=1", 1);
+        let mut equality = referencing(&inputs[1].path, 2);
+        equality.kind = DeleteKind::Equality;
+        let elsewhere = referencing("s3://lake/t/data/p=2/h0", 1);
+        let deletes = vec![
+            scoped.clone(),
+            bounded.clone(),
+            on_other,
+            unscoped,
+            equality,
+            elsewhere,
+        ];
+        let dangling: Vec<&str> = dangling_deletes(&inputs, &live, &outputs, &deletes)
+            .into_iter()
+            .map(|delete| delete.path.as_str())
+            .collect();
+        assert_eq!(
+            dangling,
+            [scoped.path.as_str(), bounded.path.as_str()],
+            "only deletes of rewritten files that reach no live file"
+        );
+    }
+
+    proptest::proptest! {
+        /// A delete the rewrite removes applied to an input and applies to no file live after
+        /// it: no row of a live file can come back.
+        #[test]
+        fn a_dangling_delete_applies_to_no_live_file(
+            files in arbitrary_files(),
+            rewritten in proptest::collection::vec(proptest::bool::ANY, 40),
+            deletes in proptest::collection::vec((0usize..40, 0u8..6, 0u8..3, 0u8..3), 0..12),
+        ) {
+            let inputs: Vec<DataFileFacts> = files
+                .iter()
+                .zip(&rewritten)
+                .filter(|(_, chosen)| **chosen)
+                .map(|(file, _)| file.clone())
+                .collect();
+            let outputs: Vec<DataFileFacts> = inputs
+                .iter()
+                .map(|input| DataFileFacts {
+                    path: format!("{}-out", input.path),
+                    data_sequence_number: 2,
+                    ..input.clone()
+                })
+                .collect();
+            let deletes: Vec<DeleteFileFacts> = deletes
+                .into_iter()
+                .map(|(target, partition, sequence, scope)| DeleteFileFacts {
+                    referenced_data_file: (scope == 0)
+                        .then(|| files.get(target).map(|file| file.path.clone()))
+                        .flatten(),
+                    path: format!("d{target}-{partition}-{sequence}-{scope}"),
+                    spec_unpartitioned: scope == 2,
+                    ..position_delete(&format!("p={partition}"), i64::from(sequence))
+                })
+                .collect();
+            let rewritten: HashSet<&str> = inputs.iter().map(|file| file.path.as_str()).collect();
+            for delete in dangling_deletes(&inputs, &files, &outputs, &deletes) {
+                proptest::prop_assert!(inputs.iter().any(|input| delete_applies(delete, input)));
+                for file in files.iter().filter(|file| !rewritten.contains(file.path.as_str())).chain(&outputs) {
+                    proptest::prop_assert!(!delete_applies(delete, file), "{} applies to {}", delete.path, file.path);
+                }
             }
         }
     }

@@ -8,6 +8,8 @@
 //! - every data manifest that lists an input rewritten: inputs as `DELETED`, its other live files
 //!   as `EXISTING` (snapshot id and sequence numbers kept), entries deleted earlier dropped;
 //!   every other manifest carried over untouched;
+//! - every delete manifest that lists a delete file the rewrite made dangling
+//!   (`plan::dangling_deletes`): those entries as `DELETED`, its other live files as `EXISTING`;
 //! - a manifest list, and the summary: `operation=replace`, what was added and removed, the
 //!   `total-*` values counted from the manifests, and `icepack.run-id`, by which a recovery
 //!   finds the run's commits in the metadata.
@@ -38,6 +40,8 @@ pub const RUN_ID_PROPERTY: &str = "icepack.run-id";
 /// A snapshot written (manifests and list) but not committed yet.
 pub struct StagedReplace {
     pub snapshot: Snapshot,
+    /// Delete files it removes (dangling after the rewrite).
+    pub removed_delete_files: u64,
     /// Its manifests and manifest list: removed when the commit does not happen.
     pub written: Vec<String>,
 }
@@ -52,6 +56,10 @@ pub struct ChangeCounts {
     pub removed_records: u64,
     pub removed_bytes: u64,
     pub changed_partitions: u64,
+    /// Position delete files removed (dangling after the rewrite), their deletes and bytes.
+    pub removed_delete_files: u64,
+    pub removed_position_deletes: u64,
+    pub removed_delete_bytes: u64,
 }
 
 /// The summary of a replace snapshot, as Iceberg's Java writer fills it.
@@ -72,16 +80,33 @@ pub fn replace_summary(
         files_size: before
             .files_size
             .saturating_add(change.added_bytes)
-            .saturating_sub(change.removed_bytes),
+            .saturating_sub(change.removed_bytes)
+            .saturating_sub(change.removed_delete_bytes),
+        delete_files: before
+            .delete_files
+            .saturating_sub(change.removed_delete_files),
+        position_deletes: before
+            .position_deletes
+            .saturating_sub(change.removed_position_deletes),
         ..*before
     };
+    let removed_deletes = (change.removed_delete_files > 0).then_some([
+        ("removed-delete-files", change.removed_delete_files),
+        ("removed-position-delete-files", change.removed_delete_files),
+        ("removed-position-deletes", change.removed_position_deletes),
+    ]);
     [
         ("added-data-files", change.added_files),
         ("deleted-data-files", change.removed_files),
         ("added-records", change.added_records),
         ("deleted-records", change.removed_records),
         ("added-files-size", change.added_bytes),
-        ("removed-files-size", change.removed_bytes),
+        (
+            "removed-files-size",
+            change
+                .removed_bytes
+                .saturating_add(change.removed_delete_bytes),
+        ),
         ("changed-partition-count", change.changed_partitions),
         ("total-records", after.records),
         ("total-files-size", after.files_size),
@@ -91,6 +116,7 @@ pub fn replace_summary(
         ("total-equality-deletes", after.equality_deletes),
     ]
     .into_iter()
+    .chain(removed_deletes.into_iter().flatten())
     .map(|(key, value)| (key.to_string(), value.to_string()))
     .chain([(RUN_ID_PROPERTY.to_string(), run_id.to_string())])
     .collect()
@@ -118,10 +144,12 @@ fn new_snapshot_id(base: &TableState) -> i64 {
 }
 
 /// Writes the manifests and manifest list of a replace snapshot on `base` that removes `inputs`
-/// and adds `outputs` (each with its partition spec id).
+/// and adds `outputs` (each with its partition spec id), and removes the delete files `deletes`
+/// (dangling after the rewrite; one no longer live in `base` is left alone).
 pub async fn stage_replace(
     base: &TableState,
     inputs: &HashSet<String>,
+    deletes: &HashSet<String>,
     outputs: &[(i32, DataFile)],
     starting_sequence_number: i64,
     run_id: &str,
@@ -178,28 +206,36 @@ pub async fn stage_replace(
         // The base's manifests: rewritten where they list an input, else carried over.
         let mut found = 0usize;
         for loaded in &base.manifests {
-            let lists_input = loaded.file.content == ManifestContentType::Data
-                && loaded
-                    .manifest
-                    .entries()
-                    .iter()
-                    .any(|entry| entry.is_alive() && inputs.contains(entry.file_path()));
+            let removing = match loaded.file.content {
+                ManifestContentType::Data => inputs,
+                ManifestContentType::Deletes => deletes,
+            };
+            let lists_input = loaded
+                .manifest
+                .entries()
+                .iter()
+                .any(|entry| entry.is_alive() && removing.contains(entry.file_path()));
             if !lists_input {
                 manifests.push(Manifest::Kept(loaded.file.clone()));
                 continue;
             }
+            let data = loaded.file.content == ManifestContentType::Data;
             let manifest_metadata = loaded.manifest.metadata();
             let path = format!("{directory}/{nonce}-m{}.avro", manifests.len());
             let output = file_io
                 .new_output(&path)
                 .map_err(|error| super::storage_error("creating a manifest", error))?;
-            let mut writer = ManifestWriterBuilder::new(
+            let builder = ManifestWriterBuilder::new(
                 output,
                 Some(snapshot_id),
                 manifest_metadata.schema().clone(),
                 manifest_metadata.partition_spec().clone(),
-            )
-            .build_v2_data();
+            );
+            let mut writer = if data {
+                builder.build_v2_data()
+            } else {
+                builder.build_v2_deletes()
+            };
             let spec_id = manifest_metadata.partition_spec().spec_id();
             for entry in loaded.manifest.entries() {
                 if entry.status() == ManifestStatus::Deleted {
@@ -213,7 +249,16 @@ pub async fn stage_replace(
                 })?;
                 let file_sequence = entry.file_sequence_number.or(Some(sequence));
                 let data_file = entry.data_file().clone();
-                let outcome = if inputs.contains(entry.file_path()) {
+                let outcome = if !data && deletes.contains(entry.file_path()) {
+                    change.removed_delete_files += 1;
+                    change.removed_position_deletes = change
+                        .removed_position_deletes
+                        .saturating_add(entry.record_count());
+                    change.removed_delete_bytes = change
+                        .removed_delete_bytes
+                        .saturating_add(entry.file_size_in_bytes());
+                    writer.add_delete_file(data_file, sequence, file_sequence)
+                } else if data && inputs.contains(entry.file_path()) {
                     found += 1;
                     change.removed_files += 1;
                     change.removed_records =
@@ -306,11 +351,15 @@ pub async fn stage_replace(
             })
             .with_schema_id(metadata.current_schema_id())
             .build();
-        Ok(snapshot)
+        Ok((snapshot, change.removed_delete_files))
     }
     .await;
     match result {
-        Ok(snapshot) => Ok(StagedReplace { snapshot, written }),
+        Ok((snapshot, removed_delete_files)) => Ok(StagedReplace {
+            snapshot,
+            removed_delete_files,
+            written,
+        }),
         Err(error) => {
             remove_files(file_io, &written).await;
             Err(error)
@@ -343,6 +392,7 @@ mod tests {
             removed_records: 300,
             removed_bytes: 6_000,
             changed_partitions: 1,
+            ..ChangeCounts::default()
         };
         let before = FileTotals {
             data_files: u64::MAX,
@@ -368,6 +418,7 @@ mod tests {
             removed_records: 300,
             removed_bytes: 38_000,
             changed_partitions: 1,
+            ..ChangeCounts::default()
         };
         let before = FileTotals {
             data_files: 30,
@@ -393,5 +444,39 @@ mod tests {
         assert_eq!(get("total-position-deletes"), "7");
         assert_eq!(get("total-equality-deletes"), "0");
         assert_eq!(get(RUN_ID_PROPERTY), "20240501T120000Z-abc123");
+        assert!(!summary.contains_key("removed-delete-files"));
+    }
+
+    /// Dangling position deletes removed with the rewrite: counted as Java's `SnapshotSummary`
+    /// counts removed delete files, their bytes in `removed-files-size`, the totals after.
+    #[test]
+    fn removed_delete_files_are_counted_in_the_summary() {
+        let change = ChangeCounts {
+            added_files: 1,
+            removed_files: 6,
+            removed_bytes: 6_000,
+            removed_delete_files: 2,
+            removed_position_deletes: 3,
+            removed_delete_bytes: 800,
+            ..ChangeCounts::default()
+        };
+        let before = FileTotals {
+            data_files: 10,
+            records: 100,
+            files_size: 20_000,
+            delete_files: 5,
+            position_deletes: 9,
+            equality_deletes: 1,
+        };
+        let summary = replace_summary(&change, &before, "run");
+        let get = |key: &str| summary[key].as_str();
+        assert_eq!(get("removed-delete-files"), "2");
+        assert_eq!(get("removed-position-delete-files"), "2");
+        assert_eq!(get("removed-position-deletes"), "3");
+        assert_eq!(get("removed-files-size"), "6800");
+        assert_eq!(get("total-delete-files"), "3");
+        assert_eq!(get("total-position-deletes"), "6");
+        assert_eq!(get("total-equality-deletes"), "1");
+        assert_eq!(get("total-files-size"), "13200");
     }
 }

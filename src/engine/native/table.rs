@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
-    DataContentType, DataFileFormat, Datum, Manifest, ManifestContentType, ManifestEntryRef,
-    ManifestFile, ManifestList, PartitionSpec, PrimitiveLiteral, Schema, Snapshot, SnapshotRef,
-    Struct, MAIN_BRANCH,
+    DataContentType, DataFile, DataFileFormat, Datum, Manifest, ManifestContentType,
+    ManifestEntryRef, ManifestFile, ManifestList, PartitionSpec, PrimitiveLiteral, Schema,
+    Snapshot, SnapshotRef, Struct, MAIN_BRANCH,
 };
 
 use super::catalog::LoadedTable;
@@ -153,6 +153,24 @@ impl TableState {
                 (facts, entry.file_format() == DataFileFormat::Parquet)
             })
             .collect()
+    }
+
+    /// What the plan knows of a rewrite's output: a file of spec `spec_id` with the data sequence
+    /// number it is committed with.
+    pub fn output_facts(&self, spec_id: i32, file: &DataFile, sequence: i64) -> DataFileFacts {
+        let metadata = &self.table.metadata;
+        let partition = metadata
+            .partition_spec_by_id(spec_id)
+            .and_then(|spec| partition_values(&spec, metadata.current_schema(), file.partition()))
+            .unwrap_or_else(|| unreadable_partition(file.partition()));
+        DataFileFacts {
+            path: file.file_path().to_string(),
+            size_bytes: file.file_size_in_bytes(),
+            record_count: file.record_count(),
+            spec_id,
+            partition,
+            data_sequence_number: sequence,
+        }
     }
 
     /// The live delete files (position, equality and deletion vectors as position deletes).

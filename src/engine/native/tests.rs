@@ -872,6 +872,60 @@ async fn a_delete_committed_on_an_input_during_the_run_refuses_the_commit() {
     );
 }
 
+/// Issue 48: the position deletes a rewrite applied leave the table in its `replace` snapshot
+/// when no live file needs them any more (20 before, 20 after, every reader still opening them);
+/// a delete of a file the run did not rewrite stays, and no deleted row comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn position_deletes_the_rewrite_applied_leave_the_table_with_its_inputs() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    let mut eu = Vec::new();
+    for commit in 0..6 {
+        eu.push(
+            lake.append(&rows_of("eu", commit * 10..commit * 10 + 10, 0))
+                .await,
+        );
+    }
+    let us = lake.append(&rows_of("us", 1000..1010, 0)).await;
+    lake.delete_from(&eu[1], 2).await;
+    lake.delete_from(&eu[4], 0).await;
+    lake.delete_from(&eu[4], 5).await;
+    lake.delete_from(&us, 3).await;
+    let rows_before = lake.rows().await;
+    assert_eq!(rows_before.len(), 66, "70 rows, 4 deleted");
+    assert_eq!(lake.state().await.delete_facts().len(), 4);
+
+    let report = lake.run(&lake.task(&["region=eu"])).await.unwrap();
+
+    assert_eq!(report.result.rewritten_data_files_count, 6);
+    assert_eq!(
+        report.result.removed_delete_files_count, 3,
+        "the three deletes of rewritten files"
+    );
+    assert_eq!(lake.rows().await, rows_before, "no deleted row comes back");
+    let after = lake.state().await;
+    let left: Vec<String> = after
+        .delete_facts()
+        .into_iter()
+        .map(|delete| delete.path)
+        .collect();
+    assert_eq!(
+        left,
+        [format!("{us}.3.deletes.parquet")],
+        "the delete of a file not rewritten stays"
+    );
+    let summary = &after
+        .snapshot
+        .as_ref()
+        .unwrap()
+        .summary()
+        .additional_properties;
+    assert_eq!(summary["removed-delete-files"], "3");
+    assert_eq!(summary["removed-position-deletes"], "3");
+    assert_eq!(summary["total-delete-files"], "1");
+    assert_eq!(summary["total-position-deletes"], "1");
+    assert_eq!(report.deletes.position_files, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partial_progress_commits_each_group_and_a_passed_deadline_commits_nothing() {
     let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
