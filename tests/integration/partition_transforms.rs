@@ -5,7 +5,8 @@
 //! value with `:` and `+` in its path). A run names its partitions as icepack does, from the data
 //! files' keys (`intake::routing::partition_of`); the native engine must find them in the
 //! metadata, rewrite every small file, and Spark must read the same rows afterwards and accept
-//! the table in its own `rewrite_data_files` and `expire_snapshots`. A run asked for a partition
+//! the table in its own `rewrite_data_files` and `expire_snapshots`; position deletes Spark wrote
+//! on the hourly table are applied and leave with the files they name. A run asked for a partition
 //! the table does not have rewrites nothing and says why. And the files the native engine writes
 //! carry a `created_by` parquet-mr parses: a string predicate prunes their row groups.
 
@@ -31,6 +32,9 @@ struct Table {
     evolve: Option<(usize, &'static str)>,
     /// The partitions Spark's keys name, as icepack would count them.
     partitions: usize,
+    /// A merge-on-read `DELETE` after the commits: position delete files the run applies and
+    /// then removes (they name only files it rewrote).
+    delete: Option<&'static str>,
 }
 
 fn tables() -> Vec<Table> {
@@ -47,6 +51,7 @@ fn tables() -> Vec<Table> {
             commits: four(["2026-11-01 10:05:00", "1969-12-31 23:30:00"]),
             evolve: None,
             partitions: 2,
+            delete: Some("DELETE FROM lakehouse.analytics.by_hour WHERE id IN (1, 42)"),
         },
         Table {
             name: "by_month",
@@ -54,6 +59,7 @@ fn tables() -> Vec<Table> {
             commits: four(["2026-11-01 10:05:00", "1969-12-15 08:00:00"]),
             evolve: None,
             partitions: 2,
+            delete: None,
         },
         Table {
             name: "by_year",
@@ -61,6 +67,7 @@ fn tables() -> Vec<Table> {
             commits: four(["2026-11-01 10:05:00", "1969-06-01 00:00:00"]),
             evolve: None,
             partitions: 2,
+            delete: None,
         },
         Table {
             name: "evolved",
@@ -75,6 +82,7 @@ fn tables() -> Vec<Table> {
                 "ALTER TABLE lakehouse.analytics.evolved REPLACE PARTITION FIELD ts_day WITH hours(ts)",
             )),
             partitions: 4,
+            delete: None,
         },
         Table {
             name: "by_value",
@@ -86,6 +94,7 @@ fn tables() -> Vec<Table> {
             .concat(),
             evolve: None,
             partitions: 2,
+            delete: None,
         },
     ]
 }
@@ -93,7 +102,8 @@ fn tables() -> Vec<Table> {
 fn statements(table: &Table) -> Vec<String> {
     let mut statements = vec![format!(
         "CREATE TABLE lakehouse.analytics.{} (id BIGINT, region STRING, ts TIMESTAMP, amount DOUBLE) \
-         USING iceberg PARTITIONED BY ({}) TBLPROPERTIES ('format-version'='2')",
+         USING iceberg PARTITIONED BY ({}) \
+         TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')",
         table.name, table.partitioned_by
     )];
     for (index, (time, region)) in table.commits.iter().enumerate() {
@@ -114,6 +124,7 @@ fn statements(table: &Table) -> Vec<String> {
             rows.join(", ")
         ));
     }
+    statements.extend(table.delete.map(str::to_string));
     statements
 }
 
@@ -189,6 +200,11 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
 
     for table in &tables {
         let expected = checksum(&before, table.name);
+        let delete_files = |stdout: &str| row_with(stdout, "delete_files")["delete_files"].clone();
+        let deletes_before = delete_files(&lakehouse.sql(&format!(
+            "SELECT count(*) AS delete_files FROM lakehouse.analytics.{}.delete_files",
+            table.name
+        )));
         let partitions: Vec<String> = partitions_from_keys(&lakehouse, table.name)
             .into_iter()
             .collect();
@@ -222,10 +238,21 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
         );
         assert!(report.left.is_empty(), "{}: {:?}", table.name, report.left);
         let after = lakehouse.sql(&format!(
-            "{};\nSELECT count(*) AS files_after FROM lakehouse.analytics.{}.files;",
+            "{};\nSELECT count(*) AS files_after FROM lakehouse.analytics.{name}.data_files;\n\
+             SELECT count(*) AS delete_files FROM lakehouse.analytics.{name}.delete_files;",
             checksum_statement(table.name, "after"),
-            table.name
+            name = table.name
         ));
+        if table.delete.is_some() {
+            assert_ne!(deletes_before, "0", "{}: Spark wrote position deletes", table.name);
+        }
+        assert_eq!(
+            report.result.removed_delete_files_count.to_string(),
+            deletes_before,
+            "{}: the position deletes of the rewritten files leave with them",
+            table.name
+        );
+        assert_eq!(delete_files(&after), "0", "{}", table.name);
         assert_eq!(
             checksum(&after, "after"),
             expected,
