@@ -161,7 +161,7 @@ impl TableState {
         let metadata = &self.table.metadata;
         let partition = metadata
             .partition_spec_by_id(spec_id)
-            .and_then(|spec| partition_values(&spec, metadata.current_schema(), file.partition()))
+            .and_then(|spec| partition_values(spec, metadata.current_schema(), file.partition()))
             .unwrap_or_else(|| unreadable_partition(file.partition()));
         DataFileFacts {
             path: file.file_path().to_string(),
