@@ -244,7 +244,11 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
             name = table.name
         ));
         if table.delete.is_some() {
-            assert_ne!(deletes_before, "0", "{}: Spark wrote position deletes", table.name);
+            assert_ne!(
+                deletes_before, "0",
+                "{}: Spark wrote position deletes",
+                table.name
+            );
         }
         assert_eq!(
             report.result.removed_delete_files_count.to_string(),
