@@ -363,7 +363,7 @@ impl Engine for RoutedEngine {
 pub fn engine_from_config(config: &Arc<Config>) -> Result<Arc<dyn Engine>, String> {
     use super::native::NativeLimits;
     use crate::config::EngineChoice;
-    use crate::engine::spark::job::runner_from_config;
+    use crate::engine::spark::job::runner_for_tables;
     let specs = config.table_specs();
     for spec in specs
         .iter()
@@ -390,7 +390,7 @@ pub fn engine_from_config(config: &Arc<Config>) -> Result<Arc<dyn Engine>, Strin
     // Without the list of tables, as the settings keep it.
     let kept = settings.config.clone();
     let spark = (specs.is_empty() || specs.iter().any(|spec| spec.engine.uses_spark()))
-        .then(|| SparkEngine::new(runner_from_config(config), settings));
+        .then(|| SparkEngine::new(runner_for_tables(config, &specs), settings));
     let native = if specs.iter().any(|spec| spec.engine.uses_native()) {
         let bounds = &config.native;
         Some(

@@ -10,7 +10,9 @@
 //! comes back as a relation that is executed once more for its rows. Results are read as Arrow,
 //! by column name. The client's own retry policy (up to an hour of back-off for a dead server) is
 //! off: icepack bounds reaching the server by `connect_timeout_seconds` and the run by its
-//! deadline, after which the run's operations are interrupted by their tag.
+//! deadline, after which the run's operations are interrupted by their tag. The health probe
+//! also tells a server not warmed up yet (the first reached, after a reconnect, a restarted one):
+//! [`super::warm_up`] then loads the configured catalogs and tables the way a run would.
 
 use std::io::Cursor;
 use std::time::{Duration, Instant};
@@ -30,6 +32,7 @@ use super::result::{
 };
 use super::runner::{EngineError, EngineOutput, SparkJob, SparkRunner};
 use super::sql::{Statement, StatementKind};
+use super::warm_up::{WarmUp, WarmUpReport};
 
 /// Settings a session cannot take (static, or not Spark SQL settings): the server has its own.
 const SERVER_ONLY_SETTINGS: [&str; 3] = [
@@ -154,6 +157,8 @@ pub struct ConnectRunner {
     settings: ConnectSettings,
     /// The channel (lazily dialled) that sessions share.
     base: OnceCell<SparkConnectClient>,
+    /// What a server the probe reaches is warmed up with (nothing by default).
+    warm_up: std::sync::Arc<WarmUp>,
 }
 
 /// How a statement failed.
@@ -215,7 +220,19 @@ impl ConnectRunner {
         ConnectRunner {
             settings,
             base: OnceCell::new(),
+            warm_up: Default::default(),
         }
+    }
+
+    /// The runner that warms each server it reaches up with `warm_up`'s tables.
+    pub fn with_warm_up(mut self, warm_up: WarmUp) -> Self {
+        self.warm_up = std::sync::Arc::new(warm_up);
+        self
+    }
+
+    /// The report of the last warm-up, as each one ends.
+    pub fn warm_ups(&self) -> tokio::sync::watch::Receiver<Option<WarmUpReport>> {
+        self.warm_up.reports()
     }
 
     /// A new session for one run, on the shared channel.
@@ -885,9 +902,16 @@ impl SparkRunner for ConnectRunner {
     }
 
     /// `SELECT 1` on a session of its own: the server answers, and its first statement (7-12 s
-    /// on a fresh server) is out of the way before a run needs it.
+    /// on a fresh server) is out of the way before a run needs it. A server not warmed up yet
+    /// (its `spark.app.id` tells a restarted one) is then warmed up in the background.
     async fn probe(&self) -> Result<(), EngineError> {
-        let client = self.session().await?;
+        let client = match self.session().await {
+            Ok(client) => client,
+            Err(error) => {
+                self.warm_up.server_unreachable();
+                return Err(error);
+            }
+        };
         let unavailable = |message: String| {
             EngineError::Unavailable(format!(
                 "Spark Connect server {}: {message}",
@@ -895,27 +919,37 @@ impl SparkRunner for ConnectRunner {
             ))
         };
         let probe = async {
-            tokio::time::timeout(
+            let server = tokio::time::timeout(
                 self.settings.connect_timeout,
-                get_option(&client, "spark.app.name"),
+                get_option(&client, "spark.app.id"),
             )
             .await
             .map_err(|_| Failure::Transport("no answer".to_string()))??;
-            execute_sql(&client, "SELECT 1 AS icepack_probe", "icepack-probe").await
+            execute_sql(&client, "SELECT 1 AS icepack_probe", "icepack-probe").await?;
+            Ok::<_, Failure>(server)
         };
         let result = tokio::time::timeout(PROBE_TIMEOUT, probe).await;
         self.release(client);
-        match result {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(Failure::Transport(message) | Failure::LostAfterWrite(message))) => {
-                Err(unavailable(message))
+        let error = match result {
+            Ok(Ok(server)) => {
+                self.warm_up.server_answered(&self.settings, server);
+                return Ok(());
             }
-            Ok(Err(Failure::Statement(error))) => Err(unavailable(error.describe(300))),
-            Err(_) => Err(unavailable(format!(
+            Ok(Err(Failure::Transport(message) | Failure::LostAfterWrite(message))) => {
+                unavailable(message)
+            }
+            Ok(Err(Failure::Statement(error))) => unavailable(error.describe(300)),
+            Err(_) => unavailable(format!(
                 "`SELECT 1` took longer than {} s",
                 PROBE_TIMEOUT.as_secs()
-            ))),
-        }
+            )),
+        };
+        self.warm_up.server_unreachable();
+        Err(error)
+    }
+
+    fn reconfigure(&self, config: &crate::config::Config) {
+        self.warm_up.reconfigure(config);
     }
 
     fn describe(&self, job: &SparkJob) -> String {

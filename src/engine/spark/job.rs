@@ -191,9 +191,17 @@ fn passed_through_env(spark: &SparkConfig) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The runner the configuration asks for.
+/// The runner the configuration asks for, without a warm-up ([`runner_for_tables`]).
 #[cfg(feature = "service")]
 pub fn runner_from_config(config: &Config) -> Arc<dyn SparkRunner> {
+    runner_for_tables(config, &[])
+}
+
+/// The runner the configuration asks for; a connect runner warms each server it reaches up
+/// with one of `specs`' Spark tables per catalog ([`super::warm_up`]).
+#[cfg(feature = "service")]
+pub fn runner_for_tables(config: &Config, specs: &[TableSpec]) -> Arc<dyn SparkRunner> {
+    use crate::engine::spark::warm_up::{tables_to_warm, WarmUp};
     let spark = &config.spark;
     match spark.runner {
         SparkRunnerKind::Connect => {
@@ -207,7 +215,10 @@ pub fn runner_from_config(config: &Config) -> Arc<dyn SparkRunner> {
                 spark.connect_timeout_seconds.seconds(),
             )
             .expect("spark.connect_url is validated with the configuration");
-            Arc::new(ConnectRunner::new(settings))
+            Arc::new(
+                ConnectRunner::new(settings)
+                    .with_warm_up(WarmUp::new(config, tables_to_warm(specs))),
+            )
         }
         SparkRunnerKind::Docker => Arc::new(DockerRunner::new(DockerSettings {
             image: spark.image.clone(),

@@ -7,7 +7,8 @@
 //! The parts: [`job`] turns a claimed table into a job and picks the runner the configuration
 //! names; [`sql`] and [`command`] write its statements and command line; [`runner`] runs a job
 //! with retries and reads [`result`]s; [`docker`], [`process`] and [`connect`] are the runners
-//! (the Docker Engine API, a local `spark-sql`, Spark Connect).
+//! (the Docker Engine API, a local `spark-sql`, Spark Connect); [`warm_up`] readies a Spark
+//! Connect server for its first run.
 
 pub mod command;
 #[cfg(feature = "service")]
@@ -20,6 +21,8 @@ pub mod process;
 pub mod result;
 pub mod runner;
 pub mod sql;
+#[cfg(feature = "service")]
+pub mod warm_up;
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -149,6 +152,7 @@ impl Engine for SparkEngine {
 
     fn reconfigure(&self, settings: &CompactionSettings) {
         *self.settings.lock().expect("spark settings") = settings.clone();
+        self.runner.reconfigure(&settings.config);
     }
 
     async fn probe(&self) -> Result<(), String> {

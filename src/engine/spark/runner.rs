@@ -261,6 +261,10 @@ pub trait SparkRunner: Send + Sync + 'static {
     async fn probe(&self) -> Result<(), EngineError> {
         Ok(())
     }
+
+    /// A reload changed the configuration (`config` holds no tables): what the runner keeps of
+    /// it (a warm-up's catalog settings) follows.
+    fn reconfigure(&self, _config: &crate::config::Config) {}
 }
 
 impl From<RunReport> for ReportSummary {
