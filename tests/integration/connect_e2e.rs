@@ -750,6 +750,147 @@ async fn an_unreachable_server_fails_fast_and_recovers_and_a_deadline_interrupts
     assert!(compactor.recover(&other).await.unwrap().is_none());
 }
 
+/// The warm-up (issue 46) on the process's shared server, through `icepack run` and a gate: at
+/// start the connect runner loads each catalog of the configured Spark tables and one table of
+/// it, read-only — icepack's log names the catalog and table loaded, the server's log has
+/// Iceberg loading that table — and the table gains no snapshot and no metadata version; a
+/// catalog whose configured table does not exist fails its warm-up with a warning, and nothing
+/// else (the other table's run then succeeds); the server lost and reached again is warmed up
+/// again; a secret setting of the catalog is in no log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
+async fn the_runner_warms_each_catalog_up_read_only_at_start_and_after_a_reconnect() {
+    if !connect_available(
+        "the_runner_warms_each_catalog_up_read_only_at_start_and_after_a_reconnect",
+    ) {
+        return;
+    }
+    const SECRET: &str = "warm-up-secret-4711";
+    let _shared = HEAVY.read().await;
+    let stack = Stack::start(None).await;
+    let (moto, queue_url, bucket, server, writer) = stack.parts();
+    let mut warm = stack.table("warm_up_a", "analytics.warm");
+    // A property Iceberg ignores, secret by its name.
+    warm.lakehouse
+        .catalog
+        .properties
+        .insert("icepack-test.token".to_string(), SECRET.to_string());
+    let missing = stack.table("warm_up_b", "analytics.never_created");
+    let mut setup = create(&warm);
+    setup.extend(inserts(&warm.qualified(), 0, 3));
+    warm.sql(writer, &setup).await;
+    let metadata = |table: &Table| {
+        let table = table.qualified();
+        vec![
+            format!("REFRESH TABLE {table}"),
+            format!("SELECT concat_ws(',', collect_list(CAST(snapshot_id AS STRING))) AS snapshots FROM {table}.snapshots"),
+            format!("SELECT count(*) AS metadata_versions FROM {table}.metadata_log_entries"),
+        ]
+    };
+    let before = warm.sql(writer, &metadata(&warm)).await;
+    let loaded_by_server = |log: &str| {
+        log.matches(&format!("Table loaded by catalog: {}", warm.qualified()))
+            .count()
+    };
+    let loaded_before = loaded_by_server(&server.log());
+
+    let mut gate = Gate::closed(server.port);
+    gate.open().await;
+    let mut icepack = Icepack::with_config(&config(
+        moto,
+        queue_url,
+        bucket,
+        &format!("sc://127.0.0.1:{}", gate.port),
+        "",
+        &[&warm, &missing],
+    ));
+    let run = icepack.spawn_run("");
+    let warmed_up = |times: usize| {
+        let icepack = &icepack;
+        async move {
+            wait_until_or(
+                &format!("warm-up number {times} to end"),
+                Duration::from_secs(180),
+                || async {
+                    let log = icepack.log(run);
+                    (log.matches("the Spark Connect server is warmed up").count() >= times)
+                        .then_some(log)
+                },
+                || support::tail(&icepack.log(run), 40),
+            )
+            .await
+        }
+    };
+    let log = warmed_up(1).await;
+    let line = |needle: &str, catalog: &str| {
+        log.lines()
+            .find(|line| line.contains(needle) && line.contains(&format!("catalog={catalog} ")))
+            .unwrap_or_else(|| panic!("no line with {needle:?} for {catalog}:\n{log}"))
+            .to_string()
+    };
+    let loaded = line(
+        "warm-up: the catalog and the table's metadata are loaded",
+        warm.catalog,
+    );
+    assert!(loaded.contains(&format!("table={}", warm.name)), "{loaded}");
+    let failed = line("warm-up: cannot load the table", missing.catalog);
+    assert!(failed.contains("WARN"), "{failed}");
+    assert!(failed.contains("TABLE_OR_VIEW_NOT_FOUND"), "{failed}");
+    assert!(
+        log.contains("loaded=1 failed=1 skipped=0"),
+        "{}",
+        support::tail(&log, 20)
+    );
+    assert!(
+        loaded_by_server(&server.log()) > loaded_before,
+        "the server's log has Iceberg loading {}",
+        warm.qualified()
+    );
+    assert_eq!(
+        warm.sql(writer, &metadata(&warm)).await,
+        before,
+        "no snapshot, no metadata version"
+    );
+
+    // Lost, then reached again: warmed up again (the probe runs every 30 s).
+    gate.close();
+    wait_until(
+        "the probe to lose the server",
+        Duration::from_secs(90),
+        || async {
+            icepack
+                .log(run)
+                .contains("the engine does not answer")
+                .then_some(())
+        },
+    )
+    .await;
+    gate.open().await;
+    let log = warmed_up(2).await;
+    assert_eq!(warm.sql(writer, &metadata(&warm)).await, before);
+
+    // A failed warm-up changes nothing for runs: the table, due at 10 files, is compacted (a
+    // run that starts while the writer still commits may find too few files committed to
+    // rewrite; a later one compacts them).
+    warm.sql(writer, &inserts(&warm.qualified(), 100, 7)).await;
+    wait_until(
+        "a run to compact the table",
+        Duration::from_secs(300),
+        || {
+            let status = table_status(&icepack, warm.name);
+            async move {
+                let last = &status["last_run"];
+                (last["outcome"] == "success" && last["rewritten_data_files"].as_u64()? >= 2)
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    let log = icepack.log(run) + &log;
+    assert!(!log.contains(SECRET), "a catalog secret in the log");
+    assert!(icepack.terminate(run).await.success());
+}
+
 /// Figures for BENCHMARKS.md §5, not a pass/fail check: threshold crossed → run settled for each
 /// runner, and for the native engine (in icepack's process), on identical tables (12 small files
 /// each), alternating, `ICEPACK_BENCH_ROUNDS` rounds (3 by default; the median is printed), and
