@@ -45,6 +45,8 @@ step "5b. runners: connect (warm Spark Connect) vs docker vs process, threshold 
 cargo test --release --test integration -- --ignored --nocapture connect_e2e::measure_runners_threshold_to_settled
 step "5c. --packages vs baked jars"
 bench/packages-vs-jars.sh 3
+step "5d. the first run on a fresh Spark Connect server, with and without the runner's warm-up"
+cargo test --release --test integration -- --ignored --nocapture --exact connect_e2e::measure_first_run_on_a_fresh_server
 step "6. tenants: start-up, memory and reload at scale"
 cargo bench --bench tenants
 step "policy simulator"

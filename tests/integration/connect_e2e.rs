@@ -1436,6 +1436,247 @@ async fn measure_engines_threshold_to_settled() {
     }
 }
 
+/// How a server meets its first run in [`measure_first_run_on_a_fresh_server`].
+#[derive(Clone, Copy, PartialEq)]
+enum FirstRun {
+    /// The probe's `SELECT 1` only (icepack before issue 46).
+    Probed,
+    /// The probe, then the runner's warm-up (its catalog and table loaded, read-only).
+    WarmedUp,
+}
+
+impl FirstRun {
+    fn name(self) -> &'static str {
+        match self {
+            FirstRun::Probed => "without warm-up",
+            FirstRun::WarmedUp => "with warm-up",
+        }
+    }
+}
+
+/// Figures for BENCHMARKS.md §5 (issue 46), not a pass/fail check: the first run on a Spark
+/// Connect server that just started against the runs after it, with the connect runner's
+/// warm-up and without it. Each round starts a fresh server twice (the two kinds alternate,
+/// their order rotating), probes it as the service does at start (and, with the warm-up, waits
+/// for the warm-up's report), then runs icepack's Spark engine (the run's statements, session
+/// and settings, as the pool would) on a table of 24 tiny files, then on `LATER` more such
+/// tables. The tables are written beforehand by the process's shared server, each kind in a
+/// JDBC catalog of its own, so the fresh server has read nothing before. `ICEPACK_BENCH_ROUNDS`
+/// (3). `deploy/local/with-stack.sh cargo test --release --test integration -- --ignored
+/// --nocapture --exact connect_e2e::measure_first_run_on_a_fresh_server`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check: run it by name with --ignored --nocapture"]
+async fn measure_first_run_on_a_fresh_server() {
+    use icepack::engine::spark::warm_up::{tables_to_warm, WarmUp};
+    use icepack::engine::Engine;
+    const LATER: usize = 3;
+    const NAMES: [&str; LATER + 1] = [
+        "analytics.a0",
+        "analytics.a1",
+        "analytics.a2",
+        "analytics.a3",
+    ];
+    if !connect_available("measure_first_run_on_a_fresh_server") {
+        return;
+    }
+    let _alone = HEAVY.write().await;
+    // Where each run's time goes: the runner's per-statement lines and the warm-up's, on stderr.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            "icepack::engine::spark::connect=debug,icepack::engine::spark::warm_up=info",
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let rounds = measure::rounds(3);
+    let moto = Moto::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let writer = runner(&ConnectServer::shared().url);
+    let Landing {
+        queue_url, bucket, ..
+    } = moto.landing(5).await;
+    // Per kind: the first run's seconds (wall, the run's own), the later runs', the warm-up's.
+    let mut first: Vec<(FirstRun, f64)> = Vec::new();
+    let mut later: Vec<(FirstRun, f64)> = Vec::new();
+    let mut warm_ups: Vec<f64> = Vec::new();
+    for round in 0..rounds {
+        let kinds = if round % 2 == 0 {
+            [FirstRun::Probed, FirstRun::WarmedUp]
+        } else {
+            [FirstRun::WarmedUp, FirstRun::Probed]
+        };
+        for kind in kinds {
+            let catalog: &'static str = Box::leak(
+                format!(
+                    "cat_{}_{round}",
+                    if kind == FirstRun::Probed {
+                        "cold"
+                    } else {
+                        "warm"
+                    }
+                )
+                .into_boxed_str(),
+            );
+            let tables: Vec<Table> = NAMES
+                .iter()
+                .map(|name| Table::new(dir.path(), &moto, &bucket, catalog, name))
+                .collect();
+            for table in &tables {
+                table
+                    .sql(&writer, &FigureCase::Tiny.statements(table))
+                    .await;
+            }
+            let toml = config(
+                &moto,
+                &queue_url,
+                &bucket,
+                "sc://127.0.0.1:1",
+                "",
+                &tables.iter().collect::<Vec<_>>(),
+            )
+            .replace(
+                "@STATE_DIR@",
+                &dir.path().join("state").display().to_string(),
+            );
+            let started = std::time::Instant::now();
+            let server = ConnectServer::start(None);
+            let server_start = started.elapsed().as_secs_f64();
+            let config = std::sync::Arc::new(
+                icepack::config::Config::from_toml_str(
+                    &toml.replace("sc://127.0.0.1:1", &server.url),
+                )
+                .unwrap(),
+            );
+            let specs = config.table_specs();
+            let mut runner = ConnectRunner::new(
+                icepack::engine::spark::connect::settings(
+                    &server.url,
+                    false,
+                    None,
+                    Duration::from_secs(10),
+                )
+                .unwrap(),
+            );
+            if kind == FirstRun::WarmedUp {
+                runner = runner.with_warm_up(WarmUp::new(&config, tables_to_warm(&specs)));
+            }
+            let runner = std::sync::Arc::new(runner);
+            let mut reports = runner.warm_ups();
+            let engine = icepack::engine::spark::SparkEngine::new(
+                runner.clone(),
+                icepack::runs::settings::CompactionSettings::from_config(config.clone()),
+            );
+            let probing = std::time::Instant::now();
+            engine.probe().await.expect("the fresh server answers");
+            let probe = probing.elapsed().as_secs_f64();
+            let warm_up = if kind == FirstRun::WarmedUp {
+                let report = reports
+                    .wait_for(|report| report.is_some())
+                    .await
+                    .unwrap()
+                    .clone()
+                    .unwrap();
+                assert_eq!(report.loaded.len(), 1, "{report:?}");
+                let seconds = probing.elapsed().as_secs_f64() - probe;
+                warm_ups.push(seconds);
+                format!(
+                    ", warm-up {seconds:.2} s (its report: {} ms)",
+                    report.millis
+                )
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "FIGURES round {round} {}: server started in {server_start:.1} s, probe {probe:.2} s{warm_up}",
+                kind.name()
+            );
+            for (index, spec) in specs.iter().enumerate() {
+                let task = icepack::engine::RunTask {
+                    spec: std::sync::Arc::new(spec.clone()),
+                    ticket: icepack::table::accumulator::ClaimTicket {
+                        run_id: format!("{}-{round}-{index}", catalog.replace('_', "-")),
+                        trigger: icepack::runs::task::Trigger::Files,
+                        started_millis: chrono::Utc::now().timestamp_millis(),
+                        files: 25,
+                        bytes: 25 * 1024,
+                        spec: None,
+                        task: icepack::runs::task::Task::Rewrite(icepack::runs::task::Rewrite {
+                            min_input_files: 2,
+                            ..icepack::runs::task::Rewrite::whole_table()
+                        }),
+                        nonce: icepack::engine::spark::result::new_nonce(),
+                        upto_seq: 25,
+                        last_failure: None,
+                    },
+                    timeout: Duration::from_secs(600),
+                    claimed: Default::default(),
+                };
+                let running = std::time::Instant::now();
+                let ran = engine.run(&task).await;
+                let wall = running.elapsed().as_secs_f64();
+                let icepack::runs::report::RunOutcome::Success {
+                    report,
+                    duration_millis,
+                    ..
+                } = &ran.outcome
+                else {
+                    panic!(
+                        "{}: {:?}\n{}",
+                        spec.table,
+                        ran.outcome,
+                        support::tail(&server.log(), 40)
+                    );
+                };
+                assert_eq!(
+                    report.result.rewritten_data_files_count,
+                    FigureCase::Tiny.files() as u64,
+                    "{report:?}"
+                );
+                let which = if index == 0 { "first" } else { "later" };
+                eprintln!(
+                    "FIGURES round {round} {}: {which} run {wall:.2} s (the run's own {:.2} s), {} files rewritten into {}",
+                    kind.name(),
+                    *duration_millis as f64 / 1000.0,
+                    report.result.rewritten_data_files_count,
+                    report.result.added_data_files_count
+                );
+                if index == 0 {
+                    first.push((kind, wall));
+                } else {
+                    later.push((kind, wall));
+                }
+            }
+            drop(engine);
+            drop(server);
+        }
+    }
+    let of = |runs: &[(FirstRun, f64)], kind: FirstRun| -> Vec<f64> {
+        runs.iter()
+            .filter(|(which, _)| *which == kind)
+            .map(|(_, seconds)| *seconds)
+            .collect()
+    };
+    let later_all: Vec<f64> = later.iter().map(|(_, seconds)| *seconds).collect();
+    let later_median = measure::median(&later_all);
+    for kind in [FirstRun::Probed, FirstRun::WarmedUp] {
+        let firsts = of(&first, kind);
+        eprintln!(
+            "FIGURES {}: first run median {:.2} s (each: {:?}), later runs median {:.2} s ({} runs); first / later {:.2}",
+            kind.name(),
+            measure::median(&firsts),
+            firsts.iter().map(|seconds| format!("{seconds:.2}")).collect::<Vec<_>>(),
+            measure::median(&of(&later, kind)),
+            of(&later, kind).len(),
+            measure::median(&firsts) / later_median
+        );
+    }
+    eprintln!(
+        "FIGURES warm-up median {:.2} s of {}; later runs, both kinds, median {later_median:.2} s of {}",
+        measure::median(&warm_ups),
+        warm_ups.len(),
+        later_all.len()
+    );
+}
+
 /// The connection breaks while the rewrite runs (a gate between icepack and the server cuts it):
 /// the run's outcome is read from the table's metadata once the server answers again — success
 /// with the counts of the committed `replace` snapshot, or a failure when none committed — never
