@@ -1,8 +1,8 @@
 //! Merge-on-read tables on the real stack: position deletes counted from their S3 events make a
 //! table due, and its run applies them.
 
-use crate::connect_e2e::*;
 use crate::support;
+use crate::support::warm_stack::*;
 
 use support::connect::value;
 use support::Icepack;

@@ -1,8 +1,8 @@
 //! Iceberg format v3 on the real stack: row lineage kept, deletion vectors counted, statistics
 //! computed, a v2 table upgraded while watched.
 
-use crate::connect_e2e::*;
 use crate::support;
+use crate::support::warm_stack::*;
 
 use std::time::Duration;
 

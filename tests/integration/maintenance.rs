@@ -1,8 +1,8 @@
 //! Table maintenance on the real stack: `rewrite_manifests` when manifests pile up (counted from
 //! their own S3 events), `remove_orphan_files` dry run first, then only old orphans.
 
-use crate::connect_e2e::*;
 use crate::support;
+use crate::support::warm_stack::*;
 
 use std::time::Duration;
 

@@ -1,8 +1,8 @@
 //! The operator's page in a real browser (headless Chromium) against a running service with
 //! real Spark Connect runs.
 
-use crate::connect_e2e::*;
 use crate::support;
+use crate::support::warm_stack::*;
 
 use std::time::Duration;
 

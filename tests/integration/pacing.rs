@@ -2,8 +2,8 @@
 //! partition to close, fragments wait until what they merge into is no longer small. Through
 //! icepack and the process's shared Spark Connect server.
 
-use crate::connect_e2e::*;
 use crate::support;
+use crate::support::warm_stack::*;
 
 use std::time::Duration;
 

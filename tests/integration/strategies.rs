@@ -1,8 +1,8 @@
 //! Rewrite strategies on the real stack: `sort` and `auto` order a run's outputs by the table's
 //! sort order, `auto` bin-packs a table without one.
 
-use crate::connect_e2e::*;
 use crate::support;
+use crate::support::warm_stack::*;
 
 use icepack::engine::spark::connect::ConnectRunner;
 use support::connect::value;

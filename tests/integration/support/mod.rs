@@ -10,6 +10,7 @@ pub mod connect;
 pub mod elasticmq;
 pub mod measure;
 pub mod spark;
+pub mod warm_stack;
 
 #[allow(unused_imports)]
 pub use elasticmq::ElasticMq;
