@@ -10,7 +10,7 @@ use figment::providers::{Env, Format, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
-use crate::table::policy::{PacingMode, Thresholds};
+use crate::model::policy::{PacingMode, Thresholds};
 
 pub mod connect_endpoint;
 mod metrics;

@@ -200,13 +200,13 @@ pub(super) fn default_file_suffixes() -> Vec<String> {
 
 impl TableSettings {
     /// The pacing of a table whose keys are these (each unset one its profile's).
-    pub fn pacing(&self) -> crate::table::policy::PacingSpec {
+    pub fn pacing(&self) -> crate::model::policy::PacingSpec {
         let mode = self.pacing.unwrap_or_default();
         if mode == PacingMode::Off {
-            return crate::table::policy::PacingSpec::OFF;
+            return crate::model::policy::PacingSpec::OFF;
         }
         let profile = self.pacing_profile.unwrap_or_default().values();
-        crate::table::policy::PacingSpec {
+        crate::model::policy::PacingSpec {
             mode,
             run_cost_millis: self.run_cost_seconds.map(|seconds| seconds.get() * 1000),
             estimated_run_cost_millis: COLD_RUN_COST_SECONDS * 1000,
@@ -301,7 +301,7 @@ pub struct TableSpec {
     pub tenant: String,
     /// When a due table's run starts: the settle window, and with `pacing = "cost"` its cost
     /// against the files it fixes (resolved with the table's measured run cost).
-    pub pacing: crate::table::policy::PacingSpec,
+    pub pacing: crate::model::policy::PacingSpec,
     pub strategy: crate::model::strategy::Strategy,
     /// Which engine runs the table's runs.
     pub engine: EngineChoice,
@@ -324,8 +324,8 @@ pub struct TableSpec {
 pub use crate::model::state::DeleteThresholds;
 
 impl TableSpec {
-    pub fn rewrite_rule(&self) -> crate::table::policy::RewriteRule {
-        crate::table::policy::RewriteRule {
+    pub fn rewrite_rule(&self) -> crate::model::policy::RewriteRule {
+        crate::model::policy::RewriteRule {
             min_input_files: self.min_input_files,
             target_file_bytes: self.target_file_bytes,
         }
@@ -359,7 +359,7 @@ impl TableSpec {
             expire_snapshots_older_than_hours: None,
             reconcile_every_millis: None,
             tenant: DEFAULT_TENANT.to_string(),
-            pacing: crate::table::policy::PacingSpec::OFF,
+            pacing: crate::model::policy::PacingSpec::OFF,
             strategy: crate::model::strategy::Strategy::Binpack,
             engine: EngineChoice::Spark,
             rewrite_options: BTreeMap::new(),
