@@ -733,36 +733,34 @@ async fn commit_with_retries(
                 Err(error) => return Err((error, None)),
             };
         }
-        let validation = {
-            let live = base.live_data_paths();
-            plan::validate_rewrite(
-                inputs,
-                starting_sequence_number,
-                &live,
-                &base.delete_facts(),
-            )
-        };
+        let deletes = base.delete_facts();
+        let validation = plan::validate_rewrite(
+            inputs,
+            starting_sequence_number,
+            &base.live_data_paths(),
+            &deletes,
+        );
         if let Err(reason) = validation {
             return Err((NativeError::CommitConflict(reason.to_string()), Some(base)));
         }
         // The position deletes applied to the inputs that no live file needs any more leave in
         // the same snapshot; decided anew on each attempt's table.
-        let dangling: HashSet<String> = {
-            let live: Vec<DataFileFacts> = base
-                .data_facts()
+        // The position deletes applied to the inputs that no live file needs any more leave in
+        // the same snapshot; decided anew on each attempt's table (its live files read only when
+        // a delete applied to an input).
+        let files_after = || {
+            base.data_facts()
                 .into_iter()
                 .map(|(facts, _)| facts)
-                .collect();
-            let output_facts: Vec<DataFileFacts> = outputs
-                .iter()
-                .map(|(spec_id, file)| base.output_facts(*spec_id, file, starting_sequence_number))
-                .collect();
-            let deletes = base.delete_facts();
-            plan::dangling_deletes(inputs, &live, &output_facts, &deletes)
-                .into_iter()
-                .map(|delete| delete.path.clone())
+                .chain(outputs.iter().map(|(spec_id, file)| {
+                    base.output_facts(*spec_id, file, starting_sequence_number)
+                }))
                 .collect()
         };
+        let dangling: HashSet<String> = plan::dangling_deletes(inputs, &deletes, files_after)
+            .into_iter()
+            .map(|delete| delete.path.clone())
+            .collect();
         let staged = match snapshot::stage_replace(
             &base,
             &input_paths,

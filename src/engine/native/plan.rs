@@ -251,14 +251,10 @@ pub fn plan(
     let mut groups = Vec::new();
     for ((spec_id, partition), candidates) in &by_partition {
         let (spec_id, partition) = (*spec_id, partition);
-        let candidates = candidates.clone();
-        let count = candidates.len() as u64;
-        let bytes: u64 = candidates.iter().map(|file| file.size_bytes).sum();
-        let worth_it =
-            count >= 2 && (count >= request.min_input_files || bytes > request.target_file_bytes);
-        if !worth_it {
+        if !worth_rewriting(request, candidates) {
             continue;
         }
+        let candidates = candidates.clone();
         for candidate in &candidates {
             if let Some(delete) = delete_files.iter().find(|delete| {
                 delete.kind == DeleteKind::Equality && delete_applies(delete, candidate)
@@ -307,12 +303,7 @@ fn left_partitions(
         let worth_it = candidates
             .iter()
             .filter(|((_, partition), _)| wanted.is_none_or(|wanted| partition == wanted))
-            .any(|(_, files)| {
-                let bytes: u64 = files.iter().map(|file| file.size_bytes).sum();
-                files.len() >= 2
-                    && (files.len() as u64 >= request.min_input_files
-                        || bytes > request.target_file_bytes)
-            });
+            .any(|(_, files)| worth_rewriting(request, files));
         if live == 0 {
             LeftReason::NoLiveFile
         } else if small_files == 0 {
@@ -348,6 +339,15 @@ fn left_partitions(
         }
     }
     left
+}
+
+/// Whether one (spec, partition)'s candidates are worth a rewrite, as `rewrite_data_files`
+/// decides per file group: at least two, and `min_input_files` of them or more than a target
+/// file's worth of bytes.
+fn worth_rewriting(request: &PlanRequest, candidates: &[&DataFileFacts]) -> bool {
+    let count = candidates.len() as u64;
+    let bytes: u64 = candidates.iter().map(|file| file.size_bytes).sum();
+    count >= 2 && (count >= request.min_input_files || bytes > request.target_file_bytes)
 }
 
 /// First fit, largest first, into bins of at most `capacity` bytes (a file larger than that is a
@@ -438,26 +438,31 @@ pub fn validate_rewrite(
 /// The position delete files a rewrite makes dangling, removed in its `replace` snapshot: each
 /// applies to one of the rewritten `inputs` (it was applied to their rows) and, by Iceberg's
 /// scoping rules ([`delete_applies`]), to no data file live after the commit — the table's other
-/// live data files and the rewrite's `outputs` (which carry the starting sequence number). A
+/// live data files and the rewrite's outputs (which carry the starting sequence number), together
+/// `files_after`, asked for only when some delete applied to an input. A
 /// delete that might still apply to a live file stays, as do equality deletes (the native engine
 /// applies none) and deletes that touch no input (not this rewrite's to judge). As Spark's
 /// `rewrite_data_files` with dangling-delete removal: no reader opens them again.
 pub fn dangling_deletes<'a>(
     inputs: &[DataFileFacts],
-    live: &[DataFileFacts],
-    outputs: &[DataFileFacts],
     deletes: &'a [DeleteFileFacts],
+    files_after: impl FnOnce() -> Vec<DataFileFacts>,
 ) -> Vec<&'a DeleteFileFacts> {
-    let rewritten: HashSet<&str> = inputs.iter().map(|file| file.path.as_str()).collect();
-    let after: Vec<&DataFileFacts> = live
-        .iter()
-        .filter(|file| !rewritten.contains(file.path.as_str()))
-        .chain(outputs)
-        .collect();
-    deletes
+    let applied: Vec<&DeleteFileFacts> = deletes
         .iter()
         .filter(|delete| delete.kind == DeleteKind::Position)
         .filter(|delete| inputs.iter().any(|input| delete_applies(delete, input)))
+        .collect();
+    if applied.is_empty() {
+        return applied;
+    }
+    let rewritten: HashSet<&str> = inputs.iter().map(|file| file.path.as_str()).collect();
+    let after: Vec<DataFileFacts> = files_after()
+        .into_iter()
+        .filter(|file| !rewritten.contains(file.path.as_str()))
+        .collect();
+    applied
+        .into_iter()
         .filter(|delete| !after.iter().any(|file| delete_applies(delete, file)))
         .collect()
 }
@@ -987,7 +992,8 @@ mod tests {
             equality,
             elsewhere,
         ];
-        let dangling: Vec<&str> = dangling_deletes(&inputs, &live, &outputs, &deletes)
+        let after = || live.iter().chain(&outputs).cloned().collect();
+        let dangling: Vec<&str> = dangling_deletes(&inputs, &deletes, after)
             .into_iter()
             .map(|delete| delete.path.as_str())
             .collect();
@@ -1033,7 +1039,8 @@ mod tests {
                 })
                 .collect();
             let rewritten: HashSet<&str> = inputs.iter().map(|file| file.path.as_str()).collect();
-            for delete in dangling_deletes(&inputs, &files, &outputs, &deletes) {
+            let after = || files.iter().chain(&outputs).cloned().collect();
+            for delete in dangling_deletes(&inputs, &deletes, after) {
                 proptest::prop_assert!(inputs.iter().any(|input| delete_applies(delete, input)));
                 for file in files.iter().filter(|file| !rewritten.contains(file.path.as_str())).chain(&outputs) {
                     proptest::prop_assert!(!delete_applies(delete, file), "{} applies to {}", delete.path, file.path);
