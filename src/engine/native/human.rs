@@ -60,7 +60,7 @@ pub fn human_string(
             let time = timestamp(i64::from(*hours).checked_mul(3600)?, 0)?;
             Some(format!(
                 "{}-{}",
-                day(i64::from(*hours).div_euclid(24))?,
+                date_string(time.date()),
                 two(i64::from(chrono::Timelike::hour(&time)))
             ))
         }
@@ -96,24 +96,32 @@ fn identity(result_type: &PrimitiveType, value: &PrimitiveLiteral) -> Option<Str
                 .contains(&nanos)
                 .then(|| local_time(nanos / NANOS_PER_SECOND, nanos % NANOS_PER_SECOND, false))
         }
-        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(micros)) => iso_timestamp(
-            micros.div_euclid(MICROS_PER_SECOND),
-            micros.rem_euclid(MICROS_PER_SECOND) * 1000,
-        ),
-        (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(micros)) => iso_timestamp(
-            micros.div_euclid(MICROS_PER_SECOND),
-            micros.rem_euclid(MICROS_PER_SECOND) * 1000,
-        )
-        .map(|local| local + "+00:00"),
-        (PrimitiveType::TimestampNs, PrimitiveLiteral::Long(nanos)) => iso_timestamp(
-            nanos.div_euclid(NANOS_PER_SECOND),
-            nanos.rem_euclid(NANOS_PER_SECOND),
-        ),
-        (PrimitiveType::TimestamptzNs, PrimitiveLiteral::Long(nanos)) => iso_timestamp(
-            nanos.div_euclid(NANOS_PER_SECOND),
-            nanos.rem_euclid(NANOS_PER_SECOND),
-        )
-        .map(|local| local + "+00:00"),
+        (
+            PrimitiveType::Timestamp
+            | PrimitiveType::Timestamptz
+            | PrimitiveType::TimestampNs
+            | PrimitiveType::TimestamptzNs,
+            PrimitiveLiteral::Long(value),
+        ) => {
+            let nanos = matches!(
+                result_type,
+                PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs
+            );
+            let per_second = if nanos {
+                NANOS_PER_SECOND
+            } else {
+                MICROS_PER_SECOND
+            };
+            let local = iso_timestamp(
+                value.div_euclid(per_second),
+                value.rem_euclid(per_second) * (NANOS_PER_SECOND / per_second),
+            )?;
+            let zoned = matches!(
+                result_type,
+                PrimitiveType::Timestamptz | PrimitiveType::TimestamptzNs
+            );
+            Some(if zoned { local + "+00:00" } else { local })
+        }
         (PrimitiveType::String, PrimitiveLiteral::String(value)) => Some(value.clone()),
         (PrimitiveType::Uuid, PrimitiveLiteral::UInt128(value)) => {
             let hex = format!("{value:032x}");
@@ -144,13 +152,18 @@ fn two(number: i64) -> String {
 
 /// `TransformUtil.humanDay`: `%04d-%02d-%02d` of the day `days` after 1970-01-01.
 fn day(days: i64) -> Option<String> {
-    let date = timestamp(days.checked_mul(SECONDS_PER_DAY)?, 0)?.date();
-    Some(format!(
+    Some(date_string(
+        timestamp(days.checked_mul(SECONDS_PER_DAY)?, 0)?.date(),
+    ))
+}
+
+fn date_string(date: chrono::NaiveDate) -> String {
+    format!(
         "{}-{}-{}",
         year(i64::from(chrono::Datelike::year(&date))),
         two(i64::from(chrono::Datelike::month(&date))),
         two(i64::from(chrono::Datelike::day(&date)))
-    ))
+    )
 }
 
 fn timestamp(seconds: i64, nanos: i64) -> Option<chrono::NaiveDateTime> {
