@@ -194,13 +194,14 @@ async fn spark_reads_what_the_native_engine_rewrote(rest: bool) {
     );
     assert_eq!(report.result.rewritten_data_files_count, 24);
     assert_eq!(
-        report.result.added_data_files_count, 4,
-        "one output per (spec, partition)"
+        report.result.added_data_files_count, 3,
+        "the 19 files of the first spec moved into the current one's two days, and the current \
+         spec's day: one output a partition of the current spec"
     );
     assert_eq!(report.snapshot_ids.len(), 1);
     assert_eq!(
         report.truth.len(),
-        4,
+        3,
         "the outputs are still small: {:?}",
         report.truth
     );
@@ -243,19 +244,22 @@ async fn spark_reads_what_the_native_engine_rewrote(rest: bool) {
     assert_eq!(snapshots["snapshots"], "25", "24 appends and one replace");
     let summary = row_with(&after, "summary_deleted");
     assert_eq!(summary["summary_deleted"], "24");
-    assert_eq!(summary["summary_added"], "4");
+    assert_eq!(summary["summary_added"], "3");
     assert_eq!(summary["summary_records"], "72");
     let files = row_with(&after, "files_after");
-    assert_eq!(files["files_after"], "4");
-    assert_eq!(files["specs_after"], "2", "outputs keep their inputs' spec");
+    assert_eq!(files["files_after"], "3");
+    assert_eq!(
+        files["specs_after"], "1",
+        "every output in the current spec"
+    );
     assert_eq!(
         row_with(&after, "manifests_after")["manifests_after"],
         report.manifest_count.to_string()
     );
     let outputs = row_with(&after, "outputs_added");
-    assert_eq!(outputs["outputs_added"], "4");
+    assert_eq!(outputs["outputs_added"], "3");
     assert_eq!(
-        outputs["outputs_at_start"], "4",
+        outputs["outputs_at_start"], "3",
         "outputs carry the starting snapshot's sequence number"
     );
     assert_eq!(

@@ -1,14 +1,18 @@
 //! Every partition transform, compacted natively on tables Spark wrote (issue 46): tables
 //! partitioned by `hours(ts)`, `months(ts)` and `years(ts)` from the start (hours and months
-//! before 1970 too, whose ordinals are negative), one whose spec evolved from `days(ts)` to
-//! `hours(ts)`, and one partitioned by `bucket`, `truncate` and the identity of a timestamp (a
-//! value with `:` and `+` in its path). A run names its partitions as icepack does, from the data
-//! files' keys (`intake::routing::partition_of`); the native engine must find them in the
-//! metadata, rewrite every small file, and Spark must read the same rows afterwards and accept
-//! the table in its own `rewrite_data_files` and `expire_snapshots`; position deletes Spark wrote
-//! on the hourly table are applied and leave with the files they name. A run asked for a partition
-//! the table does not have rewrites nothing and says why. And the files the native engine writes
-//! carry a `created_by` parquet-mr parses: a string predicate prunes their row groups.
+//! before 1970 too, whose ordinals are negative), and one partitioned by `bucket`, `truncate` and
+//! the identity of a timestamp (a value with `:` and `+` in its path). And evolved specs (issue
+//! 48): `days(ts)` to `hours(ts)` (files of the first spec holding rows of several hours),
+//! `identity(region)` to `bucket(4, region)`, and `region` dropped (unpartitioned): files of older
+//! specs are moved into the current spec, as Java's `rewrite_data_files` moves them. A run names
+//! its partitions as icepack does, from the data files' keys (`intake::routing::partition_of`);
+//! the native engine must find them in the metadata, rewrite every small file, and Spark must
+//! read the same rows afterwards, find every row in the partition its own transforms
+//! (`system.hours`, `system.bucket`, ...) give, and accept the table in its own
+//! `rewrite_data_files` and `expire_snapshots`; position deletes Spark wrote on the hourly table
+//! are applied and leave with the files they name. A run asked for a partition the table does not
+//! have rewrites nothing and says why. And the files the native engine writes carry a
+//! `created_by` parquet-mr parses: a string predicate prunes their row groups.
 
 use crate::support;
 
@@ -35,6 +39,19 @@ struct Table {
     /// A merge-on-read `DELETE` after the commits: position delete files the run applies and
     /// then removes (they name only files it rewrote).
     delete: Option<&'static str>,
+    /// Commits before this one write their rows an hour apart (a file of the first spec then
+    /// holds rows of several partitions of an hourly one).
+    spread_until: usize,
+    /// The current spec's partition of a row, in Iceberg's Spark functions (the oracle).
+    current_partition: &'static str,
+    /// True where a row's `_partition` is what Java's transforms give it.
+    placed: &'static str,
+}
+
+impl Table {
+    fn current_spec(&self) -> u32 {
+        u32::from(self.evolve.is_some())
+    }
 }
 
 fn tables() -> Vec<Table> {
@@ -52,6 +69,9 @@ fn tables() -> Vec<Table> {
             evolve: None,
             partitions: 2,
             delete: Some("DELETE FROM lakehouse.analytics.by_hour WHERE id IN (1, 42)"),
+            spread_until: 0,
+            current_partition: "lakehouse.system.hours(ts)",
+            placed: "_partition.ts_hour = lakehouse.system.hours(ts)",
         },
         Table {
             name: "by_month",
@@ -60,6 +80,9 @@ fn tables() -> Vec<Table> {
             evolve: None,
             partitions: 2,
             delete: None,
+            spread_until: 0,
+            current_partition: "lakehouse.system.months(ts)",
+            placed: "_partition.ts_month = lakehouse.system.months(ts)",
         },
         Table {
             name: "by_year",
@@ -68,6 +91,9 @@ fn tables() -> Vec<Table> {
             evolve: None,
             partitions: 2,
             delete: None,
+            spread_until: 0,
+            current_partition: "lakehouse.system.years(ts)",
+            placed: "_partition.ts_year = lakehouse.system.years(ts)",
         },
         Table {
             name: "evolved",
@@ -83,6 +109,9 @@ fn tables() -> Vec<Table> {
             )),
             partitions: 4,
             delete: None,
+            spread_until: 8,
+            current_partition: "lakehouse.system.hours(ts)",
+            placed: "_partition.ts_hour = lakehouse.system.hours(ts) AND _partition.ts_day IS NULL",
         },
         Table {
             name: "by_value",
@@ -95,6 +124,46 @@ fn tables() -> Vec<Table> {
             evolve: None,
             partitions: 2,
             delete: None,
+            spread_until: 0,
+            current_partition: "lakehouse.system.bucket(4, region), lakehouse.system.truncate(2, region), ts",
+            placed: "_partition.region_bucket = lakehouse.system.bucket(4, region) \
+                     AND _partition.region_trunc = lakehouse.system.truncate(2, region) \
+                     AND _partition.ts = ts",
+        },
+        Table {
+            name: "rebucketed",
+            partitioned_by: "region",
+            commits: ["eu", "us", "eu", "us", "eu", "us", "eu", "us"]
+                .into_iter()
+                .map(|region| ("2026-11-01 10:05:00", region))
+                .collect(),
+            evolve: Some((
+                4,
+                "ALTER TABLE lakehouse.analytics.rebucketed REPLACE PARTITION FIELD region WITH bucket(4, region)",
+            )),
+            partitions: 4,
+            delete: None,
+            spread_until: 0,
+            current_partition: "lakehouse.system.bucket(4, region)",
+            placed: "_partition.region_bucket_4 = lakehouse.system.bucket(4, region) AND _partition.region IS NULL",
+        },
+        Table {
+            name: "unpartitioned_now",
+            partitioned_by: "region",
+            commits: ["eu", "us", "eu", "us", "eu", "us", "eu", "us"]
+                .into_iter()
+                .map(|region| ("2026-11-01 10:05:00", region))
+                .collect(),
+            evolve: Some((
+                4,
+                "ALTER TABLE lakehouse.analytics.unpartitioned_now DROP PARTITION FIELD region",
+            )),
+            partitions: 3,
+            delete: None,
+            spread_until: 0,
+            // One partition: the same value for every row (not a literal, which Spark folds).
+            current_partition: "_spec_id * 0",
+            placed: "_partition.region IS NULL",
         },
     ]
 }
@@ -115,7 +184,8 @@ fn statements(table: &Table) -> Vec<String> {
         let rows: Vec<String> = (0..3)
             .map(|row| {
                 let id = index * 10 + row;
-                format!("({id}, '{region}', TIMESTAMP '{time}', {id}.5)")
+                let hours = if index < table.spread_until { row } else { 0 };
+                format!("({id}, '{region}', TIMESTAMP '{time}' + INTERVAL {hours} HOURS, {id}.5)")
             })
             .collect();
         statements.push(format!(
@@ -134,6 +204,40 @@ fn checksum_statement(table: &str, suffix: &str) -> String {
         "SELECT count(*) AS rows_{suffix}, sum(id) AS ids_{suffix}, \
          sum(CAST(xxhash64(id, region, ts, amount) AS DECIMAL(38,0))) AS hash_{suffix} \
          FROM lakehouse.analytics.{table}"
+    )
+}
+
+/// The files a run of every small file writes, by Spark's own transforms: one a partition of the
+/// current spec among the rows of older specs (grouped together, moved to the current spec), and
+/// one a partition among the current spec's rows.
+fn outputs_statement(table: &Table) -> String {
+    let distinct = |condition: &str| {
+        format!(
+            "(SELECT count(DISTINCT {}) FROM lakehouse.analytics.{} WHERE _spec_id {condition} {})",
+            table.current_partition,
+            table.name,
+            table.current_spec()
+        )
+    };
+    format!(
+        "SELECT {} + {} AS outputs_{}",
+        distinct("<>"),
+        distinct("="),
+        table.name
+    )
+}
+
+/// Rows whose file's partition is not what Java's transforms give them, files of an older spec,
+/// and the current spec's partitions among the rows.
+fn placement_statement(table: &Table) -> String {
+    format!(
+        "SELECT count(*) AS misplaced FROM lakehouse.analytics.{name} WHERE NOT coalesce({placed}, false);\n\
+         SELECT count(*) AS older_spec_files FROM lakehouse.analytics.{name}.files WHERE spec_id <> {spec};\n\
+         SELECT count(DISTINCT {partition}) AS partitions_now FROM lakehouse.analytics.{name};",
+        name = table.name,
+        placed = table.placed,
+        spec = table.current_spec(),
+        partition = table.current_partition,
     )
 }
 
@@ -194,12 +298,17 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
     for table in &tables {
         setup.extend(statements(table));
         setup.push(checksum_statement(table.name, table.name));
+        setup.push(outputs_statement(table));
     }
     let before = lakehouse.sql(&(setup.join(";\n") + ";"));
     let engine = NativeEngine::new(NativeLimits::default()).unwrap();
 
     for table in &tables {
         let expected = checksum(&before, table.name);
+        let outputs: u64 = row_with(&before, &format!("outputs_{}", table.name))
+            [&format!("outputs_{}", table.name)]
+            .parse()
+            .unwrap();
         let delete_files = |stdout: &str| row_with(stdout, "delete_files")["delete_files"].clone();
         let deletes_before = delete_files(&lakehouse.sql(&format!(
             "SELECT count(*) AS delete_files FROM lakehouse.analytics.{}.delete_files",
@@ -232,17 +341,25 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
             report.left
         );
         assert_eq!(
-            report.result.added_data_files_count, table.partitions as u64,
-            "{}: one output a partition",
+            report.result.added_data_files_count, outputs,
+            "{}: one output a partition of the current spec (older specs' rows apart)",
             table.name
         );
         assert!(report.left.is_empty(), "{}: {:?}", table.name, report.left);
         let after = lakehouse.sql(&format!(
             "{};\nSELECT count(*) AS files_after FROM lakehouse.analytics.{name}.data_files;\n\
-             SELECT count(*) AS delete_files FROM lakehouse.analytics.{name}.delete_files;",
+             SELECT count(*) AS delete_files FROM lakehouse.analytics.{name}.delete_files;\n{}",
             checksum_statement(table.name, "after"),
+            placement_statement(table),
             name = table.name
         ));
+        let value = |column: &str| row_with(&after, column)[column].clone();
+        assert_eq!(
+            (value("misplaced"), value("older_spec_files")),
+            ("0".to_string(), "0".to_string()),
+            "{}: every row in the current spec's partition Spark computes for it",
+            table.name
+        );
         if table.delete.is_some() {
             assert_ne!(
                 deletes_before, "0",
@@ -263,31 +380,41 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
             "{}: Spark reads the same rows",
             table.name
         );
+        assert_eq!(value("files_after"), outputs.to_string());
+        // The outputs sit where Spark would have put them: their keys name the partitions.
+        let keys_after = partitions_from_keys(&lakehouse, table.name);
         assert_eq!(
-            row_with(&after, "files_after")["files_after"],
-            table.partitions.to_string()
-        );
-        // The outputs sit where Spark would have put them: their keys name the same partitions.
-        assert_eq!(
-            partitions_from_keys(&lakehouse, table.name),
-            partitions.iter().cloned().collect(),
-            "{}: the outputs' keys",
+            keys_after.len().to_string(),
+            value("partitions_now"),
+            "{}: the outputs' keys {keys_after:?}",
             table.name
         );
+        if table.evolve.is_none() {
+            assert_eq!(
+                keys_after,
+                partitions.iter().cloned().collect(),
+                "{}: the outputs' keys",
+                table.name
+            );
+        }
     }
 
     // Spark's own maintenance accepts what the native engine wrote.
-    let spark_after = lakehouse.sql(&format!(
-        "CALL lakehouse.system.rewrite_data_files(table => 'analytics.evolved', options => map('min-input-files', '2', 'rewrite-all', 'true'));\n\
-         CALL lakehouse.system.expire_snapshots(table => 'analytics.evolved', older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1);\n\
-         {};",
-        checksum_statement("evolved", "final")
-    ));
-    assert_eq!(
-        checksum(&spark_after, "final"),
-        checksum(&before, "evolved"),
-        "Spark's rewrite and expiry over the native output keep every row"
-    );
+    for table in tables.iter().filter(|table| table.evolve.is_some()) {
+        let spark_after = lakehouse.sql(&format!(
+            "CALL lakehouse.system.rewrite_data_files(table => 'analytics.{name}', options => map('min-input-files', '2', 'rewrite-all', 'true'));\n\
+             CALL lakehouse.system.expire_snapshots(table => 'analytics.{name}', older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1);\n\
+             {};",
+            checksum_statement(table.name, "final"),
+            name = table.name
+        ));
+        assert_eq!(
+            checksum(&spark_after, "final"),
+            checksum(&before, table.name),
+            "{}: Spark's rewrite and expiry over the native output keep every row",
+            table.name
+        );
+    }
 
     // A run asked for a partition the table does not have (the integer iceberg-rust renders an
     // hour as) rewrites nothing, and says why.

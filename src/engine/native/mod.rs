@@ -12,9 +12,9 @@
 //!    over `max_run_bytes`);
 //! 3. rewrites each group (`rewrite.rs`): reads with the current schema, the position deletes
 //!    that apply to its inputs applied, writes Parquet files of the target size (measured on the
-//!    files written) in the inputs' own partition spec and
-//!    values with the table's write properties, and checks that the rows written are the rows
-//!    read;
+//!    files written) in the table's current partition spec (rows of older specs' files moved to
+//!    the partition their values give) with the table's write properties, and checks that the
+//!    rows written are the rows read;
 //! 4. commits one `replace` snapshot (`snapshot.rs`) — one per group with partial progress — with
 //!    the starting snapshot's sequence number as the outputs' data sequence number. On a conflict
 //!    it reloads and commits again only while every input is still live and no position delete
@@ -537,6 +537,7 @@ async fn rewrite_and_commit(
         target_file_bytes: task.target_file_bytes,
         min_input_files: task.min_input_files,
         max_group_bytes: MAX_GROUP_BYTES,
+        output_spec_id: start.table.metadata.default_partition_spec_id(),
     };
     let plan = plan::plan(&request, &data_files, &start.delete_facts())?;
     tally.left = left_partitions(&plan.left);
@@ -626,7 +627,7 @@ async fn rewrite_and_commit(
             current,
             &inputs,
             &outputs,
-            starting_snapshot.sequence_number(),
+            (starting_snapshot.sequence_number(), request.output_spec_id),
             task,
             keep,
         )
@@ -693,9 +694,9 @@ async fn write_batch(
             .await
             .map_err(|_| {
                 NativeError::Timeout(format!(
-                    "the run's deadline passed while group {index} ({} files of {}) was rewritten",
+                    "the run's deadline passed while group {index} ({} files, {}) was rewritten",
                     group.files.len(),
-                    group.partition_path()
+                    group.describe()
                 ))
             })??;
         outputs.extend(files.into_iter().map(|file| (group.spec_id, file)));
@@ -712,7 +713,7 @@ async fn commit_with_retries(
     mut base: TableState,
     inputs: &[DataFileFacts],
     outputs: &[(i32, DataFile)],
-    starting_sequence_number: i64,
+    (starting_sequence_number, output_spec_id): (i64, i32),
     task: &NativeTask,
     keep: &KeptOutputs,
 ) -> Result<(TableState, i64, u64), (NativeError, Option<TableState>)> {
@@ -737,14 +738,13 @@ async fn commit_with_retries(
         let validation = plan::validate_rewrite(
             inputs,
             starting_sequence_number,
+            output_spec_id,
             &base.live_data_paths(),
             &deletes,
         );
         if let Err(reason) = validation {
             return Err((NativeError::CommitConflict(reason.to_string()), Some(base)));
         }
-        // The position deletes applied to the inputs that no live file needs any more leave in
-        // the same snapshot; decided anew on each attempt's table.
         // The position deletes applied to the inputs that no live file needs any more leave in
         // the same snapshot; decided anew on each attempt's table (its live files read only when
         // a delete applied to an input).

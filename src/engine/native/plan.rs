@@ -6,8 +6,10 @@
 //!   matched by that spec's path, as its S3 key has it), or every file when the run names none.
 //! - **Candidates.** Files below the small-file size; in a partition where mid-sized files join,
 //!   also files below three quarters of the target (Iceberg's default `min-file-size-bytes`).
-//! - **Worth it.** Per (spec, partition), as `rewrite_data_files` decides per file group: at least
-//!   two candidates, and `min_input_files` of them or more than a target file's worth of bytes.
+//! - **Worth it.** Per partition of the current spec, and for the candidates of every older spec
+//!   together (Java plans those as one unpartitioned set: their rows move into the current spec,
+//!   [`FileGroup::repartition`]), as `rewrite_data_files` decides per file group: at least two
+//!   candidates, and `min_input_files` of them or more than a target file's worth of bytes.
 //! - **Groups.** A chosen partition's candidates are bin-packed (first fit, largest first) into
 //!   groups of at most the maximum group size, as `rewrite_data_files` forms file groups
 //!   (`max-file-group-size-bytes`): one commit each with partial progress. A group is written into
@@ -24,7 +26,7 @@
 //!   candidate is not rewritten here: the plan answers [`PlanError::DeletesApply`] and the run
 //!   goes to an engine that applies them.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use thiserror::Error;
 
@@ -82,13 +84,22 @@ pub struct PlanRequest {
     pub min_input_files: u64,
     /// Input bytes of a group at most (a larger file is a group of its own); at least the target.
     pub max_group_bytes: u64,
+    /// The spec outputs are written in: the table's current one. Small files of other specs are
+    /// planned together and re-partitioned into it ([`FileGroup::repartition`]).
+    pub output_spec_id: i32,
 }
 
-/// Files of one (spec, partition) rewritten together, into files of the target size.
+/// Files rewritten together into files of the target size: files of one partition of the
+/// output spec, or files of older specs whose rows are re-partitioned into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileGroup {
+    /// The spec the outputs are written in (the table's current one).
     pub spec_id: i32,
+    /// The partition the inputs share and the outputs keep; empty when `repartition`.
     pub partition: PartitionValues,
+    /// The inputs are of older specs (possibly several partitions of each): each row goes to
+    /// the partition of `spec_id` its values give, as Java's `rewrite_data_files` writes them.
+    pub repartition: bool,
     pub files: Vec<DataFileFacts>,
 }
 
@@ -105,10 +116,25 @@ impl FileGroup {
     pub fn partition_path(&self) -> String {
         partition_path(&self.partition)
     }
+
+    /// What the group rewrites, for messages: its partition path, or its older specs.
+    pub fn describe(&self) -> String {
+        if self.repartition {
+            let specs: BTreeSet<i32> = self.files.iter().map(|file| file.spec_id).collect();
+            let specs: Vec<String> = specs.iter().map(i32::to_string).collect();
+            format!(
+                "files of older specs {} moved to spec {}",
+                specs.join(", "),
+                self.spec_id
+            )
+        } else {
+            format!("`{}`", self.partition_path())
+        }
+    }
 }
 
-/// The groups of a run, in a stable order (spec, partition, then size), and the partitions it
-/// was asked for and does not rewrite.
+/// The groups of a run, in a stable order (partition, then size; the older specs' groups last),
+/// and the partitions it was asked for and does not rewrite.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     pub groups: Vec<FileGroup>,
@@ -248,19 +274,39 @@ pub fn plan(
                 .push(file);
         }
     }
+    // Files of the output spec are grouped by partition; files of older specs all together (a
+    // file of an older spec may hold rows of several partitions of the current one: grouped
+    // together, they make the fewest new files), as Java's `rewrite_data_files` plans them.
+    let older: Vec<&DataFileFacts> = by_partition
+        .iter()
+        .filter(|((spec_id, _), _)| *spec_id != request.output_spec_id)
+        .flat_map(|(_, files)| files.iter().copied())
+        .collect();
+    let mut buckets: Vec<(Option<&PartitionValues>, Vec<&DataFileFacts>)> = by_partition
+        .iter()
+        .filter(|((spec_id, _), _)| *spec_id == request.output_spec_id)
+        .map(|((_, partition), files)| (Some(partition), files.clone()))
+        .collect();
+    if !older.is_empty() {
+        buckets.push((None, older));
+    }
     let mut groups = Vec::new();
-    for ((spec_id, partition), candidates) in &by_partition {
-        let (spec_id, partition) = (*spec_id, partition);
-        if !worth_rewriting(request, candidates) {
+    let mut worth_it: HashSet<(i32, &PartitionValues)> = HashSet::new();
+    for (partition, candidates) in buckets {
+        if !worth_rewriting(request, &candidates) {
             continue;
         }
-        let candidates = candidates.clone();
+        worth_it.extend(
+            candidates
+                .iter()
+                .map(|file| (file.spec_id, &file.partition)),
+        );
         for candidate in &candidates {
             if let Some(delete) = delete_files.iter().find(|delete| {
                 delete.kind == DeleteKind::Equality && delete_applies(delete, candidate)
             }) {
                 return Err(PlanError::DeletesApply {
-                    partition: partition_path(partition),
+                    partition: partition_path(&candidate.partition),
                     delete_file: delete.path.clone(),
                 });
             }
@@ -268,14 +314,15 @@ pub fn plan(
         for files in bin_pack(candidates, capacity) {
             if files.len() >= 2 {
                 groups.push(FileGroup {
-                    spec_id,
-                    partition: partition.clone(),
+                    spec_id: request.output_spec_id,
+                    partition: partition.cloned().unwrap_or_default(),
+                    repartition: partition.is_none(),
                     files: files.into_iter().cloned().collect(),
                 });
             }
         }
     }
-    let left = left_partitions(request, data_files, &by_partition, &groups);
+    let left = left_partitions(request, data_files, &by_partition, &worth_it, &groups);
     Ok(Plan { groups, left })
 }
 
@@ -285,9 +332,14 @@ fn left_partitions(
     request: &PlanRequest,
     data_files: &[DataFileFacts],
     candidates: &BTreeMap<(i32, PartitionValues), Vec<&DataFileFacts>>,
+    worth_it: &HashSet<(i32, &PartitionValues)>,
     groups: &[FileGroup],
 ) -> Vec<(Option<String>, LeftReason)> {
-    let planned: HashSet<&PartitionValues> = groups.iter().map(|group| &group.partition).collect();
+    let planned: HashSet<&PartitionValues> = groups
+        .iter()
+        .flat_map(|group| &group.files)
+        .map(|file| &file.partition)
+        .collect();
     let reason = |wanted: Option<&PartitionValues>| {
         let live = data_files
             .iter()
@@ -301,9 +353,9 @@ fn left_partitions(
         let small_files = small.len() as u64;
         let small_bytes = small.iter().map(|file| file.size_bytes).sum();
         let worth_it = candidates
-            .iter()
-            .filter(|((_, partition), _)| wanted.is_none_or(|wanted| partition == wanted))
-            .any(|(_, files)| worth_rewriting(request, files));
+            .keys()
+            .filter(|(_, partition)| wanted.is_none_or(|wanted| partition == wanted))
+            .any(|(spec_id, partition)| worth_it.contains(&(*spec_id, partition)));
         if live == 0 {
             LeftReason::NoLiveFile
         } else if small_files == 0 {
@@ -403,12 +455,15 @@ pub fn delete_applies(delete: &DeleteFileFacts, data: &DataFileFacts) -> bool {
 /// Whether the rewrite of `inputs`, planned on a snapshot of data sequence number
 /// `starting_sequence_number`, may be committed on a table whose live data files are `live` and
 /// live delete files are `deletes`: every input is still live, and no position delete committed
-/// since the start applies to an input. Equality deletes committed since need no refusal: the
-/// outputs keep the starting sequence number, so such deletes apply to them as to the inputs
-/// (Iceberg's `RewriteFiles` with a data sequence number ignores them the same way).
+/// since the start applies to an input. Equality deletes committed since need no refusal where
+/// the outputs stay in the input's spec and partition: they keep the starting sequence number,
+/// so such deletes apply to them as to the inputs (Iceberg's `RewriteFiles` with a data sequence
+/// number ignores them the same way). An input of another spec than `output_spec_id` has its rows
+/// moved out of the delete's scope, so an equality delete committed since refuses it too.
 pub fn validate_rewrite(
     inputs: &[DataFileFacts],
     starting_sequence_number: i64,
+    output_spec_id: i32,
     live: &HashSet<&str>,
     deletes: &[DeleteFileFacts],
 ) -> Result<(), ConflictReason> {
@@ -420,12 +475,14 @@ pub fn validate_rewrite(
         }
     }
     for delete in deletes {
-        if delete.kind != DeleteKind::Position
-            || delete.data_sequence_number <= starting_sequence_number
-        {
+        if delete.data_sequence_number <= starting_sequence_number {
             continue;
         }
-        if let Some(input) = inputs.iter().find(|input| delete_applies(delete, input)) {
+        let refuses = |input: &&DataFileFacts| {
+            (delete.kind == DeleteKind::Position || input.spec_id != output_spec_id)
+                && delete_applies(delete, input)
+        };
+        if let Some(input) = inputs.iter().find(refuses) {
             return Err(ConflictReason::NewDeleteApplies {
                 delete_file: delete.path.clone(),
                 path: input.path.clone(),
@@ -539,6 +596,7 @@ mod tests {
             target_file_bytes: 128 * MIB,
             min_input_files: 5,
             max_group_bytes: 512 * MIB,
+            output_spec_id: 0,
         }
     }
 
@@ -587,40 +645,78 @@ mod tests {
     }
 
     #[test]
-    fn a_file_of_an_older_spec_is_matched_by_its_own_specs_path() {
-        let mut old: Vec<DataFileFacts> = (0..3)
-            .map(|index| file(&format!("old{index}"), "ts_day=2024-05-01", MIB))
+    fn files_of_older_specs_are_grouped_together_and_moved_to_the_current_spec() {
+        let spec_file = |spec_id: i32, name: &str, partition: &str| DataFileFacts {
+            spec_id,
+            ..file(name, partition, MIB)
+        };
+        let mut files: Vec<DataFileFacts> = (0..2)
+            .map(|index| spec_file(0, &format!("old{index}"), "ts_day=2024-05-01"))
             .collect();
-        let new: Vec<DataFileFacts> = (0..3)
-            .map(|index| {
-                let mut file = file(&format!("new{index}"), "ts_day=2024-05-01/region=eu", MIB);
-                file.spec_id = 1;
-                file
-            })
-            .collect();
-        old.extend(new);
-        let mut wanted = request(&["ts_day=2024-05-01", "ts_day=2024-05-01/region=eu"]);
-        wanted.min_input_files = 2;
-        let plan = plan(&wanted, &old, &[]).unwrap();
-        assert_eq!(plan.groups.len(), 2, "one group per spec: {plan:?}");
-        assert_eq!(plan.groups[0].spec_id, 0);
-        assert_eq!(paths(&plan.groups[0]), ["old0", "old1", "old2"]);
-        assert_eq!(plan.groups[1].spec_id, 1);
+        files.push(spec_file(0, "old2", "ts_day=2024-05-02"));
+        files.push(spec_file(1, "older", "region=eu"));
+        files.extend(
+            (0..3).map(|index| spec_file(2, &format!("new{index}"), "ts_day=2024-05-01/region=eu")),
+        );
+        let mut wanted = request(&[
+            "ts_day=2024-05-01",
+            "ts_day=2024-05-02",
+            "region=eu",
+            "ts_day=2024-05-01/region=eu",
+        ]);
+        wanted.min_input_files = 3;
+        wanted.output_spec_id = 2;
+        let plan = plan(&wanted, &files, &[]).unwrap();
+        assert_eq!(plan.groups.len(), 2, "{plan:?}");
+        assert_eq!(plan.groups[0].spec_id, 2);
+        assert!(!plan.groups[0].repartition);
         assert_eq!(
-            plan.groups[1].partition_path(),
+            plan.groups[0].partition_path(),
             "ts_day=2024-05-01/region=eu"
         );
-        let only_new = super::plan(
+        assert_eq!(
+            paths(&plan.groups[1]),
+            ["old0", "old1", "old2", "older"],
+            "every older spec's partitions in one group, as Java plans them"
+        );
+        assert!(plan.groups[1].repartition);
+        assert_eq!(plan.groups[1].spec_id, 2, "written in the current spec");
+        assert!(plan.groups[1].partition.is_empty());
+        assert!(plan.left.is_empty(), "{:?}", plan.left);
+        assert_eq!(
+            plan.groups[1].describe(),
+            "files of older specs 0, 1 moved to spec 2"
+        );
+
+        // Too few older files together: left with the reason the merged group gives.
+        let only_one_old_day = super::plan(
             &PlanRequest {
-                partitions: vec!["ts_day=2024-05-01/region=eu".to_string()],
-                ..wanted
+                partitions: vec!["ts_day=2024-05-02".to_string()],
+                ..wanted.clone()
             },
-            &old,
+            &files,
             &[],
         )
         .unwrap();
-        assert_eq!(only_new.groups.len(), 1);
-        assert_eq!(only_new.groups[0].spec_id, 1);
+        assert!(only_one_old_day.groups.is_empty());
+        assert!(matches!(
+            only_one_old_day.left[..],
+            [(Some(_), LeftReason::TooFewSmallFiles { files: 1, .. })]
+        ));
+
+        // With the output spec one of theirs, those files keep their partition.
+        wanted.output_spec_id = 0;
+        let plan = super::plan(&wanted, &files, &[]).unwrap();
+        assert_eq!(plan.groups.len(), 1, "{plan:?}");
+        assert!(plan.groups[0].repartition);
+        assert_eq!(paths(&plan.groups[0]), ["new0", "new1", "new2", "older"]);
+        assert!(
+            plan.left.iter().all(|(path, _)| path
+                .as_deref()
+                .is_some_and(|path| path.starts_with("ts_day=2024-05-0") && !path.contains('/'))),
+            "{:?}",
+            plan.left
+        );
     }
 
     #[test]
@@ -801,26 +897,33 @@ mod tests {
     fn a_rewrite_commits_only_while_its_inputs_live_and_no_new_delete_applies() {
         let inputs = vec![file("f0", "p=1", MIB), file("f1", "p=1", MIB)];
         let live: HashSet<&str> = inputs.iter().map(|file| file.path.as_str()).collect();
-        assert_eq!(validate_rewrite(&inputs, 1, &live, &[]), Ok(()));
+        assert_eq!(validate_rewrite(&inputs, 1, 0, &live, &[]), Ok(()));
         let one_gone: HashSet<&str> = [inputs[0].path.as_str()].into();
         assert!(matches!(
-            validate_rewrite(&inputs, 1, &one_gone, &[]),
+            validate_rewrite(&inputs, 1, 0, &one_gone, &[]),
             Err(ConflictReason::InputGone { path }) if path == inputs[1].path
         ));
         assert!(
-            validate_rewrite(&inputs, 1, &live, &[position_delete("p=1", 1)]).is_ok(),
+            validate_rewrite(&inputs, 1, 0, &live, &[position_delete("p=1", 1)]).is_ok(),
             "a delete the plan already saw is not new"
         );
         assert!(matches!(
-            validate_rewrite(&inputs, 1, &live, &[position_delete("p=1", 2)]),
+            validate_rewrite(&inputs, 1, 0, &live, &[position_delete("p=1", 2)]),
             Err(ConflictReason::NewDeleteApplies { .. })
         ));
-        assert!(validate_rewrite(&inputs, 1, &live, &[position_delete("p=2", 2)]).is_ok());
+        assert!(validate_rewrite(&inputs, 1, 0, &live, &[position_delete("p=2", 2)]).is_ok());
         let mut equality = position_delete("p=1", 2);
         equality.kind = DeleteKind::Equality;
         assert!(
-            validate_rewrite(&inputs, 1, &live, &[equality]).is_ok(),
+            validate_rewrite(&inputs, 1, 0, &live, &[equality.clone()]).is_ok(),
             "outputs keep the starting sequence number: a new equality delete applies to them too"
+        );
+        assert!(
+            matches!(
+                validate_rewrite(&inputs, 1, 1, &live, &[equality]),
+                Err(ConflictReason::NewDeleteApplies { .. })
+            ),
+            "outputs moved to another spec leave the new equality delete's scope"
         );
     }
 
@@ -926,6 +1029,7 @@ mod tests {
             max_group_mib in 0u64..300,
             small_mib in 1u64..100,
             joining in proptest::bool::ANY,
+            output_spec in 0u8..3,
         ) {
             let paths: Vec<String> = asked.iter().map(|partition| format!("p={partition}")).collect();
             let request = PlanRequest {
@@ -935,10 +1039,23 @@ mod tests {
                 target_file_bytes: target_mib * MIB,
                 min_input_files,
                 max_group_bytes: max_group_mib * MIB,
+                output_spec_id: i32::from(output_spec),
             };
             let plan = plan(&request, &files, &[]).unwrap();
-            let planned: HashSet<String> =
-                plan.groups.iter().map(FileGroup::partition_path).collect();
+            let planned: HashSet<String> = plan
+                .groups
+                .iter()
+                .flat_map(|group| &group.files)
+                .map(|file| partition_path(&file.partition))
+                .collect();
+            for group in &plan.groups {
+                proptest::prop_assert_eq!(group.spec_id, request.output_spec_id);
+                let consistent = group.files.iter().all(|file| {
+                    (file.spec_id != request.output_spec_id) == group.repartition
+                        && (group.repartition || file.partition == group.partition)
+                });
+                proptest::prop_assert!(consistent, "older specs only and only they repartition");
+            }
             let left: Vec<&str> = plan.left.iter().filter_map(|(path, _)| path.as_deref()).collect();
             let unique: HashSet<&str> = left.iter().copied().collect();
             proptest::prop_assert_eq!(unique.len(), left.len(), "each left once");

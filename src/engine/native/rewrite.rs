@@ -4,12 +4,11 @@
 //!   a column added after a file was written comes back null, a renamed one by its id, identity
 //!   partition columns from the file's partition values (the table's name mapping for files
 //!   written without field ids).
-//! - **Write** with the current schema, and in the inputs' *own* partition spec and values: the
-//!   outputs keep the spec id of the files they replace (valid Iceberg: a data file may belong
-//!   to any of the table's specs). Java's `rewrite_data_files` writes in the current spec instead,
-//!   which needs a per-row repartition (a file of an old spec can hold rows of several partitions
-//!   of the new one); keeping the spec needs none, keeps a group's outputs in one partition, and
-//!   a later Spark rewrite can still move old-spec files to the new spec. Paths are the
+//! - **Write** with the current schema and the table's current partition spec: a group of one
+//!   partition of that spec keeps its partition; a group of older specs' files
+//!   ([`FileGroup::repartition`]) has each row written to the partition its values give (a
+//!   writer per partition, iceberg's `RecordBatchPartitionSplitter`), as Java's
+//!   `rewrite_data_files` writes them (docs/compaction.md, "Evolved partition specs"). Paths are the
 //!   partition's path as Java writers encode it under the table's data location
 //!   (`write.data.path`, else `{location}/data`); file names carry the run id. The object-store
 //!   layout (`write.object-storage.enabled`) is not reproduced: outputs go under the plain paths.
@@ -34,10 +33,10 @@ use std::sync::{Arc, Mutex};
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use futures::TryStreamExt;
-use iceberg::arrow::ArrowReaderBuilder;
+use iceberg::arrow::{ArrowReaderBuilder, RecordBatchPartitionSplitter};
 use iceberg::io::FileIO;
 use iceberg::scan::{FileScanTask, FileScanTaskDeleteFile};
-use iceberg::spec::{DataContentType, DataFile, DataFileFormat, NameMapping, PartitionKey};
+use iceberg::spec::{DataContentType, DataFile, DataFileFormat, NameMapping, PartitionKey, Struct};
 use iceberg::writer::file_writer::location_generator::{
     DefaultFileNameGenerator, FileNameGenerator, LocationGenerator,
 };
@@ -303,11 +302,15 @@ pub async fn rewrite_group(
 ) -> Result<Vec<DataFile>, NativeError> {
     let metadata = &state.table.metadata;
     let schema = metadata.current_schema().clone();
-    let spec = metadata
-        .partition_spec_by_id(group.spec_id)
-        .ok_or_else(|| {
-            NativeError::InvalidInput(format!("the table has no partition spec {}", group.spec_id))
-        })?;
+    let spec_of = |spec_id: i32| {
+        metadata
+            .partition_spec_by_id(spec_id)
+            .cloned()
+            .ok_or_else(|| {
+                NativeError::InvalidInput(format!("the table has no partition spec {spec_id}"))
+            })
+    };
+    let output_spec = spec_of(group.spec_id)?;
     let field_ids: Vec<i32> = schema
         .as_struct()
         .fields()
@@ -344,14 +347,16 @@ pub async fn rewrite_group(
             ))
         })?;
         let data_file = entry.data_file();
-        match &partition {
-            None => partition = Some(data_file.partition().clone()),
-            Some(first) if first != data_file.partition() => {
-                return Err(NativeError::Other(format!(
-                    "the files of group {group_index} do not share one partition"
-                )))
+        if !group.repartition {
+            match &partition {
+                None => partition = Some(data_file.partition().clone()),
+                Some(first) if first != data_file.partition() => {
+                    return Err(NativeError::Other(format!(
+                        "the files of group {group_index} do not share one partition"
+                    )))
+                }
+                Some(_) => {}
             }
-            Some(_) => {}
         }
         tasks.push(
             FileScanTask::builder()
@@ -364,14 +369,16 @@ pub async fn rewrite_group(
                 .with_schema(schema.clone())
                 .with_project_field_ids(field_ids.clone())
                 .with_partition(Some(data_file.partition().clone()))
-                .with_partition_spec(Some(spec.clone()))
+                .with_partition_spec(Some(spec_of(file.spec_id)?))
                 .with_name_mapping(settings.name_mapping.clone())
                 .with_deletes(file_deletes)
                 .with_case_sensitive(true)
                 .build(),
         );
     }
-    let partition = partition.ok_or_else(|| NativeError::Other("an empty group".to_string()))?;
+    if tasks.is_empty() {
+        return Err(NativeError::Other("an empty group".to_string()));
+    }
     let reader = ArrowReaderBuilder::new(state.table.file_io.clone(), runtime)
         .with_data_file_concurrency_limit(read_concurrency(
             group.files.iter().map(|file| file.size_bytes),
@@ -385,24 +392,50 @@ pub async fn rewrite_group(
         .map_err(|error| super::storage_error("reading the group's files", error))?
         .stream();
 
-    let key = PartitionKey::new(spec.as_ref().clone(), schema.clone(), partition);
-    let mut writer = TargetSizedWriter {
+    let new_writer = |key: PartitionKey, name: String| TargetSizedWriter {
         builder: ParquetWriterBuilder::new(settings.properties.clone(), schema.clone()),
         file_io: state.table.file_io.clone(),
         locations: OutputLocations {
             data_location: settings.data_location.clone(),
             log: log.clone(),
         },
-        names: DefaultFileNameGenerator::new(
-            format!("{}-{group_index:05}", settings.file_prefix),
-            None,
-            DataFileFormat::Parquet,
-        ),
+        names: DefaultFileNameGenerator::new(name, None, DataFileFormat::Parquet),
         key,
         target_bytes: usize::try_from(settings.target_file_bytes).unwrap_or(usize::MAX),
         current: None,
         last_closed: None,
         written: Vec::new(),
+    };
+    let name = format!("{}-{group_index:05}", settings.file_prefix);
+    let mut writer = match partition {
+        Some(partition) => Outputs::One(Box::new(new_writer(
+            PartitionKey::new(output_spec.as_ref().clone(), schema.clone(), partition),
+            name,
+        ))),
+        // Older specs' rows into the output spec: an unpartitioned one takes them all.
+        None if output_spec.is_unpartitioned() => {
+            let nulls = Struct::from_iter(output_spec.fields().iter().map(|_| None));
+            Outputs::One(Box::new(new_writer(
+                PartitionKey::new(output_spec.as_ref().clone(), schema.clone(), nulls),
+                name,
+            )))
+        }
+        None => Outputs::Fanned {
+            splitter: Box::new(
+                RecordBatchPartitionSplitter::try_new_with_computed_values(
+                    schema.clone(),
+                    output_spec.clone(),
+                )
+                .map_err(|error| {
+                    NativeError::Unsupported(format!(
+                        "partitioning rows by spec {}: {error}",
+                        output_spec.spec_id()
+                    ))
+                })?,
+            ),
+            writers: HashMap::new(),
+            new_writer: Box::new(move |key, index| new_writer(key, format!("{name}-{index:04}"))),
+        },
     };
     let mut rows: u64 = 0;
     let target = Arc::new(
@@ -428,6 +461,57 @@ pub async fn rewrite_group(
         )));
     }
     Ok(written)
+}
+
+/// Where a group's rows go: one partition's files, or a writer per partition of the output
+/// spec, opened as its first row arrives (a group of older specs' files; memory grows with the
+/// partitions a group's rows fall in, each holding one row group at most, bounded by the group's
+/// input bytes).
+enum Outputs<'a> {
+    One(Box<TargetSizedWriter>),
+    Fanned {
+        splitter: Box<RecordBatchPartitionSplitter>,
+        writers: HashMap<Struct, TargetSizedWriter>,
+        new_writer: Box<dyn Fn(PartitionKey, usize) -> TargetSizedWriter + Send + Sync + 'a>,
+    },
+}
+
+impl Outputs<'_> {
+    async fn write(&mut self, batch: RecordBatch) -> Result<(), NativeError> {
+        match self {
+            Outputs::One(writer) => writer.write(batch).await,
+            Outputs::Fanned {
+                splitter,
+                writers,
+                new_writer,
+            } => {
+                let parts = splitter.split(&batch).map_err(|error| {
+                    NativeError::Other(format!("partitioning rows by the current spec: {error}"))
+                })?;
+                for (key, rows) in parts {
+                    let index = writers.len();
+                    let writer = writers
+                        .entry(key.data().clone())
+                        .or_insert_with(|| new_writer(key, index));
+                    writer.write(rows).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn close(self) -> Result<Vec<DataFile>, NativeError> {
+        match self {
+            Outputs::One(writer) => (*writer).close().await,
+            Outputs::Fanned { writers, .. } => {
+                let mut written = Vec::new();
+                for writer in writers.into_values() {
+                    written.extend(writer.close().await?);
+                }
+                Ok(written)
+            }
+        }
+    }
 }
 
 /// Rows a new file takes in its first write when nothing tells yet how large a row is encoded.

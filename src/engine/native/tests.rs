@@ -652,11 +652,17 @@ async fn small_files_of_the_runs_partitions_become_one_replace_snapshot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn evolved_columns_and_an_older_spec_are_rewritten_as_valid_iceberg() {
+async fn evolved_columns_and_older_specs_are_rewritten_into_the_current_spec() {
     let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    // Files of the first spec (`region`) that each hold rows of two days.
+    let two_days = |commit: i64| {
+        let ids = commit * 10..commit * 10 + 10;
+        let mut rows = rows_of("eu", ids.start..ids.start + 5, 0);
+        rows.extend(rows_of("eu", ids.start + 5..ids.end, 1));
+        rows
+    };
     for commit in 0..3 {
-        lake.append(&rows_of("eu", commit * 10..commit * 10 + 10, 0))
-            .await;
+        lake.append(&two_days(commit)).await;
     }
     // A column added after some commits, then a partition spec with the day.
     lake.change_metadata(|builder| {
@@ -674,9 +680,7 @@ async fn evolved_columns_and_an_older_spec_are_rewritten_as_valid_iceberg() {
     })
     .await;
     for commit in 3..5 {
-        let (spec_id, file) = lake
-            .write_file(&rows_of("eu", commit * 10..commit * 10 + 10, 0), Some(7))
-            .await;
+        let (spec_id, file) = lake.write_file(&two_days(commit), Some(7)).await;
         lake.commit_files(ManifestContentType::Data, spec_id, vec![file])
             .await
             .unwrap();
@@ -716,23 +720,50 @@ async fn evolved_columns_and_an_older_spec_are_rewritten_as_valid_iceberg() {
 
     assert_eq!(report.result.rewritten_data_files_count, 8);
     assert_eq!(
-        report.result.added_data_files_count, 2,
-        "one output per spec"
+        report.result.added_data_files_count, 3,
+        "the older spec's rows in both days, the current spec's in one"
     );
     assert_eq!(lake.rows().await, rows_before);
     let after = lake.state().await;
     let live = live_files(&after);
-    assert_eq!(live.len(), 2);
-    let specs: Vec<i32> = live.iter().map(|(_, spec, _)| *spec).collect();
     assert!(
-        specs.contains(&0) && specs.contains(&1),
-        "each output keeps its inputs' spec: {live:?}"
+        live.iter().all(|(_, spec, _)| *spec == 1),
+        "every output in the current spec: {live:?}"
     );
-    assert!(
+    let in_day = |day: &str| {
         live.iter()
-            .any(|(path, _, _)| path.contains("/data/region=eu/ts_day=2024-05-02/icepack-")),
+            .filter(|(path, _, _)| path.contains(&format!("/data/region=eu/ts_day={day}/icepack-")))
+            .count()
+    };
+    assert_eq!(
+        (in_day("2024-05-01"), in_day("2024-05-02")),
+        (1, 2),
         "{live:?}"
     );
+    // Each output's rows lie in its partition's day.
+    for (path, _, _) in &live {
+        let (_, entry) = after.data_entry(path).unwrap();
+        let day = if path.contains("ts_day=2024-05-01") {
+            0
+        } else {
+            1
+        };
+        let bound = |datum: Option<&iceberg::spec::Datum>| match datum.map(|datum| datum.literal())
+        {
+            Some(iceberg::spec::PrimitiveLiteral::Long(micros)) => *micros,
+            other => panic!("{path}: ts bound {other:?}"),
+        };
+        let data_file = entry.data_file();
+        let (lower, upper) = (
+            bound(data_file.lower_bounds().get(&3)),
+            bound(data_file.upper_bounds().get(&3)),
+        );
+        let start = MAY_FIRST_MICROS + day * DAY_MICROS;
+        assert!(
+            start <= lower && upper < start + DAY_MICROS,
+            "{path}: {lower}..{upper}"
+        );
+    }
     assert_eq!(report.spec.len(), 2);
     assert_eq!(report.spec[1].transform, Transform::Day);
 }
