@@ -23,12 +23,7 @@ fi
 
 printf '\033[1;36m==> preparing the REST catalog server and PyIceberg (cached after the first time)\033[0m\n'
 ./deploy/local/rest-catalog.sh prepare
-venv="${XDG_CACHE_HOME:-$HOME/.cache}/icepack/pyiceberg-venv"
-if ! "$venv/bin/python" -c 'import pyiceberg, pyarrow, s3fs' >/dev/null 2>&1; then
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check 'pyiceberg[pyarrow,s3fs]==0.12.0'
-fi
-export ICEPACK_DEMO_PYTHON="$venv/bin/python"
+eval "$(./deploy/local/pyiceberg.sh --env)"
+export ICEPACK_DEMO_PYTHON="$ICEPACK_PYICEBERG_PYTHON"
 export ICEPACK_DEMO_ENGINE=native
 exec python3 deploy/local/demo.py

@@ -6,7 +6,8 @@
 #   - Spark 4.0 with Iceberg for the Spark Connect servers tests start (deploy/local/spark-connect.sh):
 #     one per test process, shared, that also creates and checks the tests' tables,
 #   - Iceberg's REST catalog server, assembled from Maven (deploy/local/rest-catalog.sh),
-#   - ElasticMQ's jars, a second SQS server beside moto (deploy/local/elasticmq.sh).
+#   - ElasticMQ's jars, a second SQS server beside moto (deploy/local/elasticmq.sh),
+#   - PyIceberg, an independent reader of what the native engine writes (deploy/local/pyiceberg.sh).
 # The S3 + SQS server (moto), the REST catalog servers and ElasticMQ are started by each test
 # itself, on free ports.
 #
@@ -47,7 +48,11 @@ step "Iceberg REST catalog server (tests start their own: deploy/local/rest-cata
 step "ElasticMQ, a second SQS server (tests start their own: tests/integration/support/elasticmq.rs)"
 eval "$(./deploy/local/elasticmq.sh --env)"
 
+step "PyIceberg, a second reader (deploy/local/pyiceberg.sh)"
+eval "$(./deploy/local/pyiceberg.sh --env)"
+
 export ICEPACK_E2E=1
+export ICEPACK_TEST_PYICEBERG_PYTHON="$ICEPACK_PYICEBERG_PYTHON"
 export ICEPACK_TEST_ELASTICMQ_CLASSPATH
 export ICEPACK_TEST_SPARK_IMAGE="$image"
 export ICEPACK_TEST_SPARK_HOME="$SPARK_HOME"

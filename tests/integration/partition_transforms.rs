@@ -6,8 +6,8 @@
 //! `identity(region)` to `bucket(4, region)`, and `region` dropped (unpartitioned): files of older
 //! specs are moved into the current spec, as Java's `rewrite_data_files` moves them. A run names
 //! its partitions as icepack does, from the data files' keys (`intake::routing::partition_of`);
-//! the native engine must find them in the metadata, rewrite every small file, and Spark must
-//! read the same rows afterwards, find every row in the partition its own transforms
+//! the native engine must find them in the metadata, rewrite every small file, and Spark and
+//! PyIceberg must read the same rows afterwards, find every row in the partition its own transforms
 //! (`system.hours`, `system.bucket`, ...) give, and accept the table in its own
 //! `rewrite_data_files` and `expire_snapshots`; position deletes Spark wrote on the hourly table
 //! are applied and leave with the files they name. A run asked for a partition the table does not
@@ -241,6 +241,48 @@ fn placement_statement(table: &Table) -> String {
     )
 }
 
+/// The rows and a sum of a CRC-32 of each row, as `tests/fixtures/pyiceberg_checksum.py` computes
+/// them from PyIceberg's read.
+fn crc_statement(table: &str) -> String {
+    format!(
+        "SELECT count(*) AS crc_rows, \
+         sum(crc32(concat_ws('|', id, region, unix_micros(ts), amount))) AS crc_sum \
+         FROM lakehouse.analytics.{table}"
+    )
+}
+
+/// What PyIceberg (a reader that is neither Spark nor iceberg-rust) reads of the table: its rows
+/// and the sum of [`crc_statement`]'s CRC.
+fn pyiceberg_checksum(lakehouse: &Lakehouse, table: &str) -> (String, String) {
+    let python = support::spark::env("ICEPACK_TEST_PYICEBERG_PYTHON");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/pyiceberg_checksum.py"
+    );
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .arg(&lakehouse.catalog.uri)
+        .arg(TOKEN)
+        .arg(&lakehouse.s3_endpoint)
+        .arg(format!("analytics.{table}"))
+        .output()
+        .expect("PyIceberg's python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{table}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let field = |name: &str| {
+        stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+            .to_string()
+    };
+    (field("rows"), field("crc"))
+}
+
 fn checksum(stdout: &str, suffix: &str) -> Vec<String> {
     let row = row_with(stdout, &format!("rows_{suffix}"));
     ["rows", "ids", "hash"]
@@ -348,8 +390,9 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
         assert!(report.left.is_empty(), "{}: {:?}", table.name, report.left);
         let after = lakehouse.sql(&format!(
             "{};\nSELECT count(*) AS files_after FROM lakehouse.analytics.{name}.data_files;\n\
-             SELECT count(*) AS delete_files FROM lakehouse.analytics.{name}.delete_files;\n{}",
+             SELECT count(*) AS delete_files FROM lakehouse.analytics.{name}.delete_files;\n{};\n{}",
             checksum_statement(table.name, "after"),
+            crc_statement(table.name),
             placement_statement(table),
             name = table.name
         ));
@@ -381,6 +424,12 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
             table.name
         );
         assert_eq!(value("files_after"), outputs.to_string());
+        assert_eq!(
+            pyiceberg_checksum(&lakehouse, table.name),
+            (value("crc_rows"), value("crc_sum")),
+            "{}: PyIceberg reads the rows Spark reads",
+            table.name
+        );
         // The outputs sit where Spark would have put them: their keys name the partitions.
         let keys_after = partitions_from_keys(&lakehouse, table.name);
         assert_eq!(
