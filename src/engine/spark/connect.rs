@@ -837,14 +837,8 @@ impl SparkRunner for ConnectRunner {
                     }
                 };
                 Ok(EngineOutput {
-                    exit_code: 137,
                     timed_out: true,
-                    error: Some(ServerError {
-                        error_class: "OPERATION_CANCELED".to_string(),
-                        sql_state: Some("HY008".to_string()),
-                        message: format!("{interrupted} on {endpoint}"),
-                        ..ServerError::default()
-                    }),
+                    interrupted: Some(format!("{interrupted} on {endpoint}")),
                     results,
                     unfinished,
                     ..EngineOutput::default()

@@ -297,6 +297,7 @@ async fn collect_exited(
         error: None,
         oom_killed,
         timed_out: false,
+        interrupted: None,
     }
 }
 
@@ -370,6 +371,7 @@ async fn follow_to_end(
         error: None,
         oom_killed,
         timed_out,
+        interrupted: None,
     })
 }
 

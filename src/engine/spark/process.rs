@@ -183,6 +183,7 @@ impl SparkRunner for ProcessRunner {
             error: None,
             oom_killed: false,
             timed_out,
+            interrupted: None,
         })
     }
 

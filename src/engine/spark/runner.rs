@@ -189,6 +189,8 @@ impl SparkJob {
 /// How an engine run ended.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOutput {
+    /// The exit code of the run's spark-sql process or container; 0 on Spark Connect, where the
+    /// run has no process of its own (its failures are in `error`, its deadline in `timed_out`).
     pub exit_code: i64,
     /// What each statement that ran to its end returned, in order, with what the statement is:
     /// spark-sql's framed stdout read to its end, or Spark Connect's Arrow results.
@@ -200,7 +202,10 @@ pub struct EngineOutput {
     /// The failure as the server reported it (Spark Connect): error class, SQLSTATE, classes.
     pub error: Option<ServerError>,
     pub oom_killed: bool,
+    /// The run's deadline passed: its process was killed, or its operations interrupted.
     pub timed_out: bool,
+    /// Spark Connect, past the deadline: what interrupting the run's operations answered.
+    pub interrupted: Option<String>,
 }
 
 impl EngineOutput {
@@ -335,19 +340,24 @@ pub fn judge(output: &EngineOutput, job: &SparkJob) -> Result<RunReport, (Failur
 
 /// Why a run did not end well, if it did not: its class and a short, secret-free excerpt.
 fn failure(output: &EngineOutput, secrets: &[String]) -> Option<(FailureClass, String)> {
-    if let Some(error) = &output.error {
-        let class = if output.timed_out {
-            FailureClass::Timeout
-        } else {
-            classify_server_error(error)
+    if output.timed_out {
+        let excerpt = match &output.interrupted {
+            Some(interrupted) => format!(
+                "deadline passed; the run's operations were interrupted: {}",
+                redact(interrupted, secrets)
+            ),
+            None => format!(
+                "deadline passed; the run was killed. {}",
+                failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS)
+            ),
         };
-        let mut excerpt = redact(&error.describe(EXCERPT_CHARS), secrets);
-        if output.timed_out {
-            excerpt = format!("deadline passed; the operation was interrupted. {excerpt}");
-        }
-        return Some((class, excerpt));
+        return Some((FailureClass::Timeout, excerpt));
     }
-    if output.exit_code == 0 && !output.timed_out {
+    if let Some(error) = &output.error {
+        let excerpt = redact(&error.describe(EXCERPT_CHARS), secrets);
+        return Some((classify_server_error(error), excerpt));
+    }
+    if output.exit_code == 0 {
         // Exit 0 without the last statement's end: spark-sql went on past a failure, or stopped.
         return output.unfinished.map(|kind| {
             let excerpt = failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS / 2);
@@ -367,9 +377,7 @@ fn failure(output: &EngineOutput, secrets: &[String]) -> Option<(FailureClass, S
         &output.stderr,
     );
     let mut excerpt = failure_excerpt(&output.stderr, secrets, EXCERPT_CHARS);
-    if output.timed_out {
-        excerpt = format!("deadline passed; the run was killed. {excerpt}");
-    } else if excerpt.is_empty() {
+    if excerpt.is_empty() {
         excerpt = format!("spark-sql exited with code {}", output.exit_code);
     }
     Some((class, excerpt))
@@ -500,6 +508,23 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_spark_connect_deadline_is_a_timeout_with_what_the_interrupt_answered() {
+        let output = EngineOutput {
+            timed_out: true,
+            interrupted: Some("1 operation(s) interrupted on sc://spark:15002".to_string()),
+            unfinished: Some(StatementKind::Rewrite),
+            ..EngineOutput::default()
+        };
+        let (class, excerpt) = judge(&output, &job()).unwrap_err();
+        assert_eq!(class, FailureClass::Timeout);
+        assert_eq!(
+            excerpt,
+            "deadline passed; the run's operations were interrupted: 1 operation(s) interrupted on sc://spark:15002"
+        );
+        assert_eq!(output.exit_code, 0, "no process exit is made up");
     }
 
     #[tokio::test]
