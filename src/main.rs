@@ -66,6 +66,18 @@ enum Command {
         /// `namespace.table` as configured.
         table: String,
     },
+    /// Show what a table's next run would do, writing nothing: its partitions, file groups, files
+    /// and bytes in, files expected out, deletes applied, the engine and why, and the expected
+    /// duration from its measured runs (from the running service when it answers).
+    Plan {
+        #[arg(long, env = "ICEPACK_CONFIG")]
+        config: PathBuf,
+        /// `namespace.table` as configured.
+        table: String,
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Rebuild tables' pending state from their Iceberg metadata (all tables, or one).
     Reconcile {
         #[arg(long, env = "ICEPACK_CONFIG")]
@@ -161,6 +173,11 @@ fn main() -> ExitCode {
             events,
         } => replay(&config, &events, !no_compact),
         Command::Compact { config, table } => compact(&config, &table),
+        Command::Plan {
+            config,
+            table,
+            json,
+        } => cli::plan::plan(&config, &table, json),
         Command::Bridge { config, listen } => bridge(&config, listen),
         Command::Reconcile { config, table } => reconcile(&config, table.as_deref()),
         Command::Simulate(args) => simulate(*args),

@@ -52,6 +52,8 @@ pub struct Pipeline {
     store: Arc<dyn StateStore>,
     clock: Arc<dyn Clock>,
     starter: Arc<Starter>,
+    /// The pool's engine, asked for plans (`GET /v1/tables/{table}/plan`).
+    engine: Arc<dyn crate::engine::Engine>,
 }
 
 pub use crate::table::workers::Workers;
@@ -115,6 +117,7 @@ pub fn start_pipeline_idling(
 ) -> Result<Pipeline, StoreError> {
     let config = compaction.settings.config.clone();
     let backoff = compaction.settings.backoff;
+    let engine = compaction.engine.clone();
     let pool = CompactionPool::new(
         compaction.settings,
         compaction.engine,
@@ -178,6 +181,7 @@ pub fn start_pipeline_idling(
         store,
         clock,
         starter,
+        engine,
     })
 }
 
@@ -392,6 +396,24 @@ impl Pipeline {
 
     pub fn accumulator(&self, table: usize) -> TableHandle {
         self.map().accumulator(table)
+    }
+
+    /// What the table's next run would do, writing nothing (`None`: no such active table).
+    pub async fn preview(
+        &self,
+        table: &str,
+    ) -> Option<Result<crate::model::preview::RunPreview, crate::ops::plan::PreviewError>> {
+        let map = self.map();
+        let spec = map.spec(map.active_index_of(table)?).clone();
+        Some(
+            crate::ops::plan::preview(
+                spec,
+                self.store.clone(),
+                self.engine.as_ref(),
+                self.clock.now_millis(),
+            )
+            .await,
+        )
     }
 
     /// One table's status, without starting an idle table's accumulator.

@@ -31,6 +31,7 @@ use icepack::store::{RocksStore, StateStore};
 pub(crate) mod bridge;
 pub(crate) mod compact;
 pub(crate) mod forget;
+pub(crate) mod plan;
 pub(crate) mod replay;
 pub(crate) mod run;
 pub(crate) mod simulate;

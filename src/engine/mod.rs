@@ -40,6 +40,14 @@ pub struct RunTask {
 pub const LEFT_NO_OUTCOME: &str =
     "the run was interrupted by a restart and left no outcome to read; its files are pending again";
 
+/// What an engine says a run would do, before it runs: which engine would run it and why, and
+/// the plan it read from the table, or why there is none.
+#[derive(Debug, Clone)]
+pub struct PlannedRun {
+    pub ran_on: RanOn,
+    pub plan: Result<crate::model::preview::EnginePlan, String>,
+}
+
 /// A run's end as an engine reports it.
 #[derive(Debug, Clone)]
 pub struct EngineRun {
@@ -61,6 +69,21 @@ pub trait Engine: Send + Sync + 'static {
     /// The end of a run a previous icepack process started (`task.timeout`: what is left of
     /// its deadline), decided from what the engine or the table kept of it.
     async fn recover(&self, task: &RunTask) -> EngineRun;
+
+    /// What a run of `task` would do, read from the table without writing anything. An engine
+    /// that plans only as it runs (Spark's `rewrite_data_files`) says so.
+    async fn plan(&self, _task: &RunTask) -> PlannedRun {
+        PlannedRun {
+            ran_on: RanOn {
+                engine: self.describe(),
+                detail: String::new(),
+            },
+            plan: Err(format!(
+                "{} plans a run only as it runs it",
+                self.describe()
+            )),
+        }
+    }
 
     /// Whether the engine answers now (a warm-up for a long-lived one). Secret-free.
     async fn probe(&self) -> Result<(), String>;

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use super::native::{catalog_kind, MidSizedFiles, NativeEngine, NativeError, NativeTask};
 use super::spark::SparkEngine;
-use super::{Engine, EngineRun, RanOn, RunTask};
+use super::{Engine, EngineRun, PlannedRun, RanOn, RunTask};
 use crate::config::{Config, EngineChoice, TableSpec};
 use crate::runs::report::{FailureClass, ReportSummary, RunOutcome};
 use crate::runs::settings::CompactionSettings;
@@ -272,6 +272,67 @@ impl Engine for RoutedEngine {
                 attempts: 1,
             },
             ran_on: Self::on_native(&why),
+        }
+    }
+
+    async fn plan(&self, task: &RunTask) -> PlannedRun {
+        let choice = task.spec.engine;
+        let on_spark = |why: String, plan: Result<_, String>| PlannedRun {
+            ran_on: RanOn {
+                engine: super::spark::SPARK.to_string(),
+                detail: why,
+            },
+            plan,
+        };
+        let native_task = self.native_task(task);
+        // The native planner reads the table for either engine where it can: Spark's
+        // `rewrite_data_files` bin-packs by the same rules.
+        let preview = match (&self.native, &native_task) {
+            (Some(native), Ok(native_task)) => Some(native.plan(native_task.clone()).await),
+            _ => None,
+        };
+        let spark_plan = |preview: Option<Result<_, NativeError>>, why: &str| match preview {
+            Some(Ok(plan)) => Ok(plan),
+            Some(Err(error)) => Err(format!(
+                "Spark plans the run only as it runs it; the native planner: {error}"
+            )),
+            None => Err(format!(
+                "Spark plans the run only as it runs it (the native planner cannot read it: {why})"
+            )),
+        };
+        if choice == EngineChoice::Spark {
+            let why = match &native_task {
+                Err(reason) => reason.clone(),
+                Ok(_) => "the native engine is not running".to_string(),
+            };
+            return on_spark("engine = \"spark\"".to_string(), spark_plan(preview, &why));
+        }
+        if self.native.is_none() {
+            let why = "the native engine is not running".to_string();
+            return on_spark(why.clone(), spark_plan(preview, &why));
+        }
+        let why = match (native_task, preview) {
+            (Err(reason), _) => reason,
+            (Ok(_), Some(Err(error))) if error.needs_another_engine() => error.to_string(),
+            (Ok(_), Some(result)) => {
+                return PlannedRun {
+                    ran_on: Self::on_native(&format!("engine = \"{}\"", choice.as_str())),
+                    plan: result.map_err(|error| error.to_string()),
+                }
+            }
+            (Ok(_), None) => "the native engine is not running".to_string(),
+        };
+        if choice == EngineChoice::Auto {
+            return on_spark(
+                format!("auto: {why}"),
+                Err(format!("Spark plans the run only as it runs it ({why})")),
+            );
+        }
+        PlannedRun {
+            ran_on: Self::on_native(&why),
+            plan: Err(format!(
+                "the native engine cannot run this, and the table's engine is \"native\": {why}"
+            )),
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod partition;
 pub mod policy;
+pub mod preview;
 pub mod report;
 pub mod series;
 pub mod state;

@@ -66,6 +66,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/tables/{table}", get(table))
         .route("/v1/tables/{table}/runs", get(runs))
         .route("/v1/tables/{table}/series", get(series))
+        .route("/v1/tables/{table}/plan", get(plan))
         .route("/v1/tables/{table}/compact", post(compact))
         .route("/v1/tables/{table}/forget", post(forget))
         .route("/v1/tables/{table}/maintenance/{task}", post(maintain))
@@ -450,6 +451,25 @@ async fn runs(State(state): State<ApiState>, Path(table): Path<String>) -> Respo
             Json(json!({"table": table, "runs": runs})).into_response()
         }
         Err(response) => response,
+    }
+}
+
+/// What the table's next run would do, planned from the table without writing anything: 409
+/// while a run is in flight (its plan is the run's).
+async fn plan(State(state): State<ApiState>, Path(table): Path<String>) -> Response {
+    match state.pipeline.preview(&table).await {
+        None => not_found(&table),
+        Some(Ok(preview)) => Json(preview).into_response(),
+        Some(Err(error @ crate::ops::plan::PreviewError::RunInFlight)) => (
+            StatusCode::CONFLICT,
+            Json(json!({"error": error.to_string()})),
+        )
+            .into_response(),
+        Some(Err(error)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": error.to_string()})),
+        )
+            .into_response(),
     }
 }
 

@@ -13,6 +13,8 @@ pub mod metrics;
 #[cfg(feature = "service")]
 pub mod notifier;
 pub mod notify;
+#[cfg(feature = "service")]
+pub mod plan;
 pub mod readiness;
 pub mod status;
 #[cfg(feature = "service")]

@@ -1204,7 +1204,43 @@ async fn native_runs_from_s3_events(catalog: Catalog, eu: u32, us: u32) {
         1,
         "the outputs' events started no run: {runs:?}"
     );
+    // What the next run would do (issue 48): the table is not due, a manual run would find the
+    // two outputs alone in their partitions, and says so; from the service, then without it.
+    let planned = |icepack: &Icepack| {
+        let (ok, stdout, stderr) = icepack.command(&["plan", EVENTS, "--json"]);
+        assert!(ok, "icepack plan failed: {stderr}");
+        serde_json::from_str::<serde_json::Value>(&stdout).unwrap()
+    };
+    let from_service = planned(&icepack);
+    assert_eq!(from_service["due"], false, "{from_service}");
+    assert_eq!(from_service["trigger"], "manual", "{from_service}");
+    assert_eq!(from_service["engine"], "native", "{from_service}");
+    assert_eq!(from_service["engine_detail"], "engine = \"native\"");
+    assert_eq!(from_service["input_files"], 0, "{from_service}");
+    let plan = &from_service["plan"];
+    assert!(plan["snapshot_id"].is_i64(), "{from_service}");
+    assert_eq!(
+        plan["groups"].as_array().unwrap().len(),
+        0,
+        "{from_service}"
+    );
+    let left = plan["left"].as_array().unwrap();
+    assert_eq!(left.len(), 1, "the whole table's reason: {from_service}");
+    assert!(
+        left[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 small files"),
+        "{from_service}"
+    );
+    assert!(!from_service.to_string().contains(TOKEN));
     assert!(icepack.terminate(run).await.success());
+    let offline = planned(&icepack);
+    assert_eq!(
+        (&offline["plan"], &offline["engine"], &offline["due"]),
+        (plan, &from_service["engine"], &from_service["due"]),
+        "without the service, from the state directory and the catalog: {offline}"
+    );
     let log = icepack.log(run);
     assert!(log.contains("native run committed"), "{log}");
     assert!(

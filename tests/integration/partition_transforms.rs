@@ -365,10 +365,42 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
             "{}: {partitions:?}",
             table.name
         );
+        // The plan (`icepack plan`) reads what the run then does.
+        let planned = engine
+            .plan(task(&lakehouse, table.name, &partitions))
+            .await
+            .unwrap_or_else(|error| panic!("{}: {error}", table.name));
         let report = engine
             .run(task(&lakehouse, table.name, &partitions))
             .await
             .unwrap_or_else(|error| panic!("{}: {error}", table.name));
+        assert_eq!(
+            (planned.input_files(), planned.input_bytes()),
+            (
+                report.result.rewritten_data_files_count,
+                report.result.rewritten_bytes_count
+            ),
+            "{}: the plan's inputs are the run's",
+            table.name
+        );
+        assert_eq!(
+            planned
+                .groups
+                .iter()
+                .map(|group| group.position_deletes_applied)
+                .sum::<u64>(),
+            report.result.removed_delete_files_count,
+            "{}: the plan names the deletes the run applies",
+            table.name
+        );
+        if table.evolve.is_none() {
+            assert_eq!(
+                planned.expected_output_files(),
+                report.result.added_data_files_count,
+                "{}",
+                table.name
+            );
+        }
         println!(
             "{}: partitions {partitions:?}: {} files into {}",
             table.name,

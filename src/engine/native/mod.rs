@@ -62,6 +62,7 @@ pub use plan::MidSizedFiles;
 
 use crate::base::clock::UnixMillis;
 use crate::config::CatalogConfig;
+use crate::model::preview::{EnginePlan, GroupPreview};
 use crate::model::report::{
     DeleteRead, FailureClass, LeftPartition, ReportSummary, RewriteResult, LEFT_KEPT,
 };
@@ -374,6 +375,21 @@ impl NativeEngine {
             .map_err(|error| NativeError::Other(format!("the native read stopped: {error}")))?
     }
 
+    /// What a run of `task` would rewrite, read from the table as its catalog has it now;
+    /// writes nothing and takes no run slot.
+    pub async fn plan(&self, task: NativeTask) -> Result<EnginePlan, NativeError> {
+        let context = self.context().await;
+        self.handle()
+            .spawn(async move {
+                let catalog = connect(&context, &task).await?;
+                let cache = ManifestCache::default();
+                let state = TableState::read(catalog.load().await?, &cache).await?;
+                preview_on(&task, &state, &context.limits)
+            })
+            .await
+            .map_err(|error| NativeError::Other(format!("the native plan stopped: {error}")))?
+    }
+
     /// What a run committed, from the metadata alone (a run icepack lost track of: a restart,
     /// a crash): `None` when none of its snapshots is in the table, so nothing became live.
     pub async fn recover(&self, task: NativeTask) -> Result<Option<NativeReport>, NativeError> {
@@ -508,6 +524,99 @@ async fn execute_on(
     build_report(catalog, &cache, task, tally).await
 }
 
+/// The plan of `task` on the table as `state` has it, refused as a run refuses it: an equality
+/// delete on an input, an input not in Parquet, more input bytes than the engine takes. A run and
+/// a preview (`icepack plan`) plan through here alike.
+fn plan_on(
+    task: &NativeTask,
+    state: &TableState,
+    limits: &NativeLimits,
+) -> Result<(PlanRequest, plan::Plan), NativeError> {
+    let (data_files, parquet): (Vec<DataFileFacts>, Vec<bool>) =
+        state.data_facts().into_iter().unzip();
+    let not_parquet: HashSet<&str> = data_files
+        .iter()
+        .zip(&parquet)
+        .filter(|(_, parquet)| !**parquet)
+        .map(|(file, _)| file.path.as_str())
+        .collect();
+    let request = PlanRequest {
+        partitions: task.partitions.clone(),
+        mid_sized: task.joining.clone(),
+        small_file_bytes: task.small_file_bytes,
+        target_file_bytes: task.target_file_bytes,
+        min_input_files: task.min_input_files,
+        max_group_bytes: MAX_GROUP_BYTES,
+        output_spec_id: state.table.metadata.default_partition_spec_id(),
+    };
+    let plan = plan::plan(&request, &data_files, &state.delete_facts())?;
+    if let Some(file) = plan
+        .groups
+        .iter()
+        .flat_map(|group| &group.files)
+        .find(|file| not_parquet.contains(file.path.as_str()))
+    {
+        return Err(NativeError::Unsupported(format!(
+            "data file {} is not Parquet",
+            file.path
+        )));
+    }
+    if plan.input_bytes() > limits.max_run_bytes {
+        return Err(NativeError::RunTooLarge {
+            input_bytes: plan.input_bytes(),
+            limit_bytes: limits.max_run_bytes,
+        });
+    }
+    Ok((request, plan))
+}
+
+/// What a run of `task` would rewrite on the table as `state` has it: its groups (with the
+/// position deletes each applies and the files it should make) and what it would leave.
+fn preview_on(
+    task: &NativeTask,
+    state: &TableState,
+    limits: &NativeLimits,
+) -> Result<EnginePlan, NativeError> {
+    check_format(state)?;
+    let Some(snapshot) = state.snapshot.as_ref() else {
+        return Ok(EnginePlan::default());
+    };
+    let (_, plan) = plan_on(task, state, limits)?;
+    let deletes = state.delete_facts();
+    let groups = plan
+        .groups
+        .iter()
+        .map(|group| GroupPreview {
+            partition: if group.repartition {
+                group.describe()
+            } else {
+                group.partition_path()
+            },
+            files: group.files.len() as u64,
+            bytes: group.input_bytes(),
+            expected_output_files: group
+                .input_bytes()
+                .div_ceil(task.target_file_bytes.max(1))
+                .max(1),
+            position_deletes_applied: deletes
+                .iter()
+                .filter(|delete| delete.kind == plan::DeleteKind::Position)
+                .filter(|delete| {
+                    group
+                        .files
+                        .iter()
+                        .any(|file| plan::delete_applies(delete, file))
+                })
+                .count() as u64,
+        })
+        .collect();
+    Ok(EnginePlan {
+        snapshot_id: Some(snapshot.snapshot_id()),
+        groups,
+        left: left_partitions(&plan.left),
+    })
+}
+
 async fn rewrite_and_commit(
     context: &RunContext,
     task: &NativeTask,
@@ -522,24 +631,7 @@ async fn rewrite_and_commit(
     let Some(starting_snapshot) = start.snapshot.clone() else {
         return Ok(tally);
     };
-    let (data_files, parquet): (Vec<DataFileFacts>, Vec<bool>) =
-        start.data_facts().into_iter().unzip();
-    let not_parquet: HashSet<&str> = data_files
-        .iter()
-        .zip(&parquet)
-        .filter(|(_, parquet)| !**parquet)
-        .map(|(file, _)| file.path.as_str())
-        .collect();
-    let request = PlanRequest {
-        partitions: task.partitions.clone(),
-        mid_sized: task.joining.clone(),
-        small_file_bytes: task.small_file_bytes,
-        target_file_bytes: task.target_file_bytes,
-        min_input_files: task.min_input_files,
-        max_group_bytes: MAX_GROUP_BYTES,
-        output_spec_id: start.table.metadata.default_partition_spec_id(),
-    };
-    let plan = plan::plan(&request, &data_files, &start.delete_facts())?;
+    let (request, plan) = plan_on(task, &start, &context.limits)?;
     tally.left = left_partitions(&plan.left);
     if !tally.left.is_empty() {
         info!(
@@ -549,23 +641,6 @@ async fn rewrite_and_commit(
             first = %tally.left[0],
             "native run leaves partitions it was asked for"
         );
-    }
-    if let Some(file) = plan
-        .groups
-        .iter()
-        .flat_map(|group| &group.files)
-        .find(|file| not_parquet.contains(file.path.as_str()))
-    {
-        return Err(NativeError::Unsupported(format!(
-            "data file {} is not Parquet",
-            file.path
-        )));
-    }
-    if plan.input_bytes() > context.limits.max_run_bytes {
-        return Err(NativeError::RunTooLarge {
-            input_bytes: plan.input_bytes(),
-            limit_bytes: context.limits.max_run_bytes,
-        });
     }
     if plan.is_empty() {
         return Ok(tally);

@@ -480,6 +480,52 @@ impl Accumulator {
         now: UnixMillis,
         force: bool,
     ) -> Option<(Vec<Op>, ClaimTicket)> {
+        let plan = self.run_plan(trigger, now, force)?;
+        self.begin_claim_with(run_id, plan, now)
+    }
+
+    /// What the next run would be, claiming nothing: the run the thresholds make due, or, when
+    /// the table is not due, the manual run `icepack compact` would start; `None` while a run is
+    /// in flight. The ticket is the one [`Self::begin_claim`] would hand the pool now (its run id
+    /// `preview`), and whether the table is due.
+    pub fn preview(&self, now: UnixMillis) -> Option<(ClaimTicket, bool)> {
+        let current = &self.snapshot.state;
+        if current.claim.is_some() {
+            return None;
+        }
+        let due = self.due(now).is_some();
+        let plan = match self.run_plan(Trigger::Manual, now, false) {
+            Some(plan) => plan,
+            None => self.run_plan(Trigger::Manual, now, true)?,
+        };
+        let plan = if Self::invalid_last_run(current) {
+            plan.over_the_whole_table()
+        } else {
+            plan
+        };
+        let claim = Claim {
+            run_id: "preview".to_string(),
+            trigger: plan.trigger,
+            started_millis: now,
+            upto_seq: current.next_file_seq,
+            counts: current.pending.clone(),
+            partitions: self.snapshot.partitions.clone(),
+            task: plan.task,
+            nonce: String::new(),
+        };
+        Some((ClaimTicket::from_claim(&claim, current), due))
+    }
+
+    /// The last run could not be prepared or finished (`invalid_input`): something its claim
+    /// named broke the code, so the next names no partition and does not meet the same input.
+    fn invalid_last_run(current: &TableState) -> bool {
+        current.last_run.as_ref().and_then(|run| run.failure_class)
+            == Some(FailureClass::InvalidInput)
+    }
+
+    /// The run a claim now would start (see [`Self::begin_claim`]); `None` when nothing is due
+    /// and the run is not forced.
+    fn run_plan(&self, trigger: Trigger, now: UnixMillis, force: bool) -> Option<RunPlan> {
         let strategy = self
             .spec
             .strategy
@@ -548,7 +594,7 @@ impl Accumulator {
                 },
             },
         };
-        self.begin_claim_with(run_id, plan, now)
+        Some(plan)
     }
 
     /// Claims every pending file for a run that follows `plan`.
@@ -566,10 +612,7 @@ impl Accumulator {
         if current.claim.is_some() {
             return None;
         }
-        // The last run could not be prepared or finished (`invalid_input`): something its claim
-        // named broke the code. This one names no partition, so the same input is not met again.
-        let last_failure = current.last_run.as_ref().and_then(|run| run.failure_class);
-        let plan = if last_failure == Some(FailureClass::InvalidInput) {
+        let plan = if Self::invalid_last_run(current) {
             plan.over_the_whole_table()
         } else {
             plan

@@ -2194,3 +2194,53 @@ fn an_abandoned_attempts_outputs_never_stay_pending() {
         .collect();
     assert!(!keys.iter().any(|key| key == abandoned), "{keys:?}");
 }
+
+#[test]
+fn a_preview_is_the_claim_a_run_would_take_and_claims_nothing() {
+    let store = MemoryStore::new();
+    let mut accumulator = Accumulator::load(spec(), &store).unwrap();
+    // Two files: not due yet; the preview is a manual run over the whole table.
+    let files = |range: std::ops::Range<usize>| -> Vec<Candidate> {
+        range
+            .map(|index| {
+                let partition = format!("d={}", index % 2);
+                candidate(
+                    &format!("t/data/{partition}/{index}.parquet"),
+                    10,
+                    100,
+                    &partition,
+                )
+            })
+            .collect()
+    };
+    stage_and_commit(&mut accumulator, &store, files(0..2), 1_000);
+    let (ticket, due) = accumulator.preview(2_000).expect("no run in flight");
+    assert!(!due);
+    assert_eq!(ticket.trigger, Trigger::Manual);
+    assert!(ticket.partitions().is_empty(), "{:?}", ticket.task);
+    assert_eq!(ticket.files, 2);
+
+    // Due (past twice its max-wait): the preview is the due run, the ticket `begin_claim`
+    // hands the pool.
+    stage_and_commit(&mut accumulator, &store, files(2..4), 3_000);
+    let before = accumulator.snapshot().clone();
+    let (preview, due) = accumulator.preview(200_000).unwrap();
+    assert!(due);
+    assert_eq!(accumulator.snapshot(), &before, "a preview changes nothing");
+    assert!(!accumulator.has_staged_change());
+    let (ops, claimed) = accumulator
+        .begin_claim("run-1", Trigger::Files, 200_000, false)
+        .unwrap();
+    assert_eq!(claimed.partitions(), ["d=0", "d=1"]);
+    assert_eq!(
+        ClaimTicket {
+            run_id: claimed.run_id.clone(),
+            nonce: claimed.nonce.clone(),
+            ..preview
+        },
+        claimed
+    );
+    store.commit(ops).unwrap();
+    accumulator.settle(true);
+    assert_eq!(accumulator.preview(201_000), None, "a run is in flight");
+}
