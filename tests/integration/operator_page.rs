@@ -12,7 +12,8 @@ use support::{wait_until, Icepack};
 /// with real runs: a table compacted through Spark, one whose runs fail (its Iceberg table does
 /// not exist), one with a few small files below its threshold. What a person would see: the
 /// rows and their outcomes, the failure's class, the filter, a table's chart with its run
-/// marked and its history, the tenants; no token anywhere; screenshots for the README.
+/// marked and its history, the next run's plan, the tenants; no token anywhere; screenshots for
+/// the README.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn the_operator_page_in_a_real_browser_shows_tables_runs_failures_and_the_chart() {
@@ -119,6 +120,20 @@ async fn the_operator_page_in_a_real_browser_shows_tables_runs_failures_and_the_
     assert!(history.contains(">success<"), "{history}");
     let compact = element(&page, "button", "data-action=\"Compact now\"").expect("the button");
     assert!(compact.contains("disabled"), "{compact}");
+    // The next run's plan (`GET /v1/tables/{table}/plan`): not due, so what a manual run would
+    // do, on the table's engine, with why there is no plan when Spark would run it.
+    let plan = element(&page, "div", "id=\"plan\"").expect("the next run's plan");
+    assert!(
+        plan.contains("binpack run (manual)")
+            && plan.contains("not due")
+            && plan.contains(">spark<"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("Not planned: Spark plans the run only as it runs it")
+            || plan.contains("files,"),
+        "a plan or why there is none: {plan}"
+    );
     let failed_page = rendered(&format!("{base}/#/table/{}", refunds.name));
     let history = element(&failed_page, "table", "id=\"runs\"").expect("the run history");
     assert!(history.contains(&format!(">{class}<")), "{history}");

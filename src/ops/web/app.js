@@ -414,10 +414,59 @@ function runsTable(runs) {
     ))));
 }
 
+// ---- the next run's plan ------------------------------------------------------------------------
+
+// A plan reads the table's catalog: asked at most once a minute while the table's page is open.
+const PLAN_MAX_AGE_MS = 60000;
+const plans = {};
+
+async function planOf(base, name, inFlight) {
+  if (inFlight) return null;
+  const cached = plans[name];
+  if (cached && Date.now() - cached.at < PLAN_MAX_AGE_MS) return cached;
+  let entry;
+  try {
+    entry = { at: Date.now(), body: await api(base + "/plan") };
+  } catch (error) {
+    entry = { at: Date.now(), error: error.message };
+  }
+  plans[name] = entry;
+  return entry;
+}
+
+function planSection(entry) {
+  if (!entry) return h("p", { id: "plan", class: "muted" }, "A run is in flight: its plan is the run's.");
+  if (entry.error) return h("p", { id: "plan", class: "error-text" }, "No plan: " + entry.error);
+  const p = entry.body;
+  const parts = [h("p", {}, `${p.task} run (${p.trigger})`, p.due ? ", due now" : h("span", { class: "muted" }, " — not due: what Compact now would do"),
+    ", on ", h("strong", {}, p.engine), p.engine_detail ? h("span", { class: "muted" }, ` (${p.engine_detail})`) : null,
+    p.partitions.length ? h("span", { class: "mono" }, " · " + p.partitions.slice(0, 3).join(", ") + (p.partitions.length > 3 ? ` +${p.partitions.length - 3}` : "")) : " · whole table")];
+  if (!p.plan) {
+    parts.push(h("p", { class: "muted" }, "Not planned: " + (p.unplanned || "")));
+  } else {
+    const duration = p.expected_duration_millis === null || p.expected_duration_millis === undefined
+      ? "duration unknown (no measured run on this engine yet)"
+      : `about ${span(p.expected_duration_millis / 1000)} (${p.expected_duration_basis})`;
+    parts.push(h("p", {}, `${count(p.input_files)} files, ${bytes(p.input_bytes)} in → about ${count(p.expected_output_files)} out; ${duration}`));
+    if (p.plan.groups.length) {
+      parts.push(h("table", { class: "grid" },
+        h("thead", {}, h("tr", {}, h("th", {}, "Group"), h("th", { class: "num" }, "Files"), h("th", { class: "num" }, "Bytes"), h("th", { class: "num" }, "Files out"), h("th", { class: "num" }, "Position deletes"))),
+        h("tbody", {}, p.plan.groups.slice(0, 50).map((g) => h("tr", {},
+          h("td", { class: "mono" }, g.partition || "(unpartitioned)"), h("td", { class: "num" }, count(g.files)), h("td", { class: "num" }, bytes(g.bytes)),
+          h("td", { class: "num" }, "~" + count(g.expected_output_files)), h("td", { class: "num" }, count(g.position_deletes_applied)))))));
+    }
+    for (const left of p.plan.left.slice(0, 20)) {
+      parts.push(h("div", { class: "left-due" }, pill("left", "warn"), " ", (left.partition === undefined || left.partition === null ? "" : (left.partition || "(unpartitioned)") + ": ") + left.reason));
+    }
+  }
+  return h("div", { id: "plan" }, ...parts);
+}
+
 async function tablePage(name) {
   const base = "/v1/tables/" + encodeURIComponent(name);
   const [table, history, series] = await Promise.all([api(base), api(base + "/runs"), api(base + "/series")]);
   const now = Date.parse(series.now);
+  const plan = await planOf(base, name, Boolean(table.in_flight_run));
   const facts = [
     ["tenant", h("a", { href: "#/?tenant=" + encodeURIComponent(table.tenant) }, table.tenant)],
     ["pending", `${count(table.pending_files)} files, ${bytes(table.pending_bytes)}`],
@@ -450,6 +499,8 @@ async function tablePage(name) {
             h("td", { class: "mono" }, p.partition || "(unpartitioned)"), h("td", { class: "num" }, count(p.files)),
             h("td", { class: "num" }, bytes(p.bytes)), h("td", { class: "num" }, `${count(p.from_events)} / ${count(p.from_metadata)}`)))))
           : h("p", { class: "muted" }, "None pending."))),
+    h("h2", {}, "Next run"),
+    planSection(plan),
     h("h2", {}, `Runs (last ${history.runs.length})`),
     runsTable(history.runs),
   );
