@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::base::clock::{Clock, FakeClock};
 use crate::config::Config;

@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::base::clock::FakeClock;
 use crate::config::Config;

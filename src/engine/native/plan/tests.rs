@@ -1,4 +1,3 @@
-
 use super::*;
 
 const MIB: u64 = 1024 * 1024;

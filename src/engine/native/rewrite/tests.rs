@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn properties(pairs: &[(&str, &str)]) -> HashMap<String, String> {
