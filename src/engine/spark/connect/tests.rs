@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn job(conf: &[(&str, &str)]) -> SparkJob {
