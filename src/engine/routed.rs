@@ -1,8 +1,8 @@
 //! One engine per run, by the table's `engine`: Spark, the native engine, or `auto` — the native
 //! engine for the runs it can do, Spark for the others. What the native engine can do is known
 //! in part before a run (the task: a bin-pack rewrite or a reconcile of a table in a REST or JDBC
-//! catalog) and in part only from the table's metadata (equality delete files on an input, format
-//! v3, a run over `[native] max_run_mb`): such a run goes to Spark then, and the run history says
+//! catalog) and in part only from the table's metadata (an equality delete on an optional column
+//! applying to an input, format v3, a run over `[native] max_run_mb`): such a run goes to Spark then, and the run history says
 //! why.
 
 use std::sync::{Arc, Mutex};

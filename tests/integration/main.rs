@@ -11,6 +11,7 @@ mod compaction_e2e;
 mod connect_e2e;
 mod crash_loop;
 mod deletes;
+mod equality_deletes;
 mod format_v3;
 mod intake_sqs;
 mod maintenance;

@@ -20,6 +20,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use icepack::engine::native::{MidSizedFiles, NativeEngine, NativeLimits, NativeTask};
+use support::pyiceberg::{crc_statement, pyiceberg_checksum};
 use support::spark::{row_with, stack_available, Lakehouse};
 use support::{unique, Moto};
 
@@ -241,48 +242,6 @@ fn placement_statement(table: &Table) -> String {
     )
 }
 
-/// The rows and a sum of a CRC-32 of each row, as `tests/fixtures/pyiceberg_checksum.py` computes
-/// them from PyIceberg's read.
-fn crc_statement(table: &str) -> String {
-    format!(
-        "SELECT count(*) AS crc_rows, \
-         sum(crc32(concat_ws('|', id, region, unix_micros(ts), amount))) AS crc_sum \
-         FROM lakehouse.analytics.{table}"
-    )
-}
-
-/// What PyIceberg (a reader that is neither Spark nor iceberg-rust) reads of the table: its rows
-/// and the sum of [`crc_statement`]'s CRC.
-fn pyiceberg_checksum(lakehouse: &Lakehouse, table: &str) -> (String, String) {
-    let python = support::spark::env("ICEPACK_TEST_PYICEBERG_PYTHON");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/pyiceberg_checksum.py"
-    );
-    let output = std::process::Command::new(python)
-        .arg(script)
-        .arg(&lakehouse.catalog.uri)
-        .arg(TOKEN)
-        .arg(&lakehouse.s3_endpoint)
-        .arg(format!("analytics.{table}"))
-        .output()
-        .expect("PyIceberg's python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(
-        output.status.success(),
-        "{table}: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let field = |name: &str| {
-        stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{name}=")))
-            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
-            .to_string()
-    };
-    (field("rows"), field("crc"))
-}
-
 fn checksum(stdout: &str, suffix: &str) -> Vec<String> {
     let row = row_with(stdout, &format!("rows_{suffix}"));
     ["rows", "ids", "hash"]
@@ -424,7 +383,7 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
             "{};\nSELECT count(*) AS files_after FROM lakehouse.analytics.{name}.data_files;\n\
              SELECT count(*) AS delete_files FROM lakehouse.analytics.{name}.delete_files;\n{};\n{}",
             checksum_statement(table.name, "after"),
-            crc_statement(table.name),
+            crc_statement(&format!("analytics.{}", table.name)),
             placement_statement(table),
             name = table.name
         ));
@@ -457,7 +416,7 @@ async fn every_time_transform_and_an_evolved_spec_are_compacted_natively() {
         );
         assert_eq!(value("files_after"), outputs.to_string());
         assert_eq!(
-            pyiceberg_checksum(&lakehouse, table.name),
+            pyiceberg_checksum(&lakehouse, TOKEN, &format!("analytics.{}", table.name)),
             (value("crc_rows"), value("crc_sum")),
             "{}: PyIceberg reads the rows Spark reads",
             table.name

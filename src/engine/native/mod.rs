@@ -8,12 +8,12 @@
 //! 2. plans (`plan.rs`, pure): the run's partitions, their small files (and mid-sized ones where
 //!    the run says so), per partition of the current spec and for older specs together,
 //!    bin-packed into file groups ([`MAX_GROUP_BYTES`]);
-//!    a partition where an equality delete file applies is refused as
-//!    [`NativeError::Unsupported`] (so are format v1 and v3 tables, files not in Parquet, and runs
-//!    over `max_run_bytes`);
-//! 3. rewrites each group (`rewrite.rs`): reads with the current schema, the position deletes
-//!    that apply to its inputs applied, writes Parquet files of the target size (measured on the
-//!    files written) in the table's current partition spec (rows of older specs' files moved to
+//!    a partition where a delete file applies that the engine cannot apply (an equality delete on
+//!    an optional column) is refused as [`NativeError::Unsupported`] (so are format v1 and v3
+//!    tables, files not in Parquet, and runs over `max_run_bytes`);
+//! 3. rewrites each group (`rewrite.rs`): reads with the current schema, the position and
+//!    equality deletes that apply to its inputs applied, writes Parquet files of the target size
+//!    (measured on the files written) in the table's current partition spec (rows of older specs' files moved to
 //!    the partition their values give) with the table's write properties, and checks that the
 //!    rows written are the rows read;
 //! 4. commits one `replace` snapshot (`snapshot.rs`, driven by `run.rs`) — one per group with
@@ -462,8 +462,8 @@ fn check_format(state: &TableState) -> Result<(), NativeError> {
     Ok(())
 }
 
-/// The plan of `task` on the table as `state` has it, refused as a run refuses it: an equality
-/// delete on an input, an input not in Parquet, more input bytes than the engine takes. A run and
+/// The plan of `task` on the table as `state` has it, refused as a run refuses it: a delete the
+/// engine cannot apply on an input, an input not in Parquet, more input bytes than the engine takes. A run and
 /// a preview (`icepack plan`) plan through here alike.
 fn plan_on(
     task: &NativeTask,

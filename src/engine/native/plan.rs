@@ -21,10 +21,11 @@
 //!   [`Plan::left`] with why ([`LeftReason`]): no live file has that partition, no small file,
 //!   too few, or no two fit a group. A run that leaves a due table due says so; a whole-table
 //!   run that plans nothing gives one reason for the table.
-//! - **Deletes.** Position deletes that apply to a candidate are applied by the rewrite (its
-//!   outputs hold the live rows only). A partition where an *equality* delete applies to a
-//!   candidate is not rewritten here: the plan answers [`PlanError::DeletesApply`] and the run
-//!   goes to an engine that applies them.
+//! - **Deletes.** Position and equality deletes that apply to a candidate are applied by the
+//!   rewrite (its outputs hold the live rows only). A partition where a delete the native engine
+//!   cannot apply ([`DeleteFileFacts::native_refusal`]: an equality delete on an optional column,
+//!   say) applies to a candidate is not rewritten here: the plan answers
+//!   [`PlanError::DeletesApply`] and the run goes to an engine that applies them.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -70,6 +71,11 @@ pub struct DeleteFileFacts {
     pub size_bytes: u64,
     /// Rows it deletes (position deletes: positions it lists, of any data file).
     pub record_count: u64,
+    /// Equality deletes: the field ids whose values it matches.
+    pub equality_ids: Vec<i32>,
+    /// Why the native engine cannot apply it, when it cannot (an equality delete on an optional
+    /// column, on a column the current schema lacks ...).
+    pub native_refusal: Option<String>,
 }
 
 /// What the run asks for.
@@ -209,11 +215,13 @@ impl Plan {
 
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum PlanError {
-    /// The native engine applies position deletes only: such a run needs another engine.
-    #[error("equality delete file {delete_file} applies to data files of partition `{partition}` the run would rewrite: the native engine applies position deletes only")]
+    /// A delete file the native engine cannot apply applies to an input: such a run needs
+    /// another engine.
+    #[error("delete file {delete_file} applies to data files of partition `{partition}` the run would rewrite, and the native engine cannot apply it: {reason}")]
     DeletesApply {
         partition: String,
         delete_file: String,
+        reason: String,
     },
 }
 
@@ -302,12 +310,17 @@ pub fn plan(
                 .map(|file| (file.spec_id, &file.partition)),
         );
         for candidate in &candidates {
-            if let Some(delete) = delete_files.iter().find(|delete| {
-                delete.kind == DeleteKind::Equality && delete_applies(delete, candidate)
+            if let Some((delete, reason)) = delete_files.iter().find_map(|delete| {
+                delete
+                    .native_refusal
+                    .as_ref()
+                    .filter(|_| delete_applies(delete, candidate))
+                    .map(|reason| (delete, reason))
             }) {
                 return Err(PlanError::DeletesApply {
                     partition: partition_path(&candidate.partition),
                     delete_file: delete.path.clone(),
+                    reason: reason.clone(),
                 });
             }
         }
@@ -492,14 +505,15 @@ pub fn validate_rewrite(
     Ok(())
 }
 
-/// The position delete files a rewrite makes dangling, removed in its `replace` snapshot: each
-/// applies to one of the rewritten `inputs` (it was applied to their rows) and, by Iceberg's
-/// scoping rules ([`delete_applies`]), to no data file live after the commit — the table's other
-/// live data files and the rewrite's outputs (which carry the starting sequence number), together
-/// `files_after`, asked for only when some delete applied to an input. A
-/// delete that might still apply to a live file stays, as do equality deletes (the native engine
-/// applies none) and deletes that touch no input (not this rewrite's to judge). As Spark's
-/// `rewrite_data_files` with dangling-delete removal: no reader opens them again.
+/// The delete files a rewrite makes dangling, removed in its `replace` snapshot: each applies to
+/// one of the rewritten `inputs` (it was applied to their rows) and, by Iceberg's scoping rules
+/// ([`delete_applies`]), to no data file live after the commit — the table's other live data
+/// files and the rewrite's outputs (which carry the starting sequence number, so an equality
+/// delete committed before the run no longer applies to them), together `files_after`, asked for
+/// only when some delete applied to an input. A delete that might still apply to a live file
+/// stays (an equality delete with an older data file of its partition left), as do deletes that
+/// touch no input (not this rewrite's to judge). As Spark's `rewrite_data_files` with
+/// dangling-delete removal: no reader opens them again.
 pub fn dangling_deletes<'a>(
     inputs: &[DataFileFacts],
     deletes: &'a [DeleteFileFacts],
@@ -507,7 +521,6 @@ pub fn dangling_deletes<'a>(
 ) -> Vec<&'a DeleteFileFacts> {
     let applied: Vec<&DeleteFileFacts> = deletes
         .iter()
-        .filter(|delete| delete.kind == DeleteKind::Position)
         .filter(|delete| inputs.iter().any(|input| delete_applies(delete, input)))
         .collect();
     if applied.is_empty() {

@@ -21,11 +21,14 @@
 //!   `bloom-filter-enabled.column.*` / `bloom-filter-fpp.column.*`; column metrics (sizes,
 //!   value, null and NaN counts, bounds) as iceberg's writer computes them (the
 //!   `write.metadata.metrics.*` modes are not implemented there: full metrics for every column).
-//! - **Deletes**: the position deletes that apply to an input (by [`delete_applies`]) are applied
-//!   as it is read (iceberg's reader drops the positions they list): the outputs hold the live
-//!   rows only, so the delete files that named the inputs no longer apply to anything.
+//! - **Deletes**: the position and equality deletes that apply to an input (by
+//!   [`delete_applies`]: an equality delete to files of its partition with a lower data sequence
+//!   number) are applied as it is read (iceberg's reader drops the positions they list and the
+//!   rows their values match): the outputs hold the live rows only, so the delete files that
+//!   applied to the inputs no longer apply to them.
 //! - **Checked**: the rows written must equal the rows read, and those the inputs' record counts
-//!   less at most the rows of the position deletes applied, or nothing is committed.
+//!   less at most the rows of the position deletes applied (any number where an equality delete
+//!   applied), or nothing is committed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -319,26 +322,38 @@ pub async fn rewrite_group(
         .collect();
     let mut tasks = Vec::with_capacity(group.files.len());
     let mut partition = None;
-    // Every position delete file applied, once: its rows bound the rows it may remove.
+    // Every position delete file applied, once: its rows bound the rows it may remove. An
+    // equality delete may remove any number of rows.
     let mut applied: HashMap<&str, u64> = HashMap::new();
+    let mut equality_applied = false;
     for file in &group.files {
         let mut file_deletes = Vec::new();
         for delete in deletes.iter().filter(|delete| delete_applies(delete, file)) {
-            if delete.kind != DeleteKind::Position {
+            if let Some(reason) = &delete.native_refusal {
                 return Err(NativeError::Unsupported(format!(
-                    "equality delete file {} applies to input {}",
+                    "delete file {} applies to input {}: {reason}",
                     delete.path, file.path
                 )));
             }
-            applied.insert(delete.path.as_str(), delete.record_count);
-            file_deletes.push(
-                FileScanTaskDeleteFile::builder()
-                    .with_file_path(delete.path.clone())
-                    .with_file_size_in_bytes(delete.size_bytes)
-                    .with_file_type(DataContentType::PositionDeletes)
-                    .with_partition_spec_id(delete.spec_id)
-                    .build(),
-            );
+            let builder = FileScanTaskDeleteFile::builder()
+                .with_file_path(delete.path.clone())
+                .with_file_size_in_bytes(delete.size_bytes)
+                .with_partition_spec_id(delete.spec_id);
+            file_deletes.push(match delete.kind {
+                DeleteKind::Position => {
+                    applied.insert(delete.path.as_str(), delete.record_count);
+                    builder
+                        .with_file_type(DataContentType::PositionDeletes)
+                        .build()
+                }
+                DeleteKind::Equality => {
+                    equality_applied = true;
+                    builder
+                        .with_file_type(DataContentType::EqualityDeletes)
+                        .with_equality_ids(Some(delete.equality_ids.clone()))
+                        .build()
+                }
+            });
         }
         let (_, entry) = state.data_entry(&file.path).ok_or_else(|| {
             NativeError::CommitConflict(format!(
@@ -454,10 +469,14 @@ pub async fn rewrite_group(
     let written = writer.close().await?;
     let expected = group.input_records();
     let recorded: u64 = written.iter().map(|file| file.record_count()).sum();
-    let deletable: u64 = applied.values().sum();
+    let deletable: u64 = if equality_applied {
+        expected
+    } else {
+        applied.values().sum()
+    };
     if recorded != rows || rows > expected || rows < expected.saturating_sub(deletable) {
         return Err(NativeError::Other(format!(
-            "group {group_index} read {rows} rows and wrote {recorded} where its inputs hold {expected} and the position deletes applied list {deletable}: nothing of it is committed"
+            "group {group_index} read {rows} rows and wrote {recorded} where its inputs hold {expected} and the deletes applied may remove {deletable}: nothing of it is committed"
         )));
     }
     Ok(written)

@@ -18,8 +18,9 @@ use std::collections::{HashMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
-    DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestStatus,
-    ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, Summary, MAIN_BRANCH,
+    DataContentType, DataFile, ManifestContentType, ManifestFile, ManifestListWriter,
+    ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation, Snapshot, Summary,
+    MAIN_BRANCH,
 };
 
 use super::table::{FileTotals, TableState};
@@ -56,10 +57,14 @@ pub struct ChangeCounts {
     pub removed_records: u64,
     pub removed_bytes: u64,
     pub changed_partitions: u64,
-    /// Position delete files removed (dangling after the rewrite), their deletes and bytes.
+    /// Delete files removed (dangling after the rewrite), their bytes, and by kind the files
+    /// and the deletes they held.
     pub removed_delete_files: u64,
-    pub removed_position_deletes: u64,
     pub removed_delete_bytes: u64,
+    pub removed_position_delete_files: u64,
+    pub removed_position_deletes: u64,
+    pub removed_equality_delete_files: u64,
+    pub removed_equality_deletes: u64,
 }
 
 /// The summary of a replace snapshot, as Iceberg's Java writer fills it.
@@ -88,13 +93,26 @@ pub fn replace_summary(
         position_deletes: before
             .position_deletes
             .saturating_sub(change.removed_position_deletes),
-        ..*before
+        equality_deletes: before
+            .equality_deletes
+            .saturating_sub(change.removed_equality_deletes),
     };
-    let removed_deletes = (change.removed_delete_files > 0).then_some([
+    // As Java's `SnapshotSummary`: each count only when it is not zero.
+    let removed_deletes = [
         ("removed-delete-files", change.removed_delete_files),
-        ("removed-position-delete-files", change.removed_delete_files),
+        (
+            "removed-position-delete-files",
+            change.removed_position_delete_files,
+        ),
         ("removed-position-deletes", change.removed_position_deletes),
-    ]);
+        (
+            "removed-equality-delete-files",
+            change.removed_equality_delete_files,
+        ),
+        ("removed-equality-deletes", change.removed_equality_deletes),
+    ]
+    .into_iter()
+    .filter(|(_, count)| *count > 0);
     [
         ("added-data-files", change.added_files),
         ("deleted-data-files", change.removed_files),
@@ -116,7 +134,7 @@ pub fn replace_summary(
         ("total-equality-deletes", after.equality_deletes),
     ]
     .into_iter()
-    .chain(removed_deletes.into_iter().flatten())
+    .chain(removed_deletes)
     .map(|(key, value)| (key.to_string(), value.to_string()))
     .chain([(RUN_ID_PROPERTY.to_string(), run_id.to_string())])
     .collect()
@@ -251,9 +269,18 @@ pub async fn stage_replace(
                 let data_file = entry.data_file().clone();
                 let outcome = if !data && deletes.contains(entry.file_path()) {
                     change.removed_delete_files += 1;
-                    change.removed_position_deletes = change
-                        .removed_position_deletes
-                        .saturating_add(entry.record_count());
+                    let (files, deletes) = match entry.content_type() {
+                        DataContentType::EqualityDeletes => (
+                            &mut change.removed_equality_delete_files,
+                            &mut change.removed_equality_deletes,
+                        ),
+                        _ => (
+                            &mut change.removed_position_delete_files,
+                            &mut change.removed_position_deletes,
+                        ),
+                    };
+                    *files += 1;
+                    *deletes = deletes.saturating_add(entry.record_count());
                     change.removed_delete_bytes = change
                         .removed_delete_bytes
                         .saturating_add(entry.file_size_in_bytes());
@@ -447,7 +474,7 @@ mod tests {
         assert!(!summary.contains_key("removed-delete-files"));
     }
 
-    /// Dangling position deletes removed with the rewrite: counted as Java's `SnapshotSummary`
+    /// Dangling deletes removed with the rewrite: counted as Java's `SnapshotSummary`
     /// counts removed delete files, their bytes in `removed-files-size`, the totals after.
     #[test]
     fn removed_delete_files_are_counted_in_the_summary() {
@@ -455,8 +482,11 @@ mod tests {
             added_files: 1,
             removed_files: 6,
             removed_bytes: 6_000,
-            removed_delete_files: 2,
+            removed_delete_files: 3,
+            removed_position_delete_files: 2,
             removed_position_deletes: 3,
+            removed_equality_delete_files: 1,
+            removed_equality_deletes: 1,
             removed_delete_bytes: 800,
             ..ChangeCounts::default()
         };
@@ -470,13 +500,15 @@ mod tests {
         };
         let summary = replace_summary(&change, &before, "run");
         let get = |key: &str| summary[key].as_str();
-        assert_eq!(get("removed-delete-files"), "2");
+        assert_eq!(get("removed-delete-files"), "3");
         assert_eq!(get("removed-position-delete-files"), "2");
         assert_eq!(get("removed-position-deletes"), "3");
+        assert_eq!(get("removed-equality-delete-files"), "1");
+        assert_eq!(get("removed-equality-deletes"), "1");
         assert_eq!(get("removed-files-size"), "6800");
-        assert_eq!(get("total-delete-files"), "3");
+        assert_eq!(get("total-delete-files"), "2");
         assert_eq!(get("total-position-deletes"), "6");
-        assert_eq!(get("total-equality-deletes"), "1");
+        assert_eq!(get("total-equality-deletes"), "0");
         assert_eq!(get("total-files-size"), "13200");
     }
 }

@@ -208,6 +208,15 @@ impl TableState {
                         .zip(bound(data_file.upper_bounds())),
                     size_bytes: entry.file_size_in_bytes(),
                     record_count: entry.record_count(),
+                    native_refusal: (kind == DeleteKind::Equality)
+                        .then(|| {
+                            equality_refusal(
+                                self.table.metadata.current_schema(),
+                                &data_file.equality_ids().unwrap_or_default(),
+                            )
+                        })
+                        .flatten(),
+                    equality_ids: data_file.equality_ids().unwrap_or_default(),
                 })
             })
             .collect()
@@ -395,4 +404,34 @@ pub fn partition_values(
 /// A partition that cannot be rendered still groups apart from every readable one.
 fn unreadable_partition(data: &Struct) -> PartitionValues {
     vec![("\u{0}unreadable".to_string(), format!("{:?}", data))]
+}
+
+/// Why the native engine cannot apply an equality delete on `equality_ids`, if it cannot:
+/// iceberg-rust's reader turns each deleted row into `column != value`, which drops the rows
+/// where the column is null as well, so every equality column must be a required top-level
+/// primitive of the current schema (as Flink's upsert sink makes them: its key columns).
+pub fn equality_refusal(schema: &iceberg::spec::Schema, equality_ids: &[i32]) -> Option<String> {
+    if equality_ids.is_empty() {
+        return Some("an equality delete file without equality field ids".to_string());
+    }
+    for id in equality_ids {
+        let Some(field) = schema.as_struct().field_by_id(*id) else {
+            return Some(format!(
+                "equality field id {id} is not a top-level column of the table's current schema"
+            ));
+        };
+        if !field.field_type.is_primitive() {
+            return Some(format!(
+                "equality column `{}` is not a primitive column",
+                field.name.escape_debug()
+            ));
+        }
+        if !field.required {
+            return Some(format!(
+                "equality column `{}` is optional: iceberg-rust's reader would also drop the rows where it is null",
+                field.name.escape_debug()
+            ));
+        }
+    }
+    None
 }

@@ -9,6 +9,7 @@ pub mod browser;
 pub mod connect;
 pub mod elasticmq;
 pub mod measure;
+pub mod pyiceberg;
 pub mod spark;
 pub mod warm_stack;
 

@@ -41,6 +41,8 @@ fn position_delete(partition: &str, sequence: i64) -> DeleteFileFacts {
         referenced_path_bounds: None,
         size_bytes: 1000,
         record_count: 1,
+        equality_ids: Vec::new(),
+        native_refusal: None,
     }
 }
 
@@ -267,7 +269,7 @@ fn groups_are_packed_up_to_the_maximum_group_size_not_the_target() {
 }
 
 #[test]
-fn a_partition_with_equality_deletes_applying_is_unsupported() {
+fn equality_deletes_are_applied_unless_the_engine_cannot_apply_them() {
     let files: Vec<DataFileFacts> = (0..5)
         .map(|index| file(&format!("f{index}"), "p=1", MIB))
         .collect();
@@ -278,15 +280,28 @@ fn a_partition_with_equality_deletes_applying_is_unsupported() {
         5,
         "position deletes are applied by the rewrite"
     );
-    let mut equality = position_delete("p=1", 1);
+    let mut equality = position_delete("p=1", 2);
     equality.kind = DeleteKind::Equality;
+    equality.equality_ids = vec![1];
+    assert_eq!(
+        plan(&request(&[]), &files, &[equality.clone()])
+            .unwrap()
+            .input_files(),
+        5,
+        "an equality delete on a required column is applied by the rewrite"
+    );
+    equality.native_refusal = Some("equality column `id` is optional".to_string());
+    equality.data_sequence_number = 1;
     assert!(
         plan(&request(&[]), &files, &[equality.clone()]).is_ok(),
         "equality delete of the same sequence number applies to nothing older"
     );
     equality.data_sequence_number = 2;
     let error = plan(&request(&[]), &files, &[equality.clone()]).unwrap_err();
-    assert!(matches!(error, PlanError::DeletesApply { ref partition, .. } if partition == "p=1"));
+    assert!(
+        matches!(error, PlanError::DeletesApply { ref partition, ref reason, .. } if partition == "p=1" && reason.contains("optional")),
+        "{error}"
+    );
     equality.partition = values("p=2");
     assert!(
         plan(&request(&[]), &files, &[equality.clone()]).is_ok(),
@@ -545,6 +560,33 @@ fn position_deletes_of_rewritten_files_only_are_dangling() {
         dangling,
         [scoped.path.as_str(), bounded.path.as_str()],
         "only deletes of rewritten files that reach no live file"
+    );
+
+    // An equality delete committed before the run (outputs at the starting sequence number,
+    // not below the delete's) dangles once no older file of its partition is live.
+    let mut equality = position_delete("p=1", 2);
+    equality.kind = DeleteKind::Equality;
+    let mut inputs = inputs;
+    for input in &mut inputs {
+        input.data_sequence_number = 1;
+    }
+    outputs[0].data_sequence_number = 2;
+    let only_inputs = || inputs.iter().chain(&outputs).cloned().collect();
+    assert_eq!(
+        dangling_deletes(&inputs, std::slice::from_ref(&equality), only_inputs).len(),
+        1
+    );
+    let with_other = || {
+        inputs
+            .iter()
+            .chain(&outputs)
+            .chain([&other])
+            .cloned()
+            .collect()
+    };
+    assert!(
+        dangling_deletes(&inputs, std::slice::from_ref(&equality), with_other).is_empty(),
+        "an older live file of its partition keeps it"
     );
 }
 

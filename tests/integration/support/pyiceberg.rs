@@ -1,0 +1,46 @@
+//! PyIceberg as a second independent reader (deploy/local/pyiceberg.sh): what it reads of a
+//! table in a REST catalog, compared with what Spark reads.
+
+use super::spark::{env, Lakehouse};
+
+/// Rows and the sum of a CRC-32 of each row of `id, region, ts, amount`, in Spark SQL: what
+/// [`pyiceberg_checksum`] computes from PyIceberg's read. Columns `crc_rows` and `crc_sum`.
+pub fn crc_statement(table: &str) -> String {
+    format!(
+        "SELECT count(*) AS crc_rows, \
+         sum(crc32(concat_ws('|', id, region, unix_micros(ts), amount))) AS crc_sum \
+         FROM lakehouse.{table}"
+    )
+}
+
+/// What PyIceberg (neither Spark nor iceberg-rust) reads of `table` (`namespace.name`) in the
+/// lakehouse's REST catalog, reached with `token`: its rows and [`crc_statement`]'s sum.
+pub fn pyiceberg_checksum(lakehouse: &Lakehouse, token: &str, table: &str) -> (String, String) {
+    let python = env("ICEPACK_TEST_PYICEBERG_PYTHON");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/pyiceberg_checksum.py"
+    );
+    let output = std::process::Command::new(python)
+        .arg(script)
+        .arg(&lakehouse.catalog.uri)
+        .arg(token)
+        .arg(&lakehouse.s3_endpoint)
+        .arg(table)
+        .output()
+        .expect("PyIceberg's python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{table}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let field = |name: &str| {
+        stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+            .to_string()
+    };
+    (field("rows"), field("crc"))
+}
