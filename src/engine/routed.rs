@@ -58,11 +58,6 @@ impl RoutedEngine {
                 return Err(format!("{} is a Spark procedure", maintenance.as_str()));
             }
             Task::ReadOrder => return Err("reading the table's sort order is Spark's".into()),
-            Task::Rewrite(rewrite) if rewrite.apply_deletes => {
-                return Err(
-                    "applying delete files is Spark's (rewrite_position_delete_files)".into(),
-                );
-            }
             Task::Rewrite(rewrite) if !matches!(rewrite.strategy, RunStrategy::Binpack) => {
                 return Err(format!(
                     "the native engine bin-packs; {} is Spark's",
@@ -93,6 +88,7 @@ impl RoutedEngine {
             min_input_files: rewrite.map_or(spec.min_input_files, |rewrite| {
                 rewrite.min_input_files_or(spec.min_input_files)
             }),
+            apply_deletes: rewrite.is_some_and(|rewrite| rewrite.apply_deletes),
             partial_progress: crate::table::policy::commits_per_group(
                 spec.partial_progress,
                 ticket.last_failure,
@@ -180,7 +176,8 @@ fn spark_only_run_setting(spec: &TableSpec, rewrite: bool) -> Option<String> {
 }
 
 /// The first of a table's settings that asks for runs only Spark does (a strategy but bin-pack,
-/// maintenance procedures, delete files to apply, and [`spark_only_run_setting`]), as the reason
+/// maintenance procedures — `rewrite_position_delete_files` among a deletes-due table's runs —
+/// and [`spark_only_run_setting`]), as the reason
 /// a table with `engine = "native"` is refused; `None` when the native engine does all of them.
 pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
     if !matches!(spec.strategy, Strategy::Binpack) {
@@ -198,8 +195,10 @@ pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
         );
     }
     if spec.deletes.is_on() {
+        // A table due by its deletes gets a data rewrite (native) only with equality deletes or
+        // many deleted rows; otherwise the cheaper `rewrite_position_delete_files`.
         return Some(
-            "applying delete files (`delete_file_threshold`, `delete_ratio_threshold`) is Spark's"
+            "rewrite_position_delete_files (`delete_file_threshold`, `delete_ratio_threshold`: a table due by a few position deletes) is a Spark procedure"
                 .into(),
         );
     }
@@ -609,8 +608,6 @@ engine = "native"
             ..rewrite()
         };
         assert!(refused("a.orders", statistics).contains("compute_statistics is a Spark procedure"));
-        let deletes = rewriting(|rewrite| rewrite.apply_deletes = true);
-        assert!(refused("a.orders", deletes).contains("delete"));
         let order = ClaimTicket {
             trigger: Trigger::ReadOrder,
             task: Task::ReadOrder,
@@ -618,6 +615,16 @@ engine = "native"
         };
         assert!(refused("a.orders", order).contains("sort order"));
         assert!(refused("a.events", rewrite()).contains("Glue"));
+    }
+
+    #[test]
+    fn a_run_due_by_its_deletes_is_the_native_engines() {
+        let routed = engines(true);
+        let deletes = rewriting(|rewrite| rewrite.apply_deletes = true);
+        let native = routed
+            .native_task(&task("a.orders", deletes))
+            .expect("a data rewrite applying deletes is native");
+        assert!(native.apply_deletes);
     }
 
     #[tokio::test]

@@ -4,8 +4,9 @@
 //! the small files with the deleted rows gone, keeps a row written after the delete with a
 //! deleted key (Iceberg's sequence-number rule: a delete applies to older files only), removes
 //! the delete file once no live file is older than it, and Spark and PyIceberg read the same
-//! rows afterwards; Spark's own maintenance accepts the result. A table whose key column is
-//! optional is refused with the reason (iceberg-rust's reader would drop its null keys too).
+//! rows afterwards; Spark's own maintenance accepts the result. A run due by its deletes rewrites
+//! exactly the files a delete reaches, whatever their size. A table whose key column is optional
+//! is refused with the reason (iceberg-rust's reader would drop its null keys too).
 
 use crate::support;
 
@@ -111,6 +112,7 @@ fn task(lakehouse: &Lakehouse, table: &str) -> NativeTask {
         small_file_bytes: MIB,
         target_file_bytes: 128 * MIB,
         min_input_files: 2,
+        apply_deletes: false,
         partial_progress: false,
         deadline: Instant::now() + Duration::from_secs(600),
         run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
@@ -135,6 +137,7 @@ async fn equality_deletes_are_applied_natively_and_leave_with_the_files_they_rea
     let mut setup = vec!["CREATE NAMESPACE IF NOT EXISTS lakehouse.analytics".to_string()];
     setup.extend(create("upserts", "NOT NULL"));
     setup.extend(create("optional_key", ""));
+    setup.extend(create("due_by_deletes", "NOT NULL"));
     lakehouse.sql(&(setup.join(";\n") + ";"));
 
     // An upsert of keys 1, 12 and 61: their old rows deleted by equality, as Flink writes it,
@@ -142,6 +145,7 @@ async fn equality_deletes_are_applied_natively_and_leave_with_the_files_they_rea
     // delete (of partition `eu`) does not reach.
     let sequence = equality_delete(&lakehouse, "upserts", "eu", &[1, 12, 61]);
     equality_delete(&lakehouse, "optional_key", "eu", &[1]);
+    equality_delete(&lakehouse, "due_by_deletes", "eu", &[2, 22]);
     let before = lakehouse.sql(&format!(
         "INSERT INTO lakehouse.analytics.upserts VALUES (12, 'eu', TIMESTAMP '2026-11-02 00:00:00', 99.5), (13, 'eu', TIMESTAMP '2026-11-02 00:00:00', 98.5);\n\
          {};\n\
@@ -239,6 +243,43 @@ async fn equality_deletes_are_applied_natively_and_leave_with_the_files_they_rea
         checksum_statement("upserts", "final")
     ));
     assert_eq!(checksum(&spark_after, "final"), expected);
+
+    // A run due by its deletes (`delete_file_threshold`): no file is small, and exactly the
+    // files the delete reaches are rewritten — the older files of its partition, not the file
+    // written after it, not the other partition's.
+    let due = lakehouse.sql(&format!(
+        "INSERT INTO lakehouse.analytics.due_by_deletes VALUES (2, 'eu', TIMESTAMP '2026-11-02 00:00:00', 97.5);\n{}",
+        checksum_statement("due_by_deletes", "due")
+    ));
+    let report = engine
+        .run(NativeTask {
+            small_file_bytes: 1,
+            apply_deletes: true,
+            ..task(&lakehouse, "due_by_deletes")
+        })
+        .await
+        .unwrap_or_else(|error| panic!("due_by_deletes: {error}"));
+    assert_eq!(
+        (
+            report.result.rewritten_data_files_count,
+            report.result.added_data_files_count,
+            report.result.removed_delete_files_count
+        ),
+        (5, 1, 1),
+        "the five files of `eu` older than the delete, into one; the delete leaves"
+    );
+    let after = lakehouse.sql(&format!(
+        "{};\nSELECT count(*) AS delete_files FROM lakehouse.analytics.due_by_deletes.delete_files;\n\
+         SELECT count(*) AS files FROM lakehouse.analytics.due_by_deletes.data_files;",
+        checksum_statement("due_by_deletes", "after")
+    ));
+    assert_eq!(checksum(&after, "after"), checksum(&due, "due"));
+    assert_eq!(row_with(&after, "delete_files")["delete_files"], "0");
+    assert_eq!(
+        row_with(&after, "files")["files"],
+        "5",
+        "the output, the file written after the delete and the three of `us`"
+    );
 
     // An optional key: refused for another engine, with the reason, and nothing written.
     let error = engine

@@ -120,6 +120,7 @@ fn task(lakehouse: &Lakehouse, partitions: &[&str]) -> NativeTask {
         small_file_bytes: MIB,
         target_file_bytes: 128 * MIB,
         min_input_files: 3,
+        apply_deletes: false,
         partial_progress: false,
         deadline: Instant::now() + Duration::from_secs(600),
         run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
@@ -478,6 +479,7 @@ fn task_template() -> NativeTask {
         small_file_bytes: MIB,
         target_file_bytes: 128 * MIB,
         min_input_files: 3,
+        apply_deletes: false,
         partial_progress: false,
         deadline: Instant::now() + Duration::from_secs(600),
         run_id: String::new(),
@@ -635,6 +637,7 @@ async fn measure_native_runs() {
                 partitions: (0..10).map(|part| format!("part=p{part}")).collect(),
                 small_file_bytes: 2 * MIB,
                 min_input_files: 5,
+                apply_deletes: false,
                 ..task(&lakehouse, &[])
             },
         ),
@@ -742,6 +745,7 @@ async fn measure_native_against_spark_local_on_local_files() {
                     small_file_bytes: 2 * MIB,
                     target_file_bytes: target_bytes,
                     min_input_files: 2,
+                    apply_deletes: false,
                     ..task(&lakehouse, &[])
                 };
                 measure::reset_peak_rss();

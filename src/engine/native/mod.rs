@@ -109,6 +109,8 @@ pub struct NativeTask {
     pub small_file_bytes: u64,
     pub target_file_bytes: u64,
     pub min_input_files: u64,
+    /// A run due by its deletes: every data file a delete applies to is rewritten too.
+    pub apply_deletes: bool,
     /// One commit per group instead of one for the run.
     pub partial_progress: bool,
     /// Reading and writing stop here; a commit that started finishes.
@@ -486,6 +488,7 @@ fn plan_on(
         min_input_files: task.min_input_files,
         max_group_bytes: MAX_GROUP_BYTES,
         output_spec_id: state.table.metadata.default_partition_spec_id(),
+        with_deletes: task.apply_deletes,
     };
     let plan = plan::plan(&request, &data_files, &state.delete_facts())?;
     if let Some(file) = plan

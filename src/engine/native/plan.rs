@@ -93,6 +93,10 @@ pub struct PlanRequest {
     /// The spec outputs are written in: the table's current one. Small files of other specs are
     /// planned together and re-partitioned into it ([`FileGroup::repartition`]).
     pub output_spec_id: i32,
+    /// A run due by its deletes: every data file a delete applies to is rewritten as well,
+    /// whatever its size and even alone in its partition (`rewrite_data_files` with a
+    /// `delete-file-threshold` of 1), so its deletes are applied and can leave.
+    pub with_deletes: bool,
 }
 
 /// Files rewritten together into files of the target size: files of one partition of the
@@ -257,6 +261,20 @@ pub fn plan(
                 .collect(),
         ),
     };
+    let deleted: HashSet<&str> = if request.with_deletes {
+        data_files
+            .iter()
+            .filter(|file| {
+                delete_files
+                    .iter()
+                    .any(|delete| delete_applies(delete, file))
+            })
+            .map(|file| file.path.as_str())
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let has_deletes = |file: &&DataFileFacts| deleted.contains(file.path.as_str());
     let mid_sized_floor = request.target_file_bytes / 4 * 3;
     let capacity = request.max_group_bytes.max(request.target_file_bytes);
     let mut by_partition: BTreeMap<(i32, PartitionValues), Vec<&DataFileFacts>> = BTreeMap::new();
@@ -275,7 +293,7 @@ pub fn plan(
         } else {
             request.small_file_bytes
         };
-        if file.size_bytes < floor {
+        if file.size_bytes < floor || deleted.contains(file.path.as_str()) {
             by_partition
                 .entry((file.spec_id, file.partition.clone()))
                 .or_default()
@@ -301,7 +319,7 @@ pub fn plan(
     let mut groups = Vec::new();
     let mut worth_it: HashSet<(i32, &PartitionValues)> = HashSet::new();
     for (partition, candidates) in buckets {
-        if !worth_rewriting(request, &candidates) {
+        if !worth_rewriting(request, &candidates) && !candidates.iter().any(has_deletes) {
             continue;
         }
         worth_it.extend(
@@ -325,7 +343,7 @@ pub fn plan(
             }
         }
         for files in bin_pack(candidates, capacity) {
-            if files.len() >= 2 {
+            if files.len() >= 2 || files.iter().any(has_deletes) {
                 groups.push(FileGroup {
                     spec_id: request.output_spec_id,
                     partition: partition.cloned().unwrap_or_default(),

@@ -26,6 +26,7 @@ fn request(partitions: &[&str]) -> PlanRequest {
         min_input_files: 5,
         max_group_bytes: 512 * MIB,
         output_spec_id: 0,
+        with_deletes: false,
     }
 }
 
@@ -482,6 +483,7 @@ proptest::proptest! {
             min_input_files,
             max_group_bytes: max_group_mib * MIB,
             output_spec_id: i32::from(output_spec),
+            with_deletes: false,
         };
         let plan = plan(&request, &files, &[]).unwrap();
         let planned: HashSet<String> = plan
@@ -633,4 +635,34 @@ proptest::proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_run_due_by_its_deletes_rewrites_every_file_a_delete_reaches_whatever_its_size() {
+    let mut files: Vec<DataFileFacts> = vec![
+        file("large-deleted", "p=1", 500 * MIB),
+        file("large-clean", "p=1", 500 * MIB),
+        file("small", "p=2", MIB),
+    ];
+    files[0].data_sequence_number = 1;
+    let delete = DeleteFileFacts {
+        referenced_data_file: Some(files[0].path.clone()),
+        ..position_delete("p=1", 1)
+    };
+    let mut due = request(&[]);
+    assert!(
+        plan(&due, &files, std::slice::from_ref(&delete))
+            .unwrap()
+            .groups
+            .is_empty(),
+        "a compaction takes small files only"
+    );
+    due.with_deletes = true;
+    let planned = plan(&due, &files, std::slice::from_ref(&delete)).unwrap();
+    assert_eq!(planned.groups.len(), 1, "{planned:?}");
+    assert_eq!(
+        paths(&planned.groups[0]),
+        ["large-deleted"],
+        "alone, and only the file the delete reaches"
+    );
 }
