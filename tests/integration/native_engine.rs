@@ -1234,7 +1234,7 @@ async fn native_runs_from_s3_events(catalog: Catalog, eu: u32, us: u32) {
         left[0]["reason"]
             .as_str()
             .unwrap()
-            .starts_with("2 small files"),
+            .starts_with("2 small files spread over 2 partitions"),
         "{from_service}"
     );
     assert!(!from_service.to_string().contains(TOKEN));

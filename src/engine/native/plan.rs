@@ -172,6 +172,13 @@ pub enum LeftReason {
     },
     /// Enough small files, but no two of them fit one group of the maximum group size.
     NoGroupOfTwo { files: u64 },
+    /// A whole-table run: small files enough for a group, but spread over partitions, none of
+    /// which has enough of them (files are grouped within their partition).
+    SpreadThin {
+        files: u64,
+        partitions: u64,
+        min_input_files: u64,
+    },
 }
 
 impl std::fmt::Display for LeftReason {
@@ -198,6 +205,14 @@ impl std::fmt::Display for LeftReason {
             LeftReason::NoGroupOfTwo { files } => write!(
                 formatter,
                 "no two of its {files} small files fit one file group"
+            ),
+            LeftReason::SpreadThin {
+                files,
+                partitions,
+                min_input_files,
+            } => write!(
+                formatter,
+                "{files} small files spread over {partitions} partitions, none with enough of them to rewrite (min_input_files {min_input_files}, or more than one target file's bytes)"
             ),
         }
     }
@@ -391,6 +406,16 @@ fn left_partitions(
             LeftReason::NoLiveFile
         } else if small_files == 0 {
             LeftReason::NoSmallFile { files: live }
+        } else if !worth_it && wanted.is_none() && small_files >= request.min_input_files.max(2) {
+            LeftReason::SpreadThin {
+                files: small_files,
+                partitions: small
+                    .iter()
+                    .map(|file| (file.spec_id, &file.partition))
+                    .collect::<HashSet<_>>()
+                    .len() as u64,
+                min_input_files: request.min_input_files,
+            }
         } else if !worth_it {
             LeftReason::TooFewSmallFiles {
                 files: small_files,

@@ -442,6 +442,25 @@ fn a_whole_table_run_that_plans_nothing_says_why() {
     );
     let empty = plan(&request(&[]), &[], &[]).unwrap();
     assert_eq!(empty.left, [(None, LeftReason::NoLiveFile)]);
+    // Enough small files for the table, one a partition: spread too thin, and said so.
+    let mut two = request(&[]);
+    two.min_input_files = 2;
+    let spread = plan(&two, &files, &[]).unwrap();
+    assert_eq!(
+        spread.left,
+        [(
+            None,
+            LeftReason::SpreadThin {
+                files: 2,
+                partitions: 2,
+                min_input_files: 2
+            }
+        )]
+    );
+    assert_eq!(
+        spread.left[0].1.to_string(),
+        "2 small files spread over 2 partitions, none with enough of them to rewrite (min_input_files 2, or more than one target file's bytes)"
+    );
 }
 
 fn arbitrary_files() -> impl proptest::strategy::Strategy<Value = Vec<DataFileFacts>> {
