@@ -11,12 +11,12 @@ pub enum EngineChoice {
     /// deployment's runs into icepack's own process unasked.
     #[default]
     Spark,
-    /// The JVM-free engine in icepack's process: bin-pack rewrites and reconciles of tables in a
-    /// REST or JDBC catalog on S3 or a local disk; runs it cannot do fail with the reason (no
-    /// `[spark]` needed).
+    /// The JVM-free engine in icepack's process: bin-pack and sort rewrites and reconciles of
+    /// tables in a REST or JDBC catalog on S3 or a local disk; runs it cannot do fail with the
+    /// reason (no `[spark]` needed).
     Native,
-    /// The native engine for the runs it can do, Spark for the others (sort and z-order,
-    /// delete files to apply, maintenance procedures, runs over `[native] max_run_mb`).
+    /// The native engine for the runs it can do, Spark for the others (z-order, maintenance
+    /// procedures, runs over `[native] max_run_mb` ...).
     Auto,
 }
 

@@ -128,6 +128,19 @@ impl RunStrategy {
 }
 
 impl SortOrder {
+    /// Its terms as (column, descending, nulls last), with Spark's defaults where the text says
+    /// nothing: ascending, and nulls first when ascending, last when descending.
+    pub fn terms(&self) -> impl Iterator<Item = (&str, bool, bool)> {
+        self.0.iter().map(|term| {
+            let descending = term.descending.unwrap_or(false);
+            (
+                term.column.as_str(),
+                descending,
+                term.nulls_last.unwrap_or(descending),
+            )
+        })
+    }
+
     /// `col [ASC|DESC] [NULLS FIRST|NULLS LAST], ...`; columns may be nested (`a.b`).
     pub fn parse(text: &str) -> Result<SortOrder, String> {
         let terms = split_terms(text)?

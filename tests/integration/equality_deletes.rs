@@ -113,6 +113,7 @@ fn task(lakehouse: &Lakehouse, table: &str) -> NativeTask {
         target_file_bytes: 128 * MIB,
         min_input_files: 2,
         apply_deletes: false,
+        order: Default::default(),
         partial_progress: false,
         deadline: Instant::now() + Duration::from_secs(600),
         run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),

@@ -121,6 +121,7 @@ fn task(lakehouse: &Lakehouse, partitions: &[&str]) -> NativeTask {
         target_file_bytes: 128 * MIB,
         min_input_files: 3,
         apply_deletes: false,
+        order: Default::default(),
         partial_progress: false,
         deadline: Instant::now() + Duration::from_secs(600),
         run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
@@ -480,6 +481,7 @@ fn task_template() -> NativeTask {
         target_file_bytes: 128 * MIB,
         min_input_files: 3,
         apply_deletes: false,
+        order: Default::default(),
         partial_progress: false,
         deadline: Instant::now() + Duration::from_secs(600),
         run_id: String::new(),
@@ -638,6 +640,7 @@ async fn measure_native_runs() {
                 small_file_bytes: 2 * MIB,
                 min_input_files: 5,
                 apply_deletes: false,
+                order: Default::default(),
                 ..task(&lakehouse, &[])
             },
         ),
@@ -746,6 +749,7 @@ async fn measure_native_against_spark_local_on_local_files() {
                     target_file_bytes: target_bytes,
                     min_input_files: 2,
                     apply_deletes: false,
+                    order: Default::default(),
                     ..task(&lakehouse, &[])
                 };
                 measure::reset_peak_rss();
@@ -1285,13 +1289,12 @@ async fn icepack_run_compacts_a_jdbc_table_natively_from_its_s3_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test --test integration native_engine:: -- --include-ignored"]
-async fn auto_sends_a_sorted_table_to_spark_and_a_bin_packed_one_to_the_native_engine() {
-    if !stack_available(
-        "auto_sends_a_sorted_table_to_spark_and_a_bin_packed_one_to_the_native_engine",
-    ) {
+async fn auto_runs_bin_packs_and_sorts_natively_and_sends_a_zorder_to_spark() {
+    if !stack_available("auto_runs_bin_packs_and_sorts_natively_and_sends_a_zorder_to_spark") {
         return;
     }
     const SORTED: &str = "analytics.sorted";
+    const ZORDERED: &str = "analytics.zordered";
     let moto = Moto::start().await;
     let landing = moto.landing(5).await;
     let dir = tempfile::tempdir().unwrap();
@@ -1310,21 +1313,33 @@ async fn auto_sends_a_sorted_table_to_spark_and_a_bin_packed_one_to_the_native_e
                 7,
                 "strategy = \"sort\"\nsort_order = \"id DESC\"\n",
             ),
+            table_section(
+                &landing.bucket,
+                ZORDERED,
+                7,
+                "strategy = \"zorder\"\nsort_order = \"zorder(id, amount)\"\n",
+            ),
         ],
     );
     let mut icepack = Icepack::with_config(&config);
     let run = icepack.spawn_run("");
     let mut setup = partitioned_commits(EVENTS, 4, 3);
     setup.extend(partitioned_commits(SORTED, 4, 3));
+    setup.extend(partitioned_commits(ZORDERED, 4, 3));
     setup.push(facts_statements(EVENTS, "before"));
     setup.push(facts_statements(SORTED, "sbefore"));
+    setup.push(facts_statements(ZORDERED, "zbefore"));
     let written = lakehouse.sql(&(setup.join(";\n") + ";"));
-    let before = SparkFacts::of(&written, "before");
-    let sorted_before = SparkFacts::of(&written, "sbefore");
+    let befores = [
+        SparkFacts::of(&written, "before"),
+        SparkFacts::of(&written, "sbefore"),
+        SparkFacts::of(&written, "zbefore"),
+    ];
 
     let binpacked = status_once(&icepack, EVENTS, "the bin-pack run to settle", |_| true).await;
     let sorted = status_once(&icepack, SORTED, "the sort run to settle", |_| true).await;
-    for status in [&binpacked, &sorted] {
+    let zordered = status_once(&icepack, ZORDERED, "the zorder run to settle", |_| true).await;
+    for status in [&binpacked, &sorted, &zordered] {
         assert_eq!(
             status["last_run"]["outcome"],
             "success",
@@ -1335,22 +1350,25 @@ async fn auto_sends_a_sorted_table_to_spark_and_a_bin_packed_one_to_the_native_e
         assert_eq!(status["last_run"]["rewritten_data_files"], 7, "{status}");
         assert_eq!(status["last_run"]["added_data_files"], 2, "{status}");
     }
-    assert_eq!(binpacked["last_run"]["engine"], "native", "{binpacked}");
-    assert_eq!(
-        binpacked["last_run"]["engine_detail"], "engine = \"auto\"",
-        "{binpacked}"
-    );
-    assert_eq!(sorted["last_run"]["engine"], "spark", "{sorted}");
+    for status in [&binpacked, &sorted] {
+        assert_eq!(status["last_run"]["engine"], "native", "{status}");
+        assert_eq!(
+            status["last_run"]["engine_detail"], "engine = \"auto\"",
+            "{status}"
+        );
+    }
     assert_eq!(sorted["last_run"]["strategy"], "sort", "{sorted}");
-    let detail = sorted["last_run"]["engine_detail"].as_str().unwrap();
+    assert_eq!(zordered["last_run"]["engine"], "spark", "{zordered}");
+    assert_eq!(zordered["last_run"]["strategy"], "zorder", "{zordered}");
+    let detail = zordered["last_run"]["engine_detail"].as_str().unwrap();
     assert!(
         detail.contains("process")
-            && detail.contains("auto: the native engine bin-packs; sort is Spark's"),
+            && detail.contains("auto: the native engine bin-packs and sorts; zorder is Spark's"),
         "the Spark runner and why: {detail}"
     );
 
     drained(&moto, &landing.queue_url).await;
-    for table in [EVENTS, SORTED] {
+    for table in [EVENTS, SORTED, ZORDERED] {
         let settled = table_status(&icepack, table);
         assert_eq!(settled["pending_files"], 2, "only the outputs: {settled}");
         assert_eq!(settled["due"], false, "{settled}");
@@ -1363,21 +1381,32 @@ async fn auto_sends_a_sorted_table_to_spark_and_a_bin_packed_one_to_the_native_e
         icepack.log(run)
     );
 
+    // Spark reads the same rows, and each native sorted output's rows in `id DESC` order, in
+    // the file's own row order (`_pos`).
     let read = lakehouse.sql(&format!(
-        "{}\n{}",
+        "{}\n{}\n{}\n\
+         SELECT count(*) AS out_of_order FROM (SELECT id, lag(id) OVER (PARTITION BY _file ORDER BY _pos) AS previous FROM lakehouse.{SORTED}) WHERE previous < id;\n\
+         SELECT count(*) AS sorted_rows, count(DISTINCT _file) AS sorted_files FROM lakehouse.{SORTED};",
         facts_statements(EVENTS, "after"),
         facts_statements(SORTED, "safter"),
+        facts_statements(ZORDERED, "zafter"),
     ));
-    let (after, sorted_after) = (
+    let afters = [
         SparkFacts::of(&read, "after"),
         SparkFacts::of(&read, "safter"),
-    );
-    assert_eq!(after.rows, before.rows);
-    assert_eq!(sorted_after.rows, sorted_before.rows);
-    for facts in [&after, &sorted_after] {
-        assert_eq!(facts.files, 2, "{facts:?}");
-        assert_eq!(facts.replaces, 1, "{facts:?}");
+        SparkFacts::of(&read, "zafter"),
+    ];
+    for (before, after) in befores.iter().zip(&afters) {
+        assert_eq!(after.rows, before.rows);
+        assert_eq!(after.files, 2, "{after:?}");
+        assert_eq!(after.replaces, 1, "{after:?}");
     }
+    assert_eq!(
+        row_with(&read, "out_of_order")["out_of_order"],
+        "0",
+        "{read}"
+    );
+    assert_eq!(row_with(&read, "sorted_files")["sorted_files"], "2");
 }
 
 /// icepack killed (SIGKILL) inside a native run, twice: once before its commit (nothing of it

@@ -276,6 +276,7 @@ fn task(lakehouse: &Lakehouse, table: &str, partitions: &[String]) -> NativeTask
         target_file_bytes: 128 * MIB,
         min_input_files: 2,
         apply_deletes: false,
+        order: Default::default(),
         partial_progress: false,
         deadline: Instant::now() + Duration::from_secs(600),
         run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),

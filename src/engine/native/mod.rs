@@ -45,6 +45,7 @@ mod rest;
 mod rewrite;
 mod run;
 mod snapshot;
+mod sort;
 mod storage;
 mod table;
 #[cfg(test)]
@@ -64,6 +65,7 @@ use tracing::{info, warn};
 
 pub use catalog::{catalog_kind, CatalogKind};
 pub use plan::MidSizedFiles;
+pub use sort::RowOrder;
 
 use crate::base::clock::UnixMillis;
 use crate::config::CatalogConfig;
@@ -111,6 +113,8 @@ pub struct NativeTask {
     pub min_input_files: u64,
     /// A run due by its deletes: every data file a delete applies to is rewritten too.
     pub apply_deletes: bool,
+    /// How the outputs' rows are ordered.
+    pub order: RowOrder,
     /// One commit per group instead of one for the run.
     pub partial_progress: bool,
     /// Reading and writing stop here; a commit that started finishes.
@@ -490,6 +494,7 @@ fn plan_on(
         output_spec_id: state.table.metadata.default_partition_spec_id(),
         with_deletes: task.apply_deletes,
     };
+    let request = sort::bounded(request, &task.order, &state.table.metadata)?;
     let plan = plan::plan(&request, &data_files, &state.delete_facts())?;
     if let Some(file) = plan
         .groups
@@ -502,6 +507,7 @@ fn plan_on(
             file.path
         )));
     }
+    sort::check_groups(&task.order, &plan)?;
     if plan.input_bytes() > limits.max_run_bytes {
         return Err(NativeError::RunTooLarge {
             input_bytes: plan.input_bytes(),

@@ -243,6 +243,8 @@ pub struct WriteSettings {
     /// File names start with it: `icepack-{run id}-{nonce}`.
     pub file_prefix: String,
     pub name_mapping: Option<Arc<NameMapping>>,
+    /// A sorted run's order (`None`: the rows are written as read).
+    pub sort: Option<super::sort::SortKeys>,
 }
 
 impl WriteSettings {
@@ -286,6 +288,7 @@ impl WriteSettings {
                 fastrand::u32(..)
             ),
             name_mapping,
+            sort: None,
         })
     }
 }
@@ -417,6 +420,7 @@ pub async fn rewrite_group(
         names: DefaultFileNameGenerator::new(name, None, DataFileFormat::Parquet),
         key,
         target_bytes: usize::try_from(settings.target_file_bytes).unwrap_or(usize::MAX),
+        sort_order_id: settings.sort.as_ref().and_then(|sort| sort.sort_order_id),
         current: None,
         last_closed: None,
         written: Vec::new(),
@@ -458,13 +462,30 @@ pub async fn rewrite_group(
             NativeError::Unsupported(format!("the table's schema in Arrow: {error}"))
         })?,
     );
+    // A sorted run holds the group's rows (bounded: `sort::MAX_SORT_GROUP_BYTES` of input).
+    let mut held = Vec::new();
     while let Some(batch) = batches
         .try_next()
         .await
         .map_err(|error| super::storage_error("reading the group's files", error))?
     {
         rows += batch.num_rows() as u64;
-        writer.write(materialize(batch, &target)?).await?;
+        let batch = materialize(batch, &target)?;
+        if settings.sort.is_some() {
+            held.push(batch);
+        } else {
+            writer.write(batch).await?;
+        }
+    }
+    if let Some(keys) = &settings.sort {
+        let all = super::sort::sorted(&held, &target, keys)?;
+        drop(held);
+        let mut offset = 0;
+        while offset < all.num_rows() {
+            let length = BATCH_ROWS.min(all.num_rows() - offset);
+            writer.write(all.slice(offset, length)).await?;
+            offset += length;
+        }
     }
     let written = writer.close().await?;
     let expected = group.input_records();
@@ -598,6 +619,8 @@ struct TargetSizedWriter {
     names: DefaultFileNameGenerator,
     key: PartitionKey,
     target_bytes: usize,
+    /// The table's sort order the rows are written in, when they are.
+    sort_order_id: Option<i32>,
     current: Option<ParquetWriter>,
     last_closed: Option<FileFill>,
     written: Vec<DataFile>,
@@ -659,6 +682,9 @@ impl TargetSizedWriter {
                 .content(DataContentType::Data)
                 .partition(self.key.data().clone())
                 .partition_spec_id(self.key.spec().spec_id());
+            if let Some(id) = self.sort_order_id {
+                builder.sort_order_id(id);
+            }
             let data_file = builder.build().map_err(|error| {
                 NativeError::Other(format!("an output file's metadata: {error}"))
             })?;

@@ -111,7 +111,10 @@ async fn rewrite_and_commit(
         bytes = plan.input_bytes(),
         "native run planned"
     );
-    let settings = WriteSettings::for_table(&start, task.target_file_bytes, &task.run_id)?;
+    let settings = WriteSettings {
+        sort: super::sort::sort_keys(&task.order, &start.table.metadata)?,
+        ..WriteSettings::for_table(&start, task.target_file_bytes, &task.run_id)?
+    };
     let batches: Vec<Vec<usize>> = if task.partial_progress {
         (0..plan.groups.len()).map(|index| vec![index]).collect()
     } else {

@@ -476,6 +476,7 @@ impl LocalLake {
             target_file_bytes: 8 * 1024 * 1024,
             min_input_files: 5,
             apply_deletes: false,
+            order: Default::default(),
             partial_progress: false,
             deadline: Instant::now() + Duration::from_secs(120),
             run_id: crate::model::report::new_run_id(chrono::Utc::now().timestamp_millis()),
