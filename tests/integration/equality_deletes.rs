@@ -10,14 +10,13 @@
 
 use crate::support;
 
-use std::time::{Duration, Instant};
-
-use icepack::engine::native::{MidSizedFiles, NativeEngine, NativeError, NativeLimits, NativeTask};
+use icepack::engine::native::{NativeEngine, NativeError, NativeLimits, NativeTask};
 use support::pyiceberg::{crc_statement, pyiceberg_checksum};
-use support::spark::{env, row_with, stack_available, Lakehouse};
+use support::spark::{
+    env, fixture_output, native_task, printed, row_with, stack_available, Lakehouse,
+};
 use support::{unique, Moto};
 
-const MIB: u64 = 1024 * 1024;
 const TOKEN: &str = "equality-catalog-token-4471";
 
 fn create(table: &str, key: &str) -> Vec<String> {
@@ -72,53 +71,29 @@ fn equality_delete(lakehouse: &Lakehouse, table: &str, region: &str, ids: &[i64]
         .chain(jars.split(',').map(str::to_string))
         .collect::<Vec<_>>()
         .join(":");
-    let output = std::process::Command::new("java")
-        .arg("-cp")
-        .arg(classpath)
-        .arg(source)
-        .arg(&lakehouse.catalog.uri)
-        .arg(TOKEN)
-        .arg(&lakehouse.s3_endpoint)
-        .arg(format!("analytics.{table}"))
-        .args(["id", region])
-        .args(ids.iter().map(i64::to_string))
-        .output()
-        .expect("java runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = fixture_output(
+        std::process::Command::new("java")
+            .arg("-cp")
+            .arg(classpath)
+            .arg(source)
+            .arg(&lakehouse.catalog.uri)
+            .arg(TOKEN)
+            .arg(&lakehouse.s3_endpoint)
+            .arg(format!("analytics.{table}"))
+            .args(["id", region])
+            .args(ids.iter().map(i64::to_string)),
+        "EqualityDeletes.java",
     );
-    assert!(
-        stdout.contains(&format!("deletes={}", ids.len())),
-        "{stdout}"
-    );
-    stdout
-        .lines()
-        .find_map(|line| line.strip_prefix("sequence="))
-        .expect("the delete's sequence number")
-        .parse()
-        .unwrap()
+    assert_eq!(printed(&stdout, "deletes"), ids.len().to_string());
+    printed(&stdout, "sequence").parse().unwrap()
 }
 
 fn task(lakehouse: &Lakehouse, table: &str) -> NativeTask {
-    NativeTask {
-        catalog_name: "lakehouse".to_string(),
-        catalog: lakehouse.catalog.clone(),
-        table: format!("analytics.{table}"),
-        partitions: vec!["region=eu".to_string(), "region=us".to_string()],
-        joining: MidSizedFiles::Nowhere,
-        small_file_bytes: MIB,
-        target_file_bytes: 128 * MIB,
-        min_input_files: 2,
-        apply_deletes: false,
-        order: Default::default(),
-        partial_progress: false,
-        deadline: Instant::now() + Duration::from_secs(600),
-        run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
-        committed_since_millis: chrono::Utc::now().timestamp_millis() - 3_600_000,
-    }
+    native_task(
+        &lakehouse.catalog,
+        table,
+        vec!["region=eu".to_string(), "region=us".to_string()],
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

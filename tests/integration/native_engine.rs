@@ -112,20 +112,12 @@ fn checksum(stdout: &str, suffix: &str) -> (String, String, String) {
 
 fn task(lakehouse: &Lakehouse, partitions: &[&str]) -> NativeTask {
     NativeTask {
-        catalog_name: "lakehouse".to_string(),
-        catalog: lakehouse.catalog.clone(),
-        table: "analytics.events".to_string(),
-        partitions: partitions.iter().map(|path| path.to_string()).collect(),
-        joining: MidSizedFiles::Nowhere,
-        small_file_bytes: MIB,
-        target_file_bytes: 128 * MIB,
         min_input_files: 3,
-        apply_deletes: false,
-        order: Default::default(),
-        partial_progress: false,
-        deadline: Instant::now() + Duration::from_secs(600),
-        run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
-        committed_since_millis: chrono::Utc::now().timestamp_millis() - 3_600_000,
+        ..support::spark::native_task(
+            &lakehouse.catalog,
+            "events",
+            partitions.iter().map(|path| path.to_string()).collect(),
+        )
     }
 }
 

@@ -17,14 +17,12 @@
 use crate::support;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
-use icepack::engine::native::{MidSizedFiles, NativeEngine, NativeLimits, NativeTask};
+use icepack::engine::native::{NativeEngine, NativeLimits, NativeTask};
 use support::pyiceberg::{crc_statement, pyiceberg_checksum};
-use support::spark::{row_with, stack_available, Lakehouse};
+use support::spark::{fixture_output, native_task, printed, row_with, stack_available, Lakehouse};
 use support::{unique, Moto};
 
-const MIB: u64 = 1024 * 1024;
 const TOKEN: &str = "transforms-catalog-token-8812";
 
 /// A table of the test: its DDL's partitioning, and per commit the rows' timestamp and region.
@@ -266,22 +264,7 @@ fn partitions_from_keys(lakehouse: &Lakehouse, table: &str) -> BTreeSet<String> 
 }
 
 fn task(lakehouse: &Lakehouse, table: &str, partitions: &[String]) -> NativeTask {
-    NativeTask {
-        catalog_name: "lakehouse".to_string(),
-        catalog: lakehouse.catalog.clone(),
-        table: format!("analytics.{table}"),
-        partitions: partitions.to_vec(),
-        joining: MidSizedFiles::Nowhere,
-        small_file_bytes: MIB,
-        target_file_bytes: 128 * MIB,
-        min_input_files: 2,
-        apply_deletes: false,
-        order: Default::default(),
-        partial_progress: false,
-        deadline: Instant::now() + Duration::from_secs(600),
-        run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
-        committed_since_millis: chrono::Utc::now().timestamp_millis() - 3_600_000,
-    }
+    native_task(&lakehouse.catalog, table, partitions.to_vec())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -524,27 +507,16 @@ fn row_groups_kept(file: &std::path::Path, column: &str, value: &str) -> (String
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/RowGroupFilter.java"
     );
-    let output = std::process::Command::new("java")
-        .arg("-cp")
-        .arg(format!("{spark_home}/jars/*"))
-        .arg(source)
-        .arg(file)
-        .args([column, value])
-        .output()
-        .expect("java runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = fixture_output(
+        std::process::Command::new("java")
+            .arg("-cp")
+            .arg(format!("{spark_home}/jars/*"))
+            .arg(source)
+            .arg(file)
+            .args([column, value]),
+        "RowGroupFilter.java",
     );
-    let field = |name: &str| {
-        stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{name}=")))
-            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
-            .to_string()
-    };
+    let field = |name: &str| printed(&stdout, name);
     (
         field("created_by"),
         field("statistics") == "present",

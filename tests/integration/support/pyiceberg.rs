@@ -1,7 +1,7 @@
 //! PyIceberg as a second independent reader (deploy/local/pyiceberg.sh): what it reads of a
 //! table in a REST catalog, compared with what Spark reads.
 
-use super::spark::{env, Lakehouse};
+use super::spark::{env, fixture_output, printed, Lakehouse};
 
 /// Rows and the sum of a CRC-32 of each row of `id, region, ts, amount`, in Spark SQL: what
 /// [`pyiceberg_checksum`] computes from PyIceberg's read. Columns `crc_rows` and `crc_sum`.
@@ -21,26 +21,15 @@ pub fn pyiceberg_checksum(lakehouse: &Lakehouse, token: &str, table: &str) -> (S
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/pyiceberg_checksum.py"
     );
-    let output = std::process::Command::new(python)
-        .arg(script)
-        .arg(&lakehouse.catalog.uri)
-        .arg(token)
-        .arg(&lakehouse.s3_endpoint)
-        .arg(table)
-        .output()
-        .expect("PyIceberg's python runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(
-        output.status.success(),
-        "{table}: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    let stdout = fixture_output(
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(&lakehouse.catalog.uri)
+            .arg(token)
+            .arg(&lakehouse.s3_endpoint)
+            .arg(table),
+        "pyiceberg_checksum.py",
     );
-    let field = |name: &str| {
-        stdout
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{name}=")))
-            .unwrap_or_else(|| panic!("no {name} in {stdout}"))
-            .to_string()
-    };
+    let field = |name: &str| printed(&stdout, name);
     (field("rows"), field("crc"))
 }

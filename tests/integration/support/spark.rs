@@ -13,6 +13,55 @@ use std::time::Duration;
 
 use icepack::config::CatalogConfig;
 
+/// The stdout of a fixture program the test runs (a `java` source file, PyIceberg's python),
+/// which must succeed; its stderr in the failure.
+pub fn fixture_output(command: &mut Command, what: &str) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{what} runs: {error}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "{what}: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// The value of the `name=value` line a fixture printed.
+pub fn printed(stdout: &str, name: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no {name} in {stdout}"))
+        .to_string()
+}
+
+/// A native run of `analytics.{table}`'s small files (below 1 MiB, two at least) in
+/// `partitions`, into 128 MiB files, as the stack tests ask the native engine directly.
+pub fn native_task(
+    catalog: &CatalogConfig,
+    table: &str,
+    partitions: Vec<String>,
+) -> icepack::engine::native::NativeTask {
+    icepack::engine::native::NativeTask {
+        catalog_name: "lakehouse".to_string(),
+        catalog: catalog.clone(),
+        table: format!("analytics.{table}"),
+        partitions,
+        joining: icepack::engine::native::MidSizedFiles::Nowhere,
+        small_file_bytes: 1024 * 1024,
+        target_file_bytes: 128 * 1024 * 1024,
+        min_input_files: 2,
+        apply_deletes: false,
+        order: Default::default(),
+        partial_progress: false,
+        deadline: std::time::Instant::now() + Duration::from_secs(600),
+        run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
+        committed_since_millis: chrono::Utc::now().timestamp_millis() - 3_600_000,
+    }
+}
+
 /// Whether the stack is there; in CI its absence is an error, elsewhere the test is skipped.
 pub fn stack_available(test: &str) -> bool {
     super::needed_here(
