@@ -10,17 +10,28 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::native::{catalog_kind, MidSizedFiles, NativeEngine, NativeError, NativeTask, RowOrder};
+use super::native::{
+    catalog_kind, MaintenanceTask, MidSizedFiles, NativeEngine, NativeError, NativeMaintenance,
+    NativeTask, OrphanRequest, RowOrder,
+};
 use super::spark::SparkEngine;
 use super::{Engine, EngineRun, PlannedRun, RanOn, RunTask};
-use crate::config::{Config, EngineChoice, TableSpec};
+use crate::config::{CatalogConfig, Config, EngineChoice, TableSpec};
 use crate::runs::report::{FailureClass, ReportSummary, RunOutcome};
 use crate::runs::settings::CompactionSettings;
 use crate::runs::strategy::{RunStrategy, Strategy};
-use crate::runs::task::Task;
+use crate::runs::task::{Maintenance, Task};
 
 /// What a run recorded as the native engine's says.
 pub const NATIVE: &str = "native";
+
+/// What the native engine is asked to do for a run.
+enum NativeJob {
+    /// A rewrite, or a read of the table (a reconcile).
+    Rewrite(NativeTask),
+    /// A procedure, then the table read (what settlement reads after any run).
+    Maintenance(Box<MaintenanceTask>, NativeTask),
+}
 
 /// The engines of a deployment and the choice of each table.
 pub struct RoutedEngine {
@@ -49,11 +60,55 @@ impl RoutedEngine {
         self.config.lock().expect("routed engine's config").clone()
     }
 
-    /// The native engine's task for a run, or why the native engine cannot run it (known
+    /// The native engine's job for a run, or why the native engine cannot run it (known
     /// before reading the table).
+    fn native_job(&self, task: &RunTask) -> Result<NativeJob, String> {
+        let ticket = &task.ticket;
+        if let Task::Maintenance(maintenance) = &ticket.task {
+            let procedure = match maintenance {
+                Maintenance::RemoveOrphans { dry_run } => {
+                    NativeMaintenance::RemoveOrphans(OrphanRequest {
+                        older_than_millis: ticket.started_millis
+                            - task.spec.orphan_older_than_hours as i64 * 3_600_000,
+                        dry_run: *dry_run,
+                    })
+                }
+                other => return Err(format!("{} is a Spark procedure", other.as_str())),
+            };
+            let (catalog_name, catalog) = self.native_catalog(&task.spec)?;
+            return Ok(NativeJob::Maintenance(
+                Box::new(MaintenanceTask {
+                    catalog_name,
+                    catalog,
+                    table: task.spec.table.clone(),
+                    procedure,
+                    deadline: Instant::now() + task.timeout,
+                    run_id: ticket.run_id.clone(),
+                }),
+                self.native_task(task)?,
+            ));
+        }
+        self.native_task(task).map(NativeJob::Rewrite)
+    }
+
+    /// The table's catalog section, if the native engine reaches its kind of catalog.
+    fn native_catalog(&self, spec: &TableSpec) -> Result<(String, CatalogConfig), String> {
+        let config = self.config();
+        let catalog = config
+            .catalogs
+            .get(&spec.catalog)
+            .ok_or_else(|| format!("no [catalogs.{}] section", spec.catalog))?;
+        catalog_kind(catalog)?;
+        Ok((spec.catalog.clone(), catalog.clone()))
+    }
+
+    /// The native engine's rewrite or read for a run, or why the native engine cannot run it
+    /// (known before reading the table).
     fn native_task(&self, task: &RunTask) -> Result<NativeTask, String> {
         let ticket = &task.ticket;
         let rewrite = match &ticket.task {
+            // The table read after the procedure, as after Spark's.
+            Task::Maintenance(Maintenance::RemoveOrphans { .. }) => None,
             Task::Maintenance(maintenance) => {
                 return Err(format!("{} is a Spark procedure", maintenance.as_str()));
             }
@@ -71,15 +126,10 @@ impl RoutedEngine {
         if let Some(reason) = spark_only_run_setting(spec, rewrite.is_some()) {
             return Err(reason);
         }
-        let config = self.config();
-        let catalog = config
-            .catalogs
-            .get(&spec.catalog)
-            .ok_or_else(|| format!("no [catalogs.{}] section", spec.catalog))?;
-        catalog_kind(catalog)?;
+        let (catalog_name, catalog) = self.native_catalog(spec)?;
         Ok(NativeTask {
-            catalog_name: spec.catalog.clone(),
-            catalog: catalog.clone(),
+            catalog_name,
+            catalog,
             table: spec.table.clone(),
             partitions: ticket.partitions().to_vec(),
             joining: rewrite.map_or(MidSizedFiles::Nowhere, |rewrite| rewrite.mid_sized.clone()),
@@ -111,18 +161,31 @@ impl RoutedEngine {
     async fn run_native(
         native: &NativeEngine,
         task: &RunTask,
-        native_task: NativeTask,
+        job: NativeJob,
     ) -> Result<RunOutcome, String> {
         let started = Instant::now();
-        let result = if task.ticket.task.rewrites_data() {
-            native.run(native_task).await
-        } else {
-            native.read(native_task).await
+        let result = match job {
+            NativeJob::Maintenance(maintenance, read) => {
+                match native.maintain(*maintenance).await {
+                    Ok(done) => native.read(read).await.map(|report| {
+                        let mut summary = ReportSummary::from(report);
+                        done.describe(&mut summary);
+                        summary
+                    }),
+                    Err(error) => Err(error),
+                }
+            }
+            NativeJob::Rewrite(native_task) if task.ticket.task.rewrites_data() => {
+                native.run(native_task).await.map(ReportSummary::from)
+            }
+            NativeJob::Rewrite(native_task) => {
+                native.read(native_task).await.map(ReportSummary::from)
+            }
         };
         let duration_millis = started.elapsed().as_millis() as u64;
         match result {
             Ok(report) => Ok(RunOutcome::Success {
-                report: ReportSummary::from(report),
+                report,
                 duration_millis,
                 attempts: 1,
             }),
@@ -194,11 +257,6 @@ pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
     if spec.max_manifests.is_some() {
         return Some("rewrite_manifests (`max_manifests`) is a Spark procedure".into());
     }
-    if spec.remove_orphans_every_millis.is_some() {
-        return Some(
-            "remove_orphan_files (`remove_orphans_every_hours`) is a Spark procedure".into(),
-        );
-    }
     if spec.deletes.is_on() {
         // A table due by its deletes gets a data rewrite (native) only with equality deletes or
         // many deleted rows; otherwise the cheaper `rewrite_position_delete_files`.
@@ -251,8 +309,8 @@ impl Engine for RoutedEngine {
                 .run_spark(task, "the native engine is not running".to_string())
                 .await;
         };
-        let why = match self.native_task(task) {
-            Ok(native_task) => match Self::run_native(native, task, native_task).await {
+        let why = match self.native_job(task) {
+            Ok(job) => match Self::run_native(native, task, job).await {
                 Ok(outcome) => {
                     return EngineRun {
                         outcome,
@@ -281,6 +339,22 @@ impl Engine for RoutedEngine {
 
     async fn plan(&self, task: &RunTask) -> PlannedRun {
         let choice = task.spec.engine;
+        if let (Some(_), true, Ok(NativeJob::Maintenance(..))) = (
+            &self.native,
+            choice != EngineChoice::Spark,
+            self.native_job(task),
+        ) {
+            return PlannedRun {
+                ran_on: Self::on_native(&format!("engine = \"{}\"", choice.as_str())),
+                plan: Err(format!(
+                    "{} rewrites no data: there is no plan to show",
+                    task.ticket
+                        .task
+                        .maintenance()
+                        .map_or("the run", |maintenance| maintenance.as_str())
+                )),
+            };
+        }
         let on_spark = |why: String, plan: Result<_, String>| PlannedRun {
             ran_on: RanOn {
                 engine: super::spark::SPARK.to_string(),

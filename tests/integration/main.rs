@@ -16,6 +16,7 @@ mod format_v3;
 mod intake_sqs;
 mod maintenance;
 mod native_engine;
+mod native_maintenance;
 mod operator_page;
 mod pacing;
 mod partition_transforms;

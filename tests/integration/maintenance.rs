@@ -96,13 +96,28 @@ async fn many_manifests_from_their_events_lead_to_rewrite_manifests_and_the_coun
 /// age is its modification time, which a test can set; S3 servers stamp uploads with now): the
 /// schedule's first run is a dry run that finds the planted orphan older than the limit and
 /// removes nothing; the next run (started over HTTP) removes it and keeps a fresh orphan, which a
-/// writer still committing could own, and every file the table references.
+/// writer still committing could own, and every file the table references. Spark's procedure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
 async fn remove_orphan_files_lists_first_then_removes_only_old_orphans() {
     if !connect_available("remove_orphan_files_lists_first_then_removes_only_old_orphans") {
         return;
     }
+    remove_orphan_files_lists_first_then_removes_only_old_orphans_on("spark").await;
+}
+
+/// The same with `engine = "native"` (issue 50): icepack's own listing and deletion, through the
+/// run's claim, settlement and status as Spark's procedure. (S3: `native_maintenance::`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the local stack: make test, or deploy/local/with-stack.sh cargo test -- --include-ignored"]
+async fn native_remove_orphan_files_lists_first_then_removes_only_old_orphans() {
+    if !connect_available("native_remove_orphan_files_lists_first_then_removes_only_old_orphans") {
+        return;
+    }
+    remove_orphan_files_lists_first_then_removes_only_old_orphans_on("native").await;
+}
+
+async fn remove_orphan_files_lists_first_then_removes_only_old_orphans_on(engine: &str) {
     let _shared = HEAVY.read().await;
     let stack = Stack::start(None).await;
     let (moto, queue_url, bucket, server, writer) = stack.parts();
@@ -135,7 +150,7 @@ async fn remove_orphan_files_lists_first_then_removes_only_old_orphans() {
     let http = format!("127.0.0.1:{}", support::free_port());
     let config = config(moto, queue_url, bucket, &server.url, &http, &[&table]).replace(
         "min_files = 10\n",
-        "min_files = 100\nremove_orphans_every_hours = 24\n",
+        &format!("min_files = 100\nremove_orphans_every_hours = 24\nengine = \"{engine}\"\n"),
     );
     let mut icepack = Icepack::with_config(&config);
     let run = icepack.spawn_run("");
@@ -159,6 +174,7 @@ async fn remove_orphan_files_lists_first_then_removes_only_old_orphans() {
         context(&icepack)
     );
     assert_eq!(status["last_run"]["orphan_files"], 1, "{status}");
+    assert_eq!(status["last_run"]["engine"], engine, "{status}");
     assert_eq!(status["orphans"]["found_by_dry_run"], 1, "{status}");
     assert_eq!(status["orphans"]["next_is_dry_run"], false, "{status}");
     assert!(old.exists() && fresh.exists(), "a dry run removes nothing");

@@ -106,6 +106,8 @@ pub struct LoadedTable {
     pub metadata: Arc<TableMetadata>,
     pub metadata_location: String,
     pub file_io: FileIO,
+    /// The same storage as `file_io`, for listing.
+    pub storage: super::storage::ObjectStorage,
 }
 
 /// Why a commit did not happen, as its retry needs to know.

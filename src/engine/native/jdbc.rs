@@ -39,6 +39,7 @@ pub struct JdbcTableCatalog {
     namespace: String,
     table: String,
     file_io: FileIO,
+    storage: super::storage::ObjectStorage,
 }
 
 const SELECT_SQLITE: &str = "SELECT metadata_location FROM iceberg_tables \
@@ -142,12 +143,14 @@ impl JdbcTableCatalog {
             CatalogKind::Rest => unreachable!("a REST catalog is not a JDBC one"),
         };
         let properties = merged_properties(catalog, &Default::default());
+        let (file_io, storage) = super::storage::table_storage(aws, &properties);
         Ok(JdbcTableCatalog {
             pool,
             catalog_name: catalog_name.to_string(),
             namespace: levels.join("."),
             table: name,
-            file_io: super::storage::file_io(aws, &properties),
+            file_io,
+            storage,
         })
     }
 
@@ -251,6 +254,7 @@ impl TableCatalog for JdbcTableCatalog {
             metadata: std::sync::Arc::new(metadata),
             metadata_location: location,
             file_io: self.file_io.clone(),
+            storage: self.storage.clone(),
         })
     }
 
@@ -277,6 +281,7 @@ impl TableCatalog for JdbcTableCatalog {
             metadata: std::sync::Arc::new(metadata),
             metadata_location: location.clone(),
             file_io: self.file_io.clone(),
+            storage: self.storage.clone(),
         };
         match self.swap(&base.metadata_location, &location).await {
             Ok(1) => Ok(committed),
@@ -344,6 +349,7 @@ mod tests {
                 "s3://lake/t/metadata/00003-8f3c8b4e-3a9c-4f57-9c1e-3c3a7a2f1b10.metadata.json"
                     .to_string(),
             file_io: iceberg::io::FileIO::new_with_memory(),
+            storage: crate::engine::native::storage::ObjectStorage::local(),
         };
         let parent = metadata.current_snapshot_id().unwrap();
         let snapshot = iceberg::spec::Snapshot::builder()

@@ -40,6 +40,8 @@
 mod catalog;
 mod human;
 mod jdbc;
+mod maintenance;
+mod orphans;
 mod plan;
 mod rest;
 mod rewrite;
@@ -64,6 +66,8 @@ use tokio::sync::{OnceCell, Semaphore};
 use tracing::{info, warn};
 
 pub use catalog::{catalog_kind, CatalogKind};
+pub use maintenance::{MaintenanceReport, MaintenanceTask, NativeMaintenance};
+pub use orphans::{OrphanReport, OrphanRequest};
 pub use plan::MidSizedFiles;
 pub use sort::RowOrder;
 
@@ -381,7 +385,8 @@ impl NativeEngine {
         let context = self.context().await;
         self.handle()
             .spawn(async move {
-                let catalog = connect(&context, &task).await?;
+                let catalog =
+                    connect(&context, &task.catalog_name, &task.catalog, &task.table).await?;
                 let cache = ManifestCache::default();
                 build_report(catalog.as_ref(), &cache, &task, Tally::default()).await
             })
@@ -395,7 +400,8 @@ impl NativeEngine {
         let context = self.context().await;
         self.handle()
             .spawn(async move {
-                let catalog = connect(&context, &task).await?;
+                let catalog =
+                    connect(&context, &task.catalog_name, &task.catalog, &task.table).await?;
                 let cache = ManifestCache::default();
                 let state = TableState::read(catalog.load().await?, &cache).await?;
                 preview_on(&task, &state, &context.limits)
@@ -417,28 +423,24 @@ impl NativeEngine {
 
 async fn connect(
     context: &RunContext,
-    task: &NativeTask,
+    catalog_name: &str,
+    catalog: &CatalogConfig,
+    table: &str,
 ) -> Result<Box<dyn TableCatalog>, NativeError> {
-    let kind = catalog_kind(&task.catalog).map_err(NativeError::Unsupported)?;
+    let kind = catalog_kind(catalog).map_err(NativeError::Unsupported)?;
     Ok(match kind {
         CatalogKind::Rest => Box::new(
             rest::RestTableCatalog::connect(
                 context.http.clone(),
                 context.aws.clone(),
-                &task.catalog,
-                &task.table,
+                catalog,
+                table,
             )
             .await?,
         ),
         CatalogKind::JdbcSqlite | CatalogKind::JdbcPostgres => Box::new(
-            jdbc::JdbcTableCatalog::connect(
-                kind,
-                &context.aws,
-                &task.catalog_name,
-                &task.catalog,
-                &task.table,
-            )
-            .await?,
+            jdbc::JdbcTableCatalog::connect(kind, &context.aws, catalog_name, catalog, table)
+                .await?,
         ),
     })
 }
@@ -672,7 +674,7 @@ async fn recover_run(
     context: RunContext,
     task: NativeTask,
 ) -> Result<Option<NativeReport>, NativeError> {
-    let catalog = connect(&context, &task).await?;
+    let catalog = connect(&context, &task.catalog_name, &task.catalog, &task.table).await?;
     let cache = ManifestCache::default();
     let state = TableState::read(catalog.load().await?, &cache).await?;
     let snapshots = state.snapshots_of_run(&task.run_id);

@@ -324,13 +324,16 @@ impl RestTableCatalog {
         }
     }
 
-    fn file_io_for(&self, vended: &HashMap<String, String>) -> iceberg::io::FileIO {
+    fn storage_for(
+        &self,
+        vended: &HashMap<String, String>,
+    ) -> (iceberg::io::FileIO, super::storage::ObjectStorage) {
         let (defaults, overrides) = &self.server_properties;
         let mut properties = defaults.clone();
         properties.extend(merged_properties(&self.catalog, &HashMap::new()));
         properties.extend(overrides.clone());
         properties.extend(vended.clone());
-        super::storage::file_io(&self.aws, &properties)
+        super::storage::table_storage(&self.aws, &properties)
     }
 }
 
@@ -452,11 +455,12 @@ impl TableCatalog for RestTableCatalog {
                 "the REST catalog returned a staged table (no metadata-location)".to_string(),
             )
         })?;
-        let file_io = self.file_io_for(&vended_properties(&result));
+        let (file_io, storage) = self.storage_for(&vended_properties(&result));
         Ok(LoadedTable {
             metadata: std::sync::Arc::new(result.metadata),
             metadata_location,
             file_io,
+            storage,
         })
     }
 
@@ -492,6 +496,7 @@ impl TableCatalog for RestTableCatalog {
                     metadata: std::sync::Arc::new(committed.metadata),
                     metadata_location: committed.metadata_location,
                     file_io: base.file_io.clone(),
+                    storage: base.storage.clone(),
                 })
             }
             StatusCode::CONFLICT => {

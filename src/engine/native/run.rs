@@ -43,7 +43,7 @@ pub(super) async fn execute(
     log: OutputLog,
     keep: KeptOutputs,
 ) -> Result<NativeReport, NativeError> {
-    let catalog = connect(&context, &task).await?;
+    let catalog = connect(&context, &task.catalog_name, &task.catalog, &task.table).await?;
     execute_on(&context, &task, catalog.as_ref(), &log, &keep).await
 }
 

@@ -77,14 +77,19 @@ pub async fn load_aws_config() -> SdkConfig {
         .await
 }
 
-/// A `FileIO` for a table whose storage settings are `properties`.
-pub fn file_io(aws: &SdkConfig, properties: &HashMap<String, String>) -> FileIO {
-    let factory = ObjectStorageFactory {
-        storage: ObjectStorage {
-            s3: Some(s3_client(aws, properties)),
-        },
+/// The storage of a table whose storage settings are `properties`: the `FileIO` iceberg reads
+/// and writes through, and the same storage for what `FileIO` does not do (listing).
+pub fn table_storage(
+    aws: &SdkConfig,
+    properties: &HashMap<String, String>,
+) -> (FileIO, ObjectStorage) {
+    let storage = ObjectStorage {
+        s3: Some(s3_client(aws, properties)),
     };
-    FileIOBuilder::new(Arc::new(factory)).build()
+    let factory = ObjectStorageFactory {
+        storage: storage.clone(),
+    };
+    (FileIOBuilder::new(Arc::new(factory)).build(), storage)
 }
 
 fn s3_client(aws: &SdkConfig, properties: &HashMap<String, String>) -> aws_sdk_s3::Client {
@@ -636,5 +641,8 @@ impl FileWrite for ObjectWrite {
     }
 }
 
+mod listing;
 #[cfg(test)]
 mod tests;
+
+pub use listing::ListedFile;

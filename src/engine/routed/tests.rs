@@ -146,6 +146,52 @@ fn what_the_native_engine_cannot_do_is_refused_with_the_reason() {
 }
 
 #[test]
+fn remove_orphan_files_is_the_native_engines_with_the_cutoff_before_the_runs_start() {
+    let routed = engines(true);
+    let orphans = |dry_run| ClaimTicket {
+        trigger: Trigger::RemoveOrphans,
+        task: Task::Maintenance(crate::table::state::Maintenance::RemoveOrphans { dry_run }),
+        ..rewrite()
+    };
+    let job = routed.native_job(&task("a.orders", orphans(true))).unwrap();
+    let NativeJob::Maintenance(maintenance, read) = job else {
+        panic!("a maintenance job");
+    };
+    assert_eq!(maintenance.table, "a.orders");
+    assert_eq!(maintenance.run_id, "r1");
+    assert_eq!(read.run_id, "r1", "the table read after it");
+    // The table's `orphan_older_than_hours` (72 by default) before the run started.
+    assert_eq!(
+        maintenance.procedure,
+        NativeMaintenance::RemoveOrphans(OrphanRequest {
+            older_than_millis: rewrite().started_millis - 72 * 3_600_000,
+            dry_run: true,
+        })
+    );
+    let job = routed
+        .native_job(&task("a.orders", orphans(false)))
+        .unwrap();
+    assert!(matches!(
+        job,
+        NativeJob::Maintenance(ref maintenance, _)
+            if matches!(
+                maintenance.procedure,
+                NativeMaintenance::RemoveOrphans(OrphanRequest { dry_run: false, .. })
+            )
+    ));
+    // A catalog the native engine cannot reach: Spark's.
+    assert!(routed
+        .native_job(&task("a.events", orphans(false)))
+        .is_err_and(|why| why.contains("Glue")));
+    // The other procedures are still Spark's.
+    let manifests = ClaimTicket {
+        task: Task::Maintenance(crate::table::state::Maintenance::RewriteManifests),
+        ..rewrite()
+    };
+    assert!(routed.native_job(&task("a.orders", manifests)).is_err());
+}
+
+#[test]
 fn a_sorted_run_is_the_native_engines_in_the_tables_or_the_configured_order() {
     let routed = engines(true);
     let given =
@@ -280,10 +326,6 @@ fn a_native_table_asking_for_what_only_spark_does_is_refused_at_start_with_the_k
         ),
         ("strategy = \"auto\"", "strategy = \"auto\""),
         ("max_manifests = 100", "max_manifests"),
-        (
-            "remove_orphans_every_hours = 24",
-            "remove_orphans_every_hours",
-        ),
         ("delete_file_threshold = 10", "delete_file_threshold"),
         ("compute_statistics = true", "compute_statistics"),
         (
@@ -310,6 +352,10 @@ fn a_native_table_asking_for_what_only_spark_does_is_refused_at_start_with_the_k
         );
     }
     assert!(engine_from_config(&config_with("native", "min_files = 20")).is_ok());
+    assert!(
+        engine_from_config(&config_with("native", "remove_orphans_every_hours = 24")).is_ok(),
+        "remove_orphan_files is the native engine's"
+    );
     assert!(
         engine_from_config(&config_with(
             "native",

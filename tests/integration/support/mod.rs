@@ -492,6 +492,35 @@ impl Moto {
         );
     }
 
+    /// HeadObject: when the object was last written (its `Last-Modified`, whole seconds, in
+    /// milliseconds since the epoch), `None` when it is absent.
+    pub async fn last_modified(&self, bucket: &str, key: &str) -> Option<i64> {
+        let http = reqwest::Client::new();
+        let encoded = encode_key(key);
+        let response = self
+            .s3_request(
+                &http,
+                reqwest::Method::HEAD,
+                &format!("/{bucket}/{encoded}"),
+                Vec::new(),
+            )
+            .await;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return None;
+        }
+        assert!(
+            response.status().is_success(),
+            "head {key}: {}",
+            response.status()
+        );
+        let header = response.headers()["last-modified"].to_str().unwrap();
+        Some(
+            chrono::DateTime::parse_from_rfc2822(header)
+                .unwrap_or_else(|error| panic!("Last-Modified {header}: {error}"))
+                .timestamp_millis(),
+        )
+    }
+
     /// GetObject: the object's bytes (`key` given decoded); fails the test when it is absent.
     pub async fn get_object(&self, bucket: &str, key: &str) -> Vec<u8> {
         let http = reqwest::Client::new();

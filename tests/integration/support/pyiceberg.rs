@@ -33,3 +33,40 @@ pub fn pyiceberg_checksum(lakehouse: &Lakehouse, token: &str, table: &str) -> (S
     let field = |name: &str| printed(&stdout, name);
     (field("rows"), field("crc"))
 }
+
+/// What PyIceberg reads of every snapshot of `table` (time travel), oldest first: (snapshot id,
+/// rows, [`crc_statement`]'s sum). A snapshot whose files are gone fails the read, and the test.
+pub fn pyiceberg_snapshot_checksums(
+    lakehouse: &Lakehouse,
+    token: &str,
+    table: &str,
+) -> Vec<(String, String, String)> {
+    let python = env("ICEPACK_TEST_PYICEBERG_PYTHON");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/pyiceberg_checksum.py"
+    );
+    let stdout = fixture_output(
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(&lakehouse.catalog.uri)
+            .arg(token)
+            .arg(&lakehouse.s3_endpoint)
+            .arg(table)
+            .arg("snapshots"),
+        "pyiceberg_checksum.py",
+    );
+    stdout
+        .lines()
+        .filter(|line| line.starts_with("snapshot="))
+        .map(|line| {
+            let field = |name: &str| {
+                line.split(' ')
+                    .find_map(|part| part.strip_prefix(&format!("{name}=")))
+                    .unwrap_or_else(|| panic!("no {name} in {line}"))
+                    .to_string()
+            };
+            (field("snapshot"), field("rows"), field("crc"))
+        })
+        .collect()
+}

@@ -132,6 +132,7 @@ async fn an_answer_lost_after_sending_is_unknown_for_a_commit_and_unavailable_fo
             "s3://lake/t/metadata/00003-8f3c8b4e-3a9c-4f57-9c1e-3c3a7a2f1b10.metadata.json"
                 .to_string(),
         file_io: iceberg::io::FileIO::new_with_memory(),
+        storage: crate::engine::native::storage::ObjectStorage::local(),
     };
     let connect = RestTableCatalog::connect(
         http_client().unwrap(),
