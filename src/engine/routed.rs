@@ -11,8 +11,8 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::native::{
-    catalog_kind, MaintenanceTask, MidSizedFiles, NativeEngine, NativeError, NativeMaintenance,
-    NativeTask, OrphanRequest, RowOrder,
+    catalog_kind, ExpireRequest, MaintenanceTask, MidSizedFiles, NativeEngine, NativeError,
+    NativeMaintenance, NativeTask, OrphanRequest, RowOrder,
 };
 use super::spark::SparkEngine;
 use super::{Engine, EngineRun, PlannedRun, RanOn, RunTask};
@@ -123,7 +123,7 @@ impl RoutedEngine {
             Task::Reconcile => None,
         };
         let spec = &task.spec;
-        if let Some(reason) = spark_only_run_setting(spec, rewrite.is_some()) {
+        if let Some(reason) = spark_only_run_setting(spec) {
             return Err(reason);
         }
         let (catalog_name, catalog) = self.native_catalog(spec)?;
@@ -148,6 +148,16 @@ impl RoutedEngine {
                 spec.partial_progress,
                 ticket.last_failure,
             ),
+            // After a rewrite, as Spark's job runs it: snapshots older than the table's hours
+            // before the run started.
+            expire: rewrite
+                .and(spec.expire_snapshots_older_than_hours)
+                .map(|hours| ExpireRequest {
+                    older_than_millis: ticket.started_millis - hours as i64 * 3_600_000,
+                    retain_last: spec
+                        .expire_snapshots_retain_last
+                        .map(|retain| retain.min(u32::MAX as u64) as u32),
+                }),
             deadline: Instant::now() + task.timeout,
             run_id: ticket.run_id.clone(),
             committed_since_millis: crate::table::accumulator::committed_since_millis(
@@ -227,18 +237,12 @@ impl RoutedEngine {
 
 /// The first of a table's settings that makes its runs (`rewrite`: its rewrites, else its
 /// reads) Spark's, as the reason; `None` when the native engine does all they ask.
-fn spark_only_run_setting(spec: &TableSpec, rewrite: bool) -> Option<String> {
+fn spark_only_run_setting(spec: &TableSpec) -> Option<String> {
     if spec.where_filter.is_some() {
         return Some("a table's `where` filter is Spark SQL".into());
     }
     if !spec.rewrite_options.is_empty() {
         return Some("rewrite_data_files `options` are Spark's".into());
-    }
-    if rewrite && spec.expire_snapshots_older_than_hours.is_some() {
-        return Some(
-            "expire_snapshots after the rewrite (`expire_snapshots_older_than_hours`) is a Spark procedure"
-                .into(),
-        );
     }
     None
 }
@@ -271,7 +275,7 @@ pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
                 .into(),
         );
     }
-    spark_only_run_setting(spec, true)
+    spark_only_run_setting(spec)
 }
 
 /// A native failure as settlement and alerts know it.

@@ -475,6 +475,7 @@ fn task_template() -> NativeTask {
         apply_deletes: false,
         order: Default::default(),
         partial_progress: false,
+        expire: None,
         deadline: Instant::now() + Duration::from_secs(600),
         run_id: String::new(),
         committed_since_millis: 0,

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use iceberg::io::FileIO;
-use iceberg::spec::{Snapshot, TableMetadata};
+use iceberg::spec::{Snapshot, TableMetadata, TableMetadataBuilder, MAIN_BRANCH};
+use iceberg::{TableRequirement, TableUpdate};
 
 use super::NativeError;
 use crate::config::CatalogConfig;
@@ -121,11 +122,51 @@ pub enum CommitError {
     Failed(NativeError),
 }
 
+/// A change to a table's metadata, as Iceberg's REST protocol carries it: the updates, and what
+/// must hold of the table for them to apply.
+#[derive(Debug, Clone)]
+pub struct Change {
+    pub updates: Vec<TableUpdate>,
+    pub requirements: Vec<TableRequirement>,
+}
+
+impl Change {
+    /// `snapshot` (whose parent is `base`'s current snapshot) as the current snapshot of
+    /// `main`, if `main` is still where `base` has it.
+    pub fn snapshot(base: &TableMetadata, snapshot: Snapshot) -> Result<Change, NativeError> {
+        let parent = base
+            .snapshot_for_ref(MAIN_BRANCH)
+            .map(|snapshot| snapshot.snapshot_id());
+        let built = TableMetadataBuilder::new_from_metadata(base.clone(), None)
+            .set_branch_snapshot(snapshot, MAIN_BRANCH)
+            .and_then(|builder| builder.build())
+            .map_err(|error| NativeError::Other(format!("cannot build the commit: {error}")))?;
+        Ok(Change {
+            updates: built.changes,
+            requirements: vec![
+                TableRequirement::UuidMatch { uuid: base.uuid() },
+                TableRequirement::RefSnapshotIdMatch {
+                    r#ref: MAIN_BRANCH.to_string(),
+                    snapshot_id: parent,
+                },
+            ],
+        })
+    }
+}
+
 /// One table of one catalog.
 #[async_trait]
 pub trait TableCatalog: Send + Sync {
     /// The table's current metadata and where it is stored.
     async fn load(&self) -> Result<LoadedTable, NativeError>;
+
+    /// Applies `change` to the table if and only if its requirements hold and the table is still
+    /// at `base` (a conflict otherwise).
+    async fn commit_change(
+        &self,
+        base: &LoadedTable,
+        change: Change,
+    ) -> Result<LoadedTable, CommitError>;
 
     /// Makes `snapshot` (whose parent is `base`'s current snapshot) the table's current snapshot
     /// on `main`, if and only if the table is still at `base`.
@@ -133,7 +174,10 @@ pub trait TableCatalog: Send + Sync {
         &self,
         base: &LoadedTable,
         snapshot: Snapshot,
-    ) -> Result<LoadedTable, CommitError>;
+    ) -> Result<LoadedTable, CommitError> {
+        let change = Change::snapshot(&base.metadata, snapshot).map_err(CommitError::Failed)?;
+        self.commit_change(base, change).await
+    }
 }
 
 /// `namespace.table` (the last dot separates the table; namespaces may have levels).

@@ -16,13 +16,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_config::SdkConfig;
 use iceberg::io::FileIO;
-use iceberg::spec::{TableMetadata, TableMetadataBuilder, MAIN_BRANCH};
+use iceberg::spec::{TableMetadata, TableMetadataBuilder};
 use iceberg::MetadataLocation;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use super::catalog::{
-    merged_properties, split_table_name, CatalogKind, CommitError, LoadedTable, TableCatalog,
+    merged_properties, split_table_name, CatalogKind, Change, CommitError, LoadedTable,
+    TableCatalog,
 };
 use super::NativeError;
 use crate::config::CatalogConfig;
@@ -211,21 +212,32 @@ impl JdbcTableCatalog {
     }
 }
 
-/// The next metadata of `base` with `snapshot` on `main`, and where it goes.
+/// The table's next metadata with `change` applied to `base` (its requirements checked first),
+/// and where it goes: the next version's file under `metadata/`, as Java's catalogs name it.
 pub fn next_metadata(
     base: &LoadedTable,
-    snapshot: iceberg::spec::Snapshot,
+    change: Change,
 ) -> Result<(TableMetadata, MetadataLocation), NativeError> {
-    let metadata = TableMetadataBuilder::new_from_metadata(
+    for requirement in &change.requirements {
+        requirement.check(Some(&base.metadata)).map_err(|error| {
+            NativeError::CommitConflict(format!("the table changed since the run read it: {error}"))
+        })?;
+    }
+    let mut builder = TableMetadataBuilder::new_from_metadata(
         (*base.metadata).clone(),
         Some(base.metadata_location.clone()),
-    )
-    .set_branch_snapshot(snapshot, MAIN_BRANCH)
-    .and_then(|builder| builder.build())
-    .map_err(|error| {
-        NativeError::Other(format!("cannot build the table's next metadata: {error}"))
-    })?
-    .metadata;
+    );
+    for update in change.updates {
+        builder = update.apply(builder).map_err(|error| {
+            NativeError::Other(format!("cannot build the table's next metadata: {error}"))
+        })?;
+    }
+    let metadata = builder
+        .build()
+        .map_err(|error| {
+            NativeError::Other(format!("cannot build the table's next metadata: {error}"))
+        })?
+        .metadata;
     let location = MetadataLocation::from_str(&base.metadata_location)
         .map_err(|_| {
             NativeError::Unsupported(format!(
@@ -258,12 +270,15 @@ impl TableCatalog for JdbcTableCatalog {
         })
     }
 
-    async fn commit(
+    async fn commit_change(
         &self,
         base: &LoadedTable,
-        snapshot: iceberg::spec::Snapshot,
+        change: Change,
     ) -> Result<LoadedTable, CommitError> {
-        let (metadata, location) = next_metadata(base, snapshot).map_err(CommitError::Failed)?;
+        let (metadata, location) = next_metadata(base, change).map_err(|error| match error {
+            NativeError::CommitConflict(message) => CommitError::Conflict(message),
+            other => CommitError::Failed(other),
+        })?;
         let location = location.to_string();
         metadata
             .write_to(
@@ -363,7 +378,8 @@ mod tests {
                 additional_properties: Default::default(),
             })
             .build();
-        let (next, location) = next_metadata(&base, snapshot).unwrap();
+        let (next, location) =
+            next_metadata(&base, Change::snapshot(&base.metadata, snapshot).unwrap()).unwrap();
         let location = location.to_string();
         assert!(
             location.starts_with("s3://lake/t/metadata/00004-"),
@@ -392,7 +408,7 @@ mod tests {
             })
             .build();
         assert!(
-            next_metadata(&base, stale).is_err(),
+            Change::snapshot(&base.metadata, stale).is_err(),
             "a sequence number already used"
         );
         let odd = LoadedTable {
@@ -411,7 +427,7 @@ mod tests {
             })
             .build();
         assert!(matches!(
-            next_metadata(&odd, snapshot),
+            next_metadata(&odd, Change::snapshot(&odd.metadata, snapshot).unwrap()),
             Err(NativeError::Unsupported(_))
         ));
     }

@@ -38,6 +38,7 @@
 //! a deadline never leaves a commit half-known.
 
 mod catalog;
+mod expire;
 mod human;
 mod jdbc;
 mod maintenance;
@@ -66,6 +67,7 @@ use tokio::sync::{OnceCell, Semaphore};
 use tracing::{info, warn};
 
 pub use catalog::{catalog_kind, CatalogKind};
+pub use expire::{ExpireReport, ExpireRequest};
 pub use maintenance::{MaintenanceReport, MaintenanceTask, NativeMaintenance};
 pub use orphans::{OrphanReport, OrphanRequest};
 pub use plan::MidSizedFiles;
@@ -75,7 +77,8 @@ use crate::base::clock::UnixMillis;
 use crate::config::CatalogConfig;
 use crate::model::preview::{EnginePlan, GroupPreview};
 use crate::model::report::{
-    DeleteRead, FailureClass, LeftPartition, ReportSummary, RewriteResult, LEFT_KEPT,
+    DeleteRead, FailureClass, LeftPartition, MaintenanceFailure, ReportSummary, RewriteResult,
+    LEFT_KEPT,
 };
 use crate::table::partitions::{PartitionField, Transform};
 use catalog::{CommitError, TableCatalog};
@@ -121,6 +124,8 @@ pub struct NativeTask {
     pub order: RowOrder,
     /// One commit per group instead of one for the run.
     pub partial_progress: bool,
+    /// `expire_snapshots` after the rewrite, as the table configures it.
+    pub expire: Option<ExpireRequest>,
     /// Reading and writing stop here; a commit that started finishes.
     pub deadline: Instant,
     pub run_id: String,
@@ -149,6 +154,8 @@ pub struct NativeReport {
     /// The partitions the run was asked for and did not rewrite, with why (at most
     /// [`LEFT_KEPT`]; a whole-table run that rewrote nothing: one entry for the table).
     pub left: Vec<LeftPartition>,
+    /// A step after the rewrite's commit that failed (`expire_snapshots`); the run succeeded.
+    pub maintenance_failed: Option<MaintenanceFailure>,
 }
 
 impl From<NativeReport> for ReportSummary {
@@ -162,6 +169,7 @@ impl From<NativeReport> for ReportSummary {
             manifest_count: Some(report.manifest_count),
             deletes: Some(report.deletes),
             left: report.left,
+            maintenance_failed: report.maintenance_failed,
             ..ReportSummary::default()
         }
     }
@@ -576,6 +584,7 @@ async fn build_report(
     let state = TableState::read(catalog.load().await?, cache).await?;
     Ok(NativeReport {
         left: tally.left,
+        maintenance_failed: tally.maintenance_failed,
         result: tally.result,
         output_files: tally.outputs,
         snapshot_ids: tally.snapshots,
@@ -727,69 +736,5 @@ async fn recover_run(
 }
 
 #[cfg(test)]
-mod unit_tests {
-    use super::*;
-
-    #[test]
-    fn errors_are_classified_as_settlement_knows_them() {
-        assert_eq!(
-            NativeError::CommitConflict("x".into()).class(),
-            FailureClass::CommitConflict
-        );
-        assert_eq!(
-            NativeError::CommitStateUnknown("x".into()).class(),
-            FailureClass::CommitStateUnknown
-        );
-        assert_eq!(
-            NativeError::Timeout("x".into()).class(),
-            FailureClass::Timeout
-        );
-        assert_eq!(
-            NativeError::CatalogUnavailable("x".into()).class(),
-            FailureClass::EngineUnavailable
-        );
-        assert_eq!(
-            NativeError::InvalidInput("x".into()).class(),
-            FailureClass::Other
-        );
-        assert!(NativeError::Unsupported("deletes".into()).needs_another_engine());
-        assert!(NativeError::RunTooLarge {
-            input_bytes: 2,
-            limit_bytes: 1
-        }
-        .needs_another_engine());
-        assert!(!NativeError::CommitConflict("x".into()).needs_another_engine());
-    }
-
-    #[test]
-    fn a_report_becomes_the_spark_paths_summary() {
-        let report = NativeReport {
-            result: RewriteResult {
-                rewritten_data_files_count: 24,
-                added_data_files_count: 1,
-                rewritten_bytes_count: 38_000,
-                ..RewriteResult::default()
-            },
-            output_files: vec!["s3://lake/t/data/a.parquet".to_string()],
-            snapshot_ids: vec![7],
-            spec: vec![PartitionField {
-                name: "ts_day".to_string(),
-                source: "ts".to_string(),
-                transform: Transform::Day,
-                source_type: Some("timestamp".to_string()),
-            }],
-            left: Vec::new(),
-            truth: vec![("s3://lake/t/data/a.parquet".to_string(), 5_000)],
-            committed: vec!["s3://lake/t/data/a.parquet".to_string()],
-            manifest_count: 3,
-            deletes: DeleteRead::default(),
-        };
-        let summary = ReportSummary::from(report.clone());
-        assert_eq!(summary.result, report.result);
-        assert_eq!(summary.output_files, report.output_files);
-        assert_eq!(summary.spec, Some(report.spec));
-        assert_eq!(summary.truth, Some(report.truth));
-        assert_eq!(summary.committed, report.committed);
-        assert_eq!(summary.manifest_count, Some(3));
-    }
-}
+#[path = "unit_tests.rs"]
+mod unit_tests;

@@ -20,7 +20,7 @@
 use std::collections::HashSet;
 
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::{ManifestFile, TableMetadata};
+use iceberg::spec::{ManifestFile, SnapshotRef, TableMetadata};
 
 use super::catalog::LoadedTable;
 use super::storage::ListedFile;
@@ -73,6 +73,10 @@ impl Reachable {
         let (full, bare) = normalized(path);
         self.paths.insert(full);
         self.bare.insert(bare);
+    }
+
+    pub fn contains(&self, path: &str) -> bool {
+        self.paths.contains(&normalized(path).0)
     }
 
     pub fn len(&self) -> usize {
@@ -178,8 +182,23 @@ pub async fn reachable(table: &LoadedTable) -> Result<Reachable, NativeError> {
         reachable.insert(&file.statistics_path);
     }
     earlier_metadata(table, &mut reachable).await?;
+    snapshot_files(table, metadata.snapshots(), |path| reachable.insert(path)).await?;
+    Ok(reachable)
+}
 
-    let lists: Vec<Vec<ManifestFile>> = futures::stream::iter(metadata.snapshots().cloned())
+/// Every file `snapshots` of the table read — their manifest lists, the manifests those name,
+/// and the live data and delete files of those manifests — each passed to `found` (a manifest's
+/// files once per manifest, though snapshots share it).
+pub async fn snapshot_files<'a>(
+    table: &LoadedTable,
+    snapshots: impl Iterator<Item = &'a SnapshotRef>,
+    mut found: impl FnMut(&str),
+) -> Result<(), NativeError> {
+    let snapshots: Vec<SnapshotRef> = snapshots.cloned().collect();
+    for snapshot in &snapshots {
+        found(snapshot.manifest_list());
+    }
+    let lists: Vec<Vec<ManifestFile>> = futures::stream::iter(snapshots)
         .map(|snapshot| async move {
             manifest_list(table, &snapshot)
                 .await
@@ -188,9 +207,6 @@ pub async fn reachable(table: &LoadedTable) -> Result<Reachable, NativeError> {
         .buffer_unordered(READS)
         .try_collect()
         .await?;
-    for snapshot in metadata.snapshots() {
-        reachable.insert(snapshot.manifest_list());
-    }
     let mut seen = HashSet::new();
     let manifests: Vec<ManifestFile> = lists
         .into_iter()
@@ -198,7 +214,7 @@ pub async fn reachable(table: &LoadedTable) -> Result<Reachable, NativeError> {
         .filter(|file| seen.insert(file.manifest_path.clone()))
         .collect();
     for file in &manifests {
-        reachable.insert(&file.manifest_path);
+        found(&file.manifest_path);
     }
     // Each manifest once, its paths kept and its entries dropped: a table of many snapshots
     // shares most manifests between them.
@@ -220,10 +236,10 @@ pub async fn reachable(table: &LoadedTable) -> Result<Reachable, NativeError> {
         .buffer_unordered(READS);
     while let Some(paths) = files.next().await {
         for path in paths? {
-            reachable.insert(&path);
+            found(&path);
         }
     }
-    Ok(reachable)
+    Ok(())
 }
 
 /// The metadata files the current one's log names, and those their logs name, back to the

@@ -10,15 +10,16 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use aws_config::SdkConfig;
-use iceberg::spec::{Snapshot, TableMetadata, TableMetadataBuilder, MAIN_BRANCH};
-use iceberg::{NamespaceIdent, TableIdent, TableRequirement};
+use iceberg::{NamespaceIdent, TableIdent};
 use iceberg_catalog_rest::{CommitTableRequest, CommitTableResponse, LoadTableResult};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use super::catalog::{merged_properties, split_table_name, CommitError, LoadedTable, TableCatalog};
+use super::catalog::{
+    merged_properties, split_table_name, Change, CommitError, LoadedTable, TableCatalog,
+};
 use super::NativeError;
 use crate::config::CatalogConfig;
 
@@ -405,32 +406,13 @@ fn vended_properties(result: &LoadTableResult) -> HashMap<String, String> {
     properties
 }
 
-/// The requirements and updates of a commit of `snapshot` on `base`: the updates are those
-/// iceberg's metadata builder makes of it (the snapshot, and `main` pointing at it with its
-/// retention kept), so the builder's checks (sequence number, timestamps) run here first.
-pub fn commit_request(
-    identifier: &TableIdent,
-    base: &TableMetadata,
-    snapshot: Snapshot,
-) -> Result<CommitTableRequest, NativeError> {
-    let parent = base
-        .snapshot_for_ref(MAIN_BRANCH)
-        .map(|snapshot| snapshot.snapshot_id());
-    let built = TableMetadataBuilder::new_from_metadata(base.clone(), None)
-        .set_branch_snapshot(snapshot, MAIN_BRANCH)
-        .and_then(|builder| builder.build())
-        .map_err(|error| NativeError::Other(format!("cannot build the commit: {error}")))?;
-    Ok(CommitTableRequest {
+/// The REST request that commits `change` to the table.
+pub fn commit_request(identifier: &TableIdent, change: Change) -> CommitTableRequest {
+    CommitTableRequest {
         identifier: Some(identifier.clone()),
-        requirements: vec![
-            TableRequirement::UuidMatch { uuid: base.uuid() },
-            TableRequirement::RefSnapshotIdMatch {
-                r#ref: MAIN_BRANCH.to_string(),
-                snapshot_id: parent,
-            },
-        ],
-        updates: built.changes,
-    })
+        requirements: change.requirements,
+        updates: change.updates,
+    }
 }
 
 #[async_trait]
@@ -464,13 +446,12 @@ impl TableCatalog for RestTableCatalog {
         })
     }
 
-    async fn commit(
+    async fn commit_change(
         &self,
         base: &LoadedTable,
-        snapshot: Snapshot,
+        change: Change,
     ) -> Result<LoadedTable, CommitError> {
-        let request = commit_request(&self.identifier, &base.metadata, snapshot)
-            .map_err(CommitError::Failed)?;
+        let request = commit_request(&self.identifier, change);
         let body = serde_json::to_vec(&request).map_err(|error| {
             CommitError::Failed(NativeError::Other(format!(
                 "cannot encode the commit: {error}"

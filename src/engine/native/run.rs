@@ -35,6 +35,8 @@ pub(super) struct Tally {
     pub(super) first_failure: Option<NativeError>,
     /// The partitions the plan left, with why.
     pub(super) left: Vec<LeftPartition>,
+    /// A step after the rewrite that failed (`expire_snapshots`).
+    pub(super) maintenance_failed: Option<MaintenanceFailure>,
 }
 
 pub(super) async fn execute(
@@ -71,8 +73,55 @@ pub(super) async fn execute_on(
             }
         }
     }
-    let tally = outcome?;
+    let mut tally = outcome?;
+    if let Some(request) = task.expire {
+        tally.maintenance_failed = expire_after(context, task, catalog, request).await;
+    }
     build_report(catalog, &cache, task, tally).await
+}
+
+/// `expire_snapshots` after the rewrite, within the run's deadline; what failed, if anything
+/// (the rewrite stands either way).
+async fn expire_after(
+    context: &RunContext,
+    task: &NativeTask,
+    catalog: &dyn TableCatalog,
+    request: super::expire::ExpireRequest,
+) -> Option<MaintenanceFailure> {
+    let deadline = tokio::time::Instant::from_std(task.deadline);
+    let expiry = super::expire::expire(catalog, &task.table, &context.runtime, request);
+    let failure = |class: FailureClass, excerpt: String| MaintenanceFailure {
+        step: "expire_snapshots".to_string(),
+        class,
+        excerpt,
+    };
+    match tokio::time::timeout_at(deadline, expiry).await {
+        Ok(Ok(report)) => {
+            info!(
+                table = %task.table,
+                run = %task.run_id,
+                expired = report.expired_snapshots,
+                deleted_files = report.deleted_files,
+                "native expire_snapshots done"
+            );
+            report.not_deleted.map(|(count, first)| {
+                failure(
+                    FailureClass::Other,
+                    format!(
+                        "{count} files only expired snapshots read were not deleted (left for remove_orphan_files); the first, {first}"
+                    ),
+                )
+            })
+        }
+        Ok(Err(error)) => {
+            warn!(table = %task.table, run = %task.run_id, "native expire_snapshots failed: {error}");
+            Some(failure(error.class(), error.to_string()))
+        }
+        Err(_) => Some(failure(
+            FailureClass::Timeout,
+            "the run's deadline passed during expire_snapshots".to_string(),
+        )),
+    }
 }
 
 async fn rewrite_and_commit(

@@ -478,6 +478,7 @@ impl LocalLake {
             apply_deletes: false,
             order: Default::default(),
             partial_progress: false,
+            expire: None,
             deadline: Instant::now() + Duration::from_secs(120),
             run_id: crate::model::report::new_run_id(chrono::Utc::now().timestamp_millis()),
             committed_since_millis: 0,
@@ -788,10 +789,10 @@ impl TableCatalog for RacingCatalog<'_> {
         self.lake.jdbc.load().await
     }
 
-    async fn commit(
+    async fn commit_change(
         &self,
         base: &LoadedTable,
-        snapshot: iceberg::spec::Snapshot,
+        change: super::catalog::Change,
     ) -> Result<LoadedTable, CommitError> {
         self.commits.fetch_add(1, Ordering::SeqCst);
         if let Some(race) = self.race.lock().await.take() {
@@ -802,7 +803,7 @@ impl TableCatalog for RacingCatalog<'_> {
                 Race::DeleteFrom(path) => self.lake.delete_from(&path, 0).await,
             }
         }
-        self.lake.jdbc.commit(base, snapshot).await
+        self.lake.jdbc.commit_change(base, change).await
     }
 }
 
@@ -1182,4 +1183,139 @@ async fn a_delete_file_named_like_a_data_file_is_told_apart_by_the_metadata() {
         (report.deletes.position_files, report.deletes.deleted_rows),
         (1, 1)
     );
+}
+
+/// A local path of a table file (`file:///…` or `/…`).
+fn on_disk(path: &str) -> bool {
+    std::path::Path::new(path.strip_prefix("file://").unwrap_or(path)).exists()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expire_after_a_rewrite_deletes_only_what_no_kept_snapshot_reads() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    let mut appended = Vec::new();
+    for commit in 0..6 {
+        appended.push(
+            lake.append(&rows_of("eu", commit * 10..commit * 10 + 10, 0))
+                .await,
+        );
+    }
+    // A tag on the second snapshot: kept whatever its age, with every file it reads.
+    let before = lake.jdbc.load().await.unwrap();
+    let mut snapshots: Vec<_> = before.metadata.snapshots().cloned().collect();
+    snapshots.sort_by_key(|snapshot| snapshot.sequence_number());
+    let tagged = snapshots[1].snapshot_id();
+    let expired_lists: Vec<String> = snapshots[2..]
+        .iter()
+        .map(|snapshot| snapshot.manifest_list().to_string())
+        .collect();
+    lake.change_metadata(|builder| {
+        builder
+            .set_ref(
+                "audit",
+                iceberg::spec::SnapshotReference::new(
+                    tagged,
+                    iceberg::spec::SnapshotRetention::Tag {
+                        max_ref_age_ms: None,
+                    },
+                ),
+            )
+            .unwrap()
+    })
+    .await;
+    let rows_before = lake.rows().await;
+
+    let task = NativeTask {
+        expire: Some(ExpireRequest {
+            older_than_millis: chrono::Utc::now().timestamp_millis() + 60_000,
+            retain_last: Some(1),
+        }),
+        ..lake.task(&["region=eu"])
+    };
+    let report = lake.run(&task).await.unwrap();
+    assert_eq!(report.result.rewritten_data_files_count, 6);
+    assert_eq!(report.maintenance_failed, None);
+    assert_eq!(lake.rows().await, rows_before);
+
+    let after = lake.jdbc.load().await.unwrap();
+    let mut kept: Vec<i64> = after
+        .metadata
+        .snapshots()
+        .map(|snapshot| snapshot.snapshot_id())
+        .collect();
+    kept.sort();
+    let mut expected = vec![tagged, report.snapshot_ids[0]];
+    expected.sort();
+    assert_eq!(kept, expected, "the current snapshot and the tagged one");
+    assert_eq!(
+        after
+            .metadata
+            .snapshot_for_ref("audit")
+            .unwrap()
+            .snapshot_id(),
+        tagged
+    );
+    // The tagged snapshot's two files stay, the other four appended files go with their
+    // snapshots' manifest lists; the rewrite's output stays.
+    for (index, path) in appended.iter().enumerate() {
+        assert_eq!(on_disk(path), index < 2, "{index}: {path}");
+    }
+    for list in &expired_lists {
+        assert!(!on_disk(list), "{list}");
+    }
+    assert!(on_disk(snapshots[1].manifest_list()));
+    assert!(report.output_files.iter().all(|path| on_disk(path)));
+
+    // Nothing more to expire: no commit, nothing deleted.
+    let again = super::expire::expire(
+        &lake.jdbc,
+        "analytics.events",
+        &lake.context.runtime,
+        ExpireRequest {
+            older_than_millis: chrono::Utc::now().timestamp_millis() + 60_000,
+            retain_last: Some(1),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(again, ExpireReport::default());
+    assert_eq!(
+        lake.jdbc.load().await.unwrap().metadata_location,
+        after.metadata_location
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expire_refused_by_the_table_is_told_beside_a_rewrite_that_stands() {
+    let lake =
+        LocalLake::with_properties(iceberg::spec::FormatVersion::V2, &[("gc.enabled", "false")])
+            .await;
+    let mut appended = Vec::new();
+    for commit in 0..3 {
+        appended.push(
+            lake.append(&rows_of("eu", commit * 10..commit * 10 + 10, 0))
+                .await,
+        );
+    }
+    let task = NativeTask {
+        min_input_files: 2,
+        expire: Some(ExpireRequest {
+            older_than_millis: chrono::Utc::now().timestamp_millis() + 60_000,
+            retain_last: None,
+        }),
+        ..lake.task(&["region=eu"])
+    };
+    let report = lake.run(&task).await.unwrap();
+    assert_eq!(
+        report.result.rewritten_data_files_count, 3,
+        "the rewrite stands"
+    );
+    let failed = report.maintenance_failed.expect("the expiry is told");
+    assert_eq!(failed.step, "expire_snapshots");
+    assert!(failed.excerpt.contains("gc.enabled"), "{failed:?}");
+    assert_eq!(
+        lake.jdbc.load().await.unwrap().metadata.snapshots().count(),
+        4
+    );
+    assert!(appended.iter().all(|path| on_disk(path)));
 }

@@ -277,44 +277,37 @@ fn extra_task(config: &Arc<Config>, ticket: ClaimTicket) -> RunTask {
     }
 }
 
-#[tokio::test]
-async fn a_rewrite_followed_by_expire_snapshots_is_sparks_and_never_skips_the_expiry() {
-    let expiring = "expire_snapshots_older_than_hours = 24";
-    let config = config_with("auto", expiring);
-    let spark = SparkEngine::new(
-        Arc::new(StandInRunner::succeeding(3)),
-        CompactionSettings::from_config(config.clone()),
+#[test]
+fn a_rewrite_followed_by_expire_snapshots_is_the_native_engines_with_the_tables_terms() {
+    let config = config_with(
+        "native",
+        "expire_snapshots_older_than_hours = 24\nexpire_snapshots_retain_last = 3",
     );
     let native = NativeEngine::new(super::super::native::NativeLimits::default()).unwrap();
-    let routed = RoutedEngine::new(Some(spark), Some(native), config.clone());
-    let ended = routed.run(&extra_task(&config, rewrite())).await;
-    assert_eq!(ended.ran_on.engine, "spark", "{:?}", ended.ran_on);
-    assert!(
-        ended.ran_on.detail.contains("auto: expire_snapshots"),
-        "{:?}",
-        ended.ran_on
+    let routed = RoutedEngine::new(None, Some(native), config.clone());
+    let task = routed.native_task(&extra_task(&config, rewrite())).unwrap();
+    assert_eq!(
+        task.expire,
+        Some(ExpireRequest {
+            older_than_millis: rewrite().started_millis - 24 * 3_600_000,
+            retain_last: Some(3),
+        }),
+        "as Spark's job: the table's hours before the run started"
     );
-    // A read expires nothing: still the native engine's.
+    // A read expires nothing.
     let reconcile = ClaimTicket {
         trigger: Trigger::Reconcile,
         task: Task::Reconcile,
         ..rewrite()
     };
-    assert!(routed.native_task(&extra_task(&config, reconcile)).is_ok());
-
-    // `engine = "native"`: the run fails with the reason rather than leave snapshots unexpired.
-    let config = config_with("native", expiring);
+    let read = routed.native_task(&extra_task(&config, reconcile)).unwrap();
+    assert_eq!(read.expire, None);
+    // Without the key: no expiry.
+    let config = config_with("native", "min_files = 20");
     let native = NativeEngine::new(super::super::native::NativeLimits::default()).unwrap();
     let routed = RoutedEngine::new(None, Some(native), config.clone());
-    let ended = routed.run(&extra_task(&config, rewrite())).await;
-    assert_eq!(ended.ran_on.engine, "native");
-    match ended.outcome {
-        RunOutcome::Failure { class, excerpt, .. } => {
-            assert_eq!(class, FailureClass::InvalidInput);
-            assert!(excerpt.contains("expire_snapshots"), "{excerpt}");
-        }
-        other => panic!("{other:?}"),
-    }
+    let task = routed.native_task(&extra_task(&config, rewrite())).unwrap();
+    assert_eq!(task.expire, None);
 }
 
 #[test]
@@ -328,10 +321,6 @@ fn a_native_table_asking_for_what_only_spark_does_is_refused_at_start_with_the_k
         ("max_manifests = 100", "max_manifests"),
         ("delete_file_threshold = 10", "delete_file_threshold"),
         ("compute_statistics = true", "compute_statistics"),
-        (
-            "expire_snapshots_older_than_hours = 24",
-            "expire_snapshots_older_than_hours",
-        ),
         ("where = \"id > 0\"", "`where`"),
         (
             "options = { \"max-file-group-size-bytes\" = \"1\" }",

@@ -521,6 +521,49 @@ impl Moto {
         )
     }
 
+    /// ListObjectsV2: every key under `prefix`, page by page.
+    pub async fn list_keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let http = reqwest::Client::new();
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let mut query = format!(
+                "/{bucket}?list-type=2&prefix={}",
+                percent_encoding::utf8_percent_encode(prefix, percent_encoding::NON_ALPHANUMERIC)
+            );
+            if let Some(token) = &token {
+                query.push_str(&format!(
+                    "&continuation-token={}",
+                    percent_encoding::utf8_percent_encode(
+                        token,
+                        percent_encoding::NON_ALPHANUMERIC
+                    )
+                ));
+            }
+            let response = self
+                .s3_request(&http, reqwest::Method::GET, &query, Vec::new())
+                .await;
+            assert!(
+                response.status().is_success(),
+                "list: {}",
+                response.status()
+            );
+            let body = response.text().await.unwrap();
+            let between = |text: &str, tag: &str| -> Vec<String> {
+                text.split(&format!("<{tag}>"))
+                    .skip(1)
+                    .filter_map(|part| part.split_once(&format!("</{tag}>")))
+                    .map(|(value, _)| value.replace("&amp;", "&"))
+                    .collect()
+            };
+            keys.extend(between(&body, "Key"));
+            token = between(&body, "NextContinuationToken").into_iter().next();
+            if token.is_none() {
+                return keys;
+            }
+        }
+    }
+
     /// GetObject: the object's bytes (`key` given decoded); fails the test when it is absent.
     pub async fn get_object(&self, bucket: &str, key: &str) -> Vec<u8> {
         let http = reqwest::Client::new();

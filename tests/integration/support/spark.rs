@@ -56,6 +56,7 @@ pub fn native_task(
         apply_deletes: false,
         order: Default::default(),
         partial_progress: false,
+        expire: None,
         deadline: std::time::Instant::now() + Duration::from_secs(600),
         run_id: icepack::runs::report::new_run_id(chrono::Utc::now().timestamp_millis()),
         committed_since_millis: chrono::Utc::now().timestamp_millis() - 3_600_000,

@@ -1,4 +1,5 @@
 use super::*;
+use iceberg::spec::{Snapshot, TableMetadata};
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
@@ -297,7 +298,7 @@ fn a_commit_asserts_the_table_and_its_main_branch() {
             additional_properties: HashMap::new(),
         })
         .build();
-    let request = commit_request(&identifier, &metadata, snapshot).unwrap();
+    let request = commit_request(&identifier, Change::snapshot(&metadata, snapshot).unwrap());
     let json = serde_json::to_value(&request).unwrap();
     let requirements = json["requirements"].as_array().unwrap();
     assert_eq!(requirements[0]["type"], "assert-table-uuid");
