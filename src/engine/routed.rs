@@ -1,8 +1,9 @@
 //! One engine per run, by the table's `engine`: Spark, the native engine, or `auto` — the native
 //! engine for the runs it can do, Spark for the others. What the native engine can do is known
-//! in part before a run (the task: a bin-pack rewrite or a reconcile of a table in a REST or JDBC
-//! catalog) and in part only from the table's metadata (an equality delete on an optional column
-//! applying to an input, format v3, a run over `[native] max_run_mb`): such a run goes to Spark then, and the run history says
+//! in part before a run (the task: a bin-pack or sorted rewrite, `remove_orphan_files`,
+//! `rewrite_manifests` or a reconcile of a table in a REST or JDBC catalog) and in part only from
+//! the table's metadata (an equality delete on an optional column applying to an input, format
+//! v3, a run over `[native] max_run_mb`): such a run goes to Spark then, and the run history says
 //! why.
 
 use std::sync::{Arc, Mutex};
@@ -73,6 +74,7 @@ impl RoutedEngine {
                         dry_run: *dry_run,
                     })
                 }
+                Maintenance::RewriteManifests => NativeMaintenance::RewriteManifests,
                 other => return Err(format!("{} is a Spark procedure", other.as_str())),
             };
             let (catalog_name, catalog) = self.native_catalog(&task.spec)?;
@@ -108,7 +110,9 @@ impl RoutedEngine {
         let ticket = &task.ticket;
         let rewrite = match &ticket.task {
             // The table read after the procedure, as after Spark's.
-            Task::Maintenance(Maintenance::RemoveOrphans { .. }) => None,
+            Task::Maintenance(
+                Maintenance::RemoveOrphans { .. } | Maintenance::RewriteManifests,
+            ) => None,
             Task::Maintenance(maintenance) => {
                 return Err(format!("{} is a Spark procedure", maintenance.as_str()));
             }
@@ -247,9 +251,9 @@ fn spark_only_run_setting(spec: &TableSpec) -> Option<String> {
     None
 }
 
-/// The first of a table's settings that asks for runs only Spark does (a strategy but bin-pack,
-/// maintenance procedures — `rewrite_position_delete_files` among a deletes-due table's runs —
-/// and [`spark_only_run_setting`]), as the reason
+/// The first of a table's settings that asks for runs only Spark does (z-order and `auto`,
+/// `rewrite_position_delete_files` among a deletes-due table's runs, statistics, and
+/// [`spark_only_run_setting`]), as the reason
 /// a table with `engine = "native"` is refused; `None` when the native engine does all of them.
 pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
     if !matches!(spec.strategy, Strategy::Binpack | Strategy::Sort(_)) {
@@ -257,9 +261,6 @@ pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
             "strategy = \"{}\" is Spark's (the native engine bin-packs and sorts)",
             spec.strategy.name()
         ));
-    }
-    if spec.max_manifests.is_some() {
-        return Some("rewrite_manifests (`max_manifests`) is a Spark procedure".into());
     }
     if spec.deletes.is_on() {
         // A table due by its deletes gets a data rewrite (native) only with equality deletes or

@@ -56,6 +56,17 @@ fn history(table: &str) -> Vec<String> {
     statements
 }
 
+/// A `remove_orphan_files` run's report.
+async fn orphans(
+    engine: &NativeEngine,
+    task: MaintenanceTask,
+) -> icepack::engine::native::OrphanReport {
+    match engine.maintain(task).await.unwrap() {
+        MaintenanceReport::Orphans(report) => report,
+        other => panic!("not an orphan report: {other:?}"),
+    }
+}
+
 fn maintenance(lakehouse: &Lakehouse, table: &str, request: OrphanRequest) -> MaintenanceTask {
     MaintenanceTask {
         catalog_name: "lakehouse".to_string(),
@@ -130,10 +141,7 @@ async fn native_remove_orphan_files_on_s3_deletes_only_old_orphans_and_every_sna
     };
 
     let engine = NativeEngine::new(NativeLimits::default()).unwrap();
-    let MaintenanceReport::Orphans(dry) = engine
-        .maintain(maintenance(&lakehouse, table, request(true)))
-        .await
-        .unwrap();
+    let dry = orphans(&engine, maintenance(&lakehouse, table, request(true))).await;
     let expected: Vec<String> = old
         .iter()
         .map(|key| format!("s3://{bucket}/{key}"))
@@ -150,10 +158,7 @@ async fn native_remove_orphan_files_on_s3_deletes_only_old_orphans_and_every_sna
         );
     }
 
-    let MaintenanceReport::Orphans(removed) = engine
-        .maintain(maintenance(&lakehouse, table, request(false)))
-        .await
-        .unwrap();
+    let removed = orphans(&engine, maintenance(&lakehouse, table, request(false))).await;
     println!(
         "remove_orphan_files: {} listed, {} reachable, {} removed, {} young, {} hidden",
         removed.listed,
@@ -180,10 +185,7 @@ async fn native_remove_orphan_files_on_s3_deletes_only_old_orphans_and_every_sna
         );
     }
     // A second run finds nothing more.
-    let MaintenanceReport::Orphans(again) = engine
-        .maintain(maintenance(&lakehouse, table, request(false)))
-        .await
-        .unwrap();
+    let again = orphans(&engine, maintenance(&lakehouse, table, request(false))).await;
     assert!(again.orphans.is_empty(), "{again:?}");
 
     // Every snapshot reads as before (a file any of them needs would fail the read), Spark

@@ -1,15 +1,17 @@
 //! Table maintenance in the native engine: a procedure on one table, in the engine's runtime and
-//! run slots as a compaction, bounded by its deadline. `remove_orphan_files` (`orphans.rs`) is
-//! the first; the table read after it is the routed engine's, as after any run.
+//! run slots as a compaction, bounded by its deadline: `remove_orphan_files` (`orphans.rs`) and
+//! `rewrite_manifests` (`manifests.rs`). The table read after it is the routed engine's, as
+//! after any run.
 
 use std::time::Instant;
 
 use tracing::{info, warn};
 
+use super::manifests::{self, ManifestsReport};
 use super::orphans::{self, OrphanReport, OrphanRequest};
 use super::{connect, storage, storage_error, NativeEngine, NativeError, RunContext};
 use crate::config::CatalogConfig;
-use crate::model::report::ReportSummary;
+use crate::model::report::{ManifestRewrite, ReportSummary};
 
 /// A maintenance run of the native engine: one table, one procedure.
 #[derive(Debug, Clone)]
@@ -29,12 +31,14 @@ pub struct MaintenanceTask {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NativeMaintenance {
     RemoveOrphans(OrphanRequest),
+    RewriteManifests,
 }
 
 /// What a native maintenance run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MaintenanceReport {
     Orphans(OrphanReport),
+    Manifests(ManifestsReport),
 }
 
 impl MaintenanceReport {
@@ -43,6 +47,12 @@ impl MaintenanceReport {
         match self {
             MaintenanceReport::Orphans(orphans) => {
                 summary.orphan_files = Some(orphans.orphans.len() as u64);
+            }
+            MaintenanceReport::Manifests(manifests) => {
+                summary.manifests = Some(ManifestRewrite {
+                    rewritten_manifests_count: manifests.replaced,
+                    added_manifests_count: manifests.created,
+                });
             }
         }
     }
@@ -85,6 +95,16 @@ impl NativeEngine {
                 hidden = report.hidden,
                 millis = started.elapsed().as_millis() as u64,
                 "native remove_orphan_files done"
+            ),
+            Ok(MaintenanceReport::Manifests(report)) => info!(
+                table = %table,
+                run = %run_id,
+                replaced = report.replaced,
+                created = report.created,
+                kept = report.kept,
+                entries = report.entries,
+                millis = started.elapsed().as_millis() as u64,
+                "native rewrite_manifests done"
             ),
             Err(error) => {
                 warn!(table = %table, run = %run_id, class = error.class().as_str(), "native maintenance failed: {error}")
@@ -148,5 +168,8 @@ async fn maintain(
             }
             Ok(MaintenanceReport::Orphans(report))
         }
+        NativeMaintenance::RewriteManifests => Ok(MaintenanceReport::Manifests(
+            manifests::rewrite_manifests(catalog.as_ref(), &task.run_id).await?,
+        )),
     }
 }

@@ -27,7 +27,7 @@ use super::table::{FileTotals, TableState};
 use super::NativeError;
 
 /// Manifests written at once.
-const MANIFEST_WRITES: usize = 16;
+pub const MANIFEST_WRITES: usize = 16;
 
 /// A manifest of the new snapshot: carried over from the base, or to be written at its path.
 enum Manifest {
@@ -152,7 +152,7 @@ pub fn metadata_directory(base: &TableState) -> String {
 }
 
 /// A snapshot id the table does not have yet (positive, as Java's are).
-fn new_snapshot_id(base: &TableState) -> i64 {
+pub fn new_snapshot_id(base: &TableState) -> i64 {
     loop {
         let id = fastrand::i64(1..i64::MAX);
         if base.table.metadata.snapshot_by_id(id).is_none() {

@@ -1319,3 +1319,94 @@ async fn expire_refused_by_the_table_is_told_beside_a_rewrite_that_stands() {
     );
     assert!(appended.iter().all(|path| on_disk(path)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewrite_manifests_clusters_entries_by_partition_and_keeps_every_file_as_it_was() {
+    let lake = LocalLake::new(iceberg::spec::FormatVersion::V2).await;
+    for commit in 0..8 {
+        let region = if commit % 2 == 0 { "eu" } else { "us" };
+        lake.append(&rows_of(region, commit * 10..commit * 10 + 10, 0))
+            .await;
+    }
+    let rows_before = lake.rows().await;
+    let before = lake.state().await;
+    assert_eq!(before.manifests.len(), 8, "one manifest a commit");
+    let entries = |state: &TableState| {
+        let mut entries: Vec<(String, Option<i64>, Option<i64>)> = state
+            .manifests
+            .iter()
+            .flat_map(|loaded| loaded.manifest.entries().iter())
+            .filter(|entry| entry.is_alive())
+            .map(|entry| {
+                (
+                    entry.file_path().to_string(),
+                    entry.sequence_number(),
+                    entry.file_sequence_number,
+                )
+            })
+            .collect();
+        entries.sort();
+        entries
+    };
+
+    let report = super::manifests::rewrite_manifests(&lake.jdbc, "r-manifests")
+        .await
+        .unwrap();
+    assert_eq!((report.replaced, report.created, report.entries), (8, 1, 8));
+    let after = lake.state().await;
+    assert_eq!(after.manifests.len(), 1);
+    assert_eq!(
+        entries(&after),
+        entries(&before),
+        "same files, same sequence numbers"
+    );
+    assert_eq!(lake.rows().await, rows_before);
+    let snapshot = after.snapshot.clone().unwrap();
+    let summary = &snapshot.summary().additional_properties;
+    assert_eq!(
+        snapshot.summary().operation,
+        iceberg::spec::Operation::Replace
+    );
+    assert_eq!(summary["manifests-replaced"], "8");
+    assert_eq!(summary["manifests-created"], "1");
+    assert_eq!(summary["total-data-files"], "8");
+    assert_eq!(summary["total-records"], rows_before.len().to_string());
+    // One manifest left: nothing to rewrite, nothing committed.
+    let again = super::manifests::rewrite_manifests(&lake.jdbc, "r-again")
+        .await
+        .unwrap();
+    assert_eq!(again, super::manifests::ManifestsReport::default());
+    assert_eq!(
+        lake.state().await.snapshot.unwrap().snapshot_id(),
+        snapshot.snapshot_id()
+    );
+
+    // Manifests of a few bytes: one entry each, in partition order (the commits alternated).
+    let small = LocalLake::with_properties(
+        iceberg::spec::FormatVersion::V2,
+        &[("commit.manifest.target-size-bytes", "1")],
+    )
+    .await;
+    for commit in 0..4 {
+        let region = if commit % 2 == 0 { "eu" } else { "us" };
+        small
+            .append(&rows_of(region, commit * 10..commit * 10 + 10, 0))
+            .await;
+    }
+    let report = super::manifests::rewrite_manifests(&small.jdbc, "r-small")
+        .await
+        .unwrap();
+    assert_eq!(report.created, 4);
+    let state = small.state().await;
+    let regions: Vec<String> = state
+        .manifests
+        .iter()
+        .map(|loaded| {
+            let entry = &loaded.manifest.entries()[0];
+            format!("{:?}", entry.data_file().partition())
+        })
+        .collect();
+    assert_eq!(regions[0], regions[1], "{regions:?}");
+    assert_eq!(regions[2], regions[3], "{regions:?}");
+    assert_ne!(regions[1], regions[2], "{regions:?}");
+}

@@ -126,11 +126,11 @@ fn what_the_native_engine_cannot_do_is_refused_with_the_reason() {
         rewrite.strategy = RunStrategy::Zorder(vec!["id".to_string(), "ts".to_string()])
     });
     assert!(refused("a.orders", zordered).contains("zorder is Spark's"));
-    let manifests = ClaimTicket {
-        task: Task::Maintenance(crate::table::state::Maintenance::RewriteManifests),
+    let positions = ClaimTicket {
+        task: Task::Maintenance(crate::table::state::Maintenance::RewritePositionDeletes),
         ..rewrite()
     };
-    assert!(refused("a.orders", manifests).contains("rewrite_manifests"));
+    assert!(refused("a.orders", positions).contains("rewrite_position_delete_files"));
     let statistics = ClaimTicket {
         task: Task::Maintenance(crate::table::state::Maintenance::ComputeStatistics),
         ..rewrite()
@@ -146,7 +146,7 @@ fn what_the_native_engine_cannot_do_is_refused_with_the_reason() {
 }
 
 #[test]
-fn remove_orphan_files_is_the_native_engines_with_the_cutoff_before_the_runs_start() {
+fn remove_orphan_files_and_rewrite_manifests_are_the_native_engines() {
     let routed = engines(true);
     let orphans = |dry_run| ClaimTicket {
         trigger: Trigger::RemoveOrphans,
@@ -183,12 +183,21 @@ fn remove_orphan_files_is_the_native_engines_with_the_cutoff_before_the_runs_sta
     assert!(routed
         .native_job(&task("a.events", orphans(false)))
         .is_err_and(|why| why.contains("Glue")));
-    // The other procedures are still Spark's.
+    // So is rewrite_manifests; statistics are still Spark's.
     let manifests = ClaimTicket {
         task: Task::Maintenance(crate::table::state::Maintenance::RewriteManifests),
         ..rewrite()
     };
-    assert!(routed.native_job(&task("a.orders", manifests)).is_err());
+    assert!(matches!(
+        routed.native_job(&task("a.orders", manifests)),
+        Ok(NativeJob::Maintenance(ref maintenance, _))
+            if maintenance.procedure == NativeMaintenance::RewriteManifests
+    ));
+    let statistics = ClaimTicket {
+        task: Task::Maintenance(crate::table::state::Maintenance::ComputeStatistics),
+        ..rewrite()
+    };
+    assert!(routed.native_job(&task("a.orders", statistics)).is_err());
 }
 
 #[test]
@@ -318,7 +327,6 @@ fn a_native_table_asking_for_what_only_spark_does_is_refused_at_start_with_the_k
             "strategy = \"zorder\"",
         ),
         ("strategy = \"auto\"", "strategy = \"auto\""),
-        ("max_manifests = 100", "max_manifests"),
         ("delete_file_threshold = 10", "delete_file_threshold"),
         ("compute_statistics = true", "compute_statistics"),
         ("where = \"id > 0\"", "`where`"),

@@ -486,14 +486,19 @@ pub fn prepare_settlement(
             duration_millis,
             attempts,
         } if claim.is_run() => {
-            // Statistics that could not be computed, and orphan files that could not be
-            // listed, are told (the run history, an alert) and never back the table off: its
-            // compactions are not theirs to hold. Statistics are tried again after the next run
-            // that changes the table, orphans a period later.
+            // Statistics that could not be computed, orphan files that could not be listed and
+            // manifests that could not be rewritten are told (the run history, an alert) and
+            // never back the table off: its compactions are not theirs to hold. Statistics are
+            // tried again after the next run that changes the table, orphans a period later,
+            // manifests once the table has gained half of `max_manifests` more (as after a
+            // rewrite that left them).
             match claim.task.maintenance() {
                 Some(Maintenance::ComputeStatistics) => {}
                 Some(Maintenance::RemoveOrphans { .. }) => {
                     state.orphans.failed_millis = Some(claim.started_millis);
+                }
+                Some(Maintenance::RewriteManifests) => {
+                    state.manifests.left_by_rewrite = current.manifests.total();
                 }
                 _ => {
                     state.consecutive_failures = current.consecutive_failures.saturating_add(1);

@@ -849,6 +849,39 @@ fn manifests_are_counted_from_events_and_reset_by_the_metadata() {
     stage_and_commit(&mut accumulator, &store, new, 5 * MINUTE);
     assert_eq!(accumulator.snapshot().state.manifests.total(), 5);
     assert!(accumulator.manifests_due());
+
+    // A rewrite that fails (issue 50) is told and never backs the table off: a compaction due
+    // meanwhile runs at once, and the rewrite is asked again only once the table has gained
+    // half of `max_manifests` more, not over and over.
+    let (ops, _) = accumulator
+        .begin_claim("run-m2", Trigger::RewriteManifests, 6 * MINUTE, true)
+        .unwrap();
+    store.commit(ops).unwrap();
+    accumulator.settle(true);
+    finish(&mut accumulator, &store, "run-m2", &failure(), 7 * MINUTE);
+    let state = &accumulator.snapshot().state;
+    assert_eq!(
+        (state.consecutive_failures, state.next_attempt_millis),
+        (0, None)
+    );
+    assert!(state.last_run.as_ref().unwrap().failure_class.is_some());
+    assert!(!accumulator.manifests_due());
+    assert!(accumulator.may_start_run(7 * MINUTE));
+    let more: Vec<Candidate> = (0..2)
+        .map(|n| manifest(&format!("p{n}"), 8 * MINUTE))
+        .collect();
+    stage_and_commit(&mut accumulator, &store, more, 8 * MINUTE);
+    assert!(
+        !accumulator.manifests_due(),
+        "two more: half of four is not more"
+    );
+    stage_and_commit(
+        &mut accumulator,
+        &store,
+        vec![manifest("p2", 9 * MINUTE)],
+        9 * MINUTE,
+    );
+    assert!(accumulator.manifests_due());
 }
 
 /// Issue 33 item 5: with `compute_statistics`, a run that changed the table's files makes its
