@@ -48,6 +48,7 @@ mod plan;
 mod rest;
 mod rewrite;
 mod run;
+mod sigv4;
 mod snapshot;
 mod sort;
 mod storage;

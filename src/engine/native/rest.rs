@@ -87,6 +87,8 @@ pub struct RestTableCatalog {
     identifier: TableIdent,
     /// The server's defaults and overrides around the catalog's own properties.
     server_properties: (HashMap<String, String>, HashMap<String, String>),
+    /// SigV4 on every request (`rest.sigv4-enabled`: Glue's and S3 Tables' REST endpoints).
+    signer: Option<super::sigv4::SigV4>,
 }
 
 fn unavailable(what: &str, error: reqwest::Error) -> NativeError {
@@ -163,7 +165,16 @@ impl RestTableCatalog {
                 headers.insert(name, value);
             }
         }
+        let signer = super::sigv4::SigV4::from_properties(
+            &catalog
+                .properties
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+            &aws,
+        )?;
         let mut client = RestTableCatalog {
+            signer,
             http,
             aws,
             catalog: catalog.clone(),
@@ -287,22 +298,38 @@ impl RestTableCatalog {
     ) -> Result<reqwest::Response, NoAnswer> {
         let mut refresh = false;
         loop {
-            let mut request = self
-                .http
-                .request(method.clone(), url.clone())
-                .headers(self.headers.clone());
+            let mut headers = self.headers.clone();
             if let Some(token) = self.bearer(refresh).await.map_err(NoAnswer::NotSent)? {
                 let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
                     NoAnswer::NotSent(NativeError::InvalidInput(
                         "the catalog's token is not a valid header value".to_string(),
                     ))
                 })?;
-                request = request.header(AUTHORIZATION, value);
+                headers.insert(AUTHORIZATION, value);
             }
+            if body.is_some() {
+                headers.insert(
+                    reqwest::header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+            }
+            if let Some(signer) = &self.signer {
+                signer
+                    .sign(
+                        method.as_str(),
+                        url.as_str(),
+                        &mut headers,
+                        body.as_deref().unwrap_or_default(),
+                    )
+                    .await
+                    .map_err(NoAnswer::NotSent)?;
+            }
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .headers(headers);
             if let Some(body) = &body {
-                request = request
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body.clone());
+                request = request.body(body.clone());
             }
             let answer = request.send().await.map_err(|error| {
                 if error.is_connect() {
