@@ -49,5 +49,7 @@ step "5d. the first run on a fresh Spark Connect server, with and without the ru
 cargo test --release --test integration -- --ignored --nocapture --exact connect_e2e::measure_first_run_on_a_fresh_server
 step "6. tenants: start-up, memory and reload at scale"
 cargo bench --bench tenants
+step "8. the native engine's orphan scan: 1,000 snapshots x 100 files"
+cargo bench --bench orphans
 step "policy simulator"
 cargo run --release --quiet --bin icepack -- simulate

@@ -19,7 +19,7 @@
 
 use std::collections::HashSet;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use iceberg::spec::{ManifestFile, SnapshotRef, TableMetadata};
 
 use super::catalog::LoadedTable;
@@ -57,6 +57,10 @@ pub struct OrphanReport {
     /// Hidden files, never orphans.
     pub hidden: u64,
     pub dry_run: bool,
+    /// Metadata objects read to find what is reachable (manifest lists, manifests, earlier
+    /// metadata files, and the look-ups of whether those exist): on S3, one request each or
+    /// more (a large manifest is read in ranges).
+    pub metadata_reads: u64,
 }
 
 /// The paths a table's metadata reaches, as they compare.
@@ -66,6 +70,8 @@ pub struct Reachable {
     paths: HashSet<String>,
     /// The path alone (no scheme, no bucket): to catch a location the metadata names otherwise.
     bare: HashSet<String>,
+    /// Metadata objects read to find them.
+    reads: u64,
 }
 
 impl Reachable {
@@ -137,6 +143,7 @@ pub fn find_orphans(
         listed: listed.len() as u64,
         reachable: reachable.len() as u64,
         dry_run: request.dry_run,
+        metadata_reads: reachable.reads,
         ..OrphanReport::default()
     };
     for file in listed {
@@ -182,40 +189,48 @@ pub async fn reachable(table: &LoadedTable) -> Result<Reachable, NativeError> {
         reachable.insert(&file.statistics_path);
     }
     earlier_metadata(table, &mut reachable).await?;
-    snapshot_files(table, metadata.snapshots(), |path| reachable.insert(path)).await?;
+    let mut found = Reachable::default();
+    let reads = snapshot_files(table, metadata.snapshots(), |path| found.insert(path)).await?;
+    reachable.paths.extend(found.paths);
+    reachable.bare.extend(found.bare);
+    reachable.reads += reads;
     Ok(reachable)
 }
 
 /// Every file `snapshots` of the table read — their manifest lists, the manifests those name,
 /// and the live data and delete files of those manifests — each passed to `found` (a manifest's
-/// files once per manifest, though snapshots share it).
+/// files once per manifest, though snapshots share it). The objects read: the lists and the
+/// manifests.
 pub async fn snapshot_files<'a>(
     table: &LoadedTable,
     snapshots: impl Iterator<Item = &'a SnapshotRef>,
     mut found: impl FnMut(&str),
-) -> Result<(), NativeError> {
+) -> Result<u64, NativeError> {
     let snapshots: Vec<SnapshotRef> = snapshots.cloned().collect();
     for snapshot in &snapshots {
         found(snapshot.manifest_list());
     }
-    let lists: Vec<Vec<ManifestFile>> = futures::stream::iter(snapshots)
-        .map(|snapshot| async move {
-            manifest_list(table, &snapshot)
-                .await
-                .map(|list| list.entries().to_vec())
-        })
-        .buffer_unordered(READS)
-        .try_collect()
-        .await?;
+    // Each list's new manifests kept as it is read, the list dropped: a table of many snapshots
+    // lists most manifests again in every snapshot (1,000 appends: half a million entries).
+    let mut lists = futures::stream::iter(snapshots)
+        .map(|snapshot| async move { manifest_list(table, &snapshot).await })
+        .buffer_unordered(READS);
+    let mut lists_read = 0usize;
     let mut seen = HashSet::new();
-    let manifests: Vec<ManifestFile> = lists
-        .into_iter()
-        .flatten()
-        .filter(|file| seen.insert(file.manifest_path.clone()))
-        .collect();
+    let mut manifests: Vec<ManifestFile> = Vec::new();
+    while let Some(list) = lists.next().await {
+        lists_read += 1;
+        for file in list?.entries() {
+            if seen.insert(file.manifest_path.clone()) {
+                manifests.push(file.clone());
+            }
+        }
+    }
+    drop(seen);
     for file in &manifests {
         found(&file.manifest_path);
     }
+    let reads = (lists_read + manifests.len()) as u64;
     // Each manifest once, its paths kept and its entries dropped: a table of many snapshots
     // shares most manifests between them.
     let mut files = futures::stream::iter(manifests)
@@ -239,7 +254,7 @@ pub async fn snapshot_files<'a>(
             found(&path);
         }
     }
-    Ok(())
+    Ok(reads)
 }
 
 /// The metadata files the current one's log names, and those their logs name, back to the
@@ -266,6 +281,7 @@ async fn earlier_metadata(
             if !seen.insert(file.clone()) {
                 continue;
             }
+            reachable.reads += 1;
             let exists =
                 table.file_io.exists(file).await.map_err(|error| {
                     super::storage_error("reading an earlier metadata file", error)
@@ -278,6 +294,7 @@ async fn earlier_metadata(
         let Some(oldest) = oldest else {
             return Ok(());
         };
+        reachable.reads += 1;
         let earlier = TableMetadata::read_from(&table.file_io, &oldest)
             .await
             .map_err(|error| super::storage_error("reading an earlier metadata file", error))?;
