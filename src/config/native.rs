@@ -12,7 +12,7 @@ pub enum EngineChoice {
     #[default]
     Spark,
     /// The JVM-free engine in icepack's process: bin-pack and sort rewrites and reconciles of
-    /// tables in a REST or JDBC catalog on S3 or a local disk; runs it cannot do fail with the
+    /// tables in a REST, Glue or JDBC catalog on S3 or a local disk; runs it cannot do fail with the
     /// reason (no `[spark]` needed).
     Native,
     /// The native engine for the runs it can do, Spark for the others (z-order, maintenance

@@ -1,7 +1,7 @@
 //! One engine per run, by the table's `engine`: Spark, the native engine, or `auto` — the native
 //! engine for the runs it can do, Spark for the others. What the native engine can do is known
 //! in part before a run (the task: a bin-pack or sorted rewrite, `remove_orphan_files`,
-//! `rewrite_manifests` or a reconcile of a table in a REST or JDBC catalog) and in part only from
+//! `rewrite_manifests` or a reconcile of a table in a REST, Glue or JDBC catalog) and in part only from
 //! the table's metadata (an equality delete on an optional column applying to an input, format
 //! v3, a run over `[native] max_run_mb`): such a run goes to Spark then, and the run history says
 //! why.
@@ -252,8 +252,7 @@ fn spark_only_run_setting(spec: &TableSpec) -> Option<String> {
 }
 
 /// The first of a table's settings that asks for runs only Spark does (z-order and `auto`,
-/// `rewrite_position_delete_files` among a deletes-due table's runs, statistics, and
-/// [`spark_only_run_setting`]), as the reason
+/// statistics, and [`spark_only_run_setting`]), as the reason
 /// a table with `engine = "native"` is refused; `None` when the native engine does all of them.
 pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
     if !matches!(spec.strategy, Strategy::Binpack | Strategy::Sort(_)) {
@@ -261,14 +260,6 @@ pub fn spark_only_setting(spec: &TableSpec) -> Option<String> {
             "strategy = \"{}\" is Spark's (the native engine bin-packs and sorts)",
             spec.strategy.name()
         ));
-    }
-    if spec.deletes.is_on() {
-        // A table due by its deletes gets a data rewrite (native) only with equality deletes or
-        // many deleted rows; otherwise the cheaper `rewrite_position_delete_files`.
-        return Some(
-            "rewrite_position_delete_files (`delete_file_threshold`, `delete_ratio_threshold`: a table due by a few position deletes) is a Spark procedure"
-                .into(),
-        );
     }
     if spec.compute_statistics {
         return Some(

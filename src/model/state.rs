@@ -285,6 +285,10 @@ pub struct DeleteCounts {
     /// Delete files announced by S3 events written after that read.
     pub since_read: u64,
     pub read_millis: Option<UnixMillis>,
+    /// The last merge of the position deletes (`rewrite_position_delete_files`) failed: the
+    /// table's deletes are applied by a data rewrite instead until the next read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub merge_failed: bool,
 }
 
 impl DeleteCounts {

@@ -15,6 +15,7 @@ mod equality_deletes;
 mod format_v3;
 mod intake_sqs;
 mod maintenance;
+mod native_catalogs;
 mod native_engine;
 mod native_maintenance;
 mod operator_page;

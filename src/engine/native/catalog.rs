@@ -1,7 +1,8 @@
 //! The catalogs the native engine commits to, behind one narrow trait: load a table's current
 //! metadata, and commit a new snapshot on top of a given one atomically (a conflict when the
-//! table moved meanwhile). An Iceberg REST catalog (`rest.rs`) and Iceberg's JDBC catalog tables
-//! on SQLite or Postgres (`jdbc.rs`); any other `impl` is refused with the reason.
+//! table moved meanwhile). An Iceberg REST catalog (`rest.rs`, SigV4-signed too), Iceberg's JDBC
+//! catalog tables on SQLite or Postgres (`jdbc.rs`) and AWS Glue (`glue.rs`); any other `impl` is
+//! refused with the reason.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub enum CatalogKind {
     JdbcSqlite,
     /// Iceberg's `JdbcCatalog` tables on Postgres.
     JdbcPostgres,
+    /// Iceberg's `GlueCatalog`: an AWS Glue Data Catalog (`glue.rs`).
+    Glue,
 }
 
 /// Which kind of catalog a section is, or why the native engine cannot commit to it (for
@@ -37,16 +40,6 @@ pub fn catalog_kind(catalog: &CatalogConfig) -> Result<CatalogKind, String> {
         REST_CATALOG_IMPL => {
             if catalog.uri.is_empty() {
                 return Err("a REST catalog needs `uri`".to_string());
-            }
-            if catalog
-                .properties
-                .get("rest.sigv4-enabled")
-                .is_some_and(|value| value.eq_ignore_ascii_case("true"))
-            {
-                return Err(
-                    "SigV4-signed REST catalogs (`rest.sigv4-enabled`) are not supported by the native engine yet"
-                        .to_string(),
-                );
             }
             Ok(CatalogKind::Rest)
         }
@@ -63,10 +56,7 @@ pub fn catalog_kind(catalog: &CatalogConfig) -> Result<CatalogKind, String> {
             };
             Ok(kind)
         }
-        "org.apache.iceberg.aws.glue.GlueCatalog" => Err(
-            "Glue catalogs are not supported by the native engine yet (iceberg-catalog-glue is not built in)"
-                .to_string(),
-        ),
+        super::glue::GLUE_CATALOG_IMPL => Ok(CatalogKind::Glue),
         "org.apache.iceberg.hive.HiveCatalog" => Err(
             "a Hive metastore catalog cannot be committed to without a Java client: use Spark".to_string(),
         ),
@@ -75,11 +65,12 @@ pub fn catalog_kind(catalog: &CatalogConfig) -> Result<CatalogKind, String> {
                 .to_string(),
         ),
         other => Err(format!(
-            "the native engine commits to REST ({REST_CATALOG_IMPL}) and JDBC ({JDBC_CATALOG_IMPL}) catalogs, not {other}"
+            "the native engine commits to REST ({REST_CATALOG_IMPL}), JDBC ({JDBC_CATALOG_IMPL}) and Glue catalogs, not {other}"
         )),
     }
     .and_then(|kind| {
-        if kind == CatalogKind::Rest || warehouse_ok {
+        // A REST or Glue table's location is the catalog's to say (checked when it is loaded).
+        if matches!(kind, CatalogKind::Rest | CatalogKind::Glue) || warehouse_ok {
             Ok(kind)
         } else {
             Err(unsupported_warehouse(&catalog.warehouse))
@@ -265,8 +256,11 @@ mod tests {
         let gcs =
             catalog_kind(&catalog(JDBC_CATALOG_IMPL, "jdbc:sqlite:/c.db", "gs://w")).unwrap_err();
         assert!(gcs.contains("gs"), "{gcs}");
+        assert_eq!(
+            catalog_kind(&catalog(super::super::glue::GLUE_CATALOG_IMPL, "", "")),
+            Ok(CatalogKind::Glue)
+        );
         for refused in [
-            "org.apache.iceberg.aws.glue.GlueCatalog",
             "org.apache.iceberg.hive.HiveCatalog",
             "org.apache.iceberg.hadoop.HadoopCatalog",
             "org.apache.iceberg.nessie.NessieCatalog",
@@ -280,7 +274,7 @@ mod tests {
         signed
             .properties
             .insert("rest.sigv4-enabled".to_string(), "true".to_string());
-        assert!(catalog_kind(&signed).unwrap_err().contains("SigV4"));
+        assert_eq!(catalog_kind(&signed), Ok(CatalogKind::Rest), "SigV4 signed");
     }
 
     #[test]

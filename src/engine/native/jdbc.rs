@@ -141,7 +141,9 @@ impl JdbcTableCatalog {
                     .map_err(|error| database_error("connect", error))?;
                 Pool::Postgres(pool)
             }
-            CatalogKind::Rest => unreachable!("a REST catalog is not a JDBC one"),
+            CatalogKind::Rest | CatalogKind::Glue => {
+                unreachable!("a REST or Glue catalog is not a JDBC one")
+            }
         };
         let properties = merged_properties(catalog, &Default::default());
         let (file_io, storage) = super::storage::table_storage(aws, &properties);

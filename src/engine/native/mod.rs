@@ -3,7 +3,7 @@
 //! outputs, and icepack building the `replace` snapshot and committing it to the catalog itself.
 //!
 //! A run ([`NativeEngine::run`]):
-//! 1. loads the table from its catalog (REST or JDBC: `catalog.rs`) and reads the manifests of its
+//! 1. loads the table from its catalog (REST, Glue or JDBC: `catalog.rs`) and reads the manifests of its
 //!    current snapshot (`table.rs`): the plan works from the metadata, never from icepack's counts;
 //! 2. plans (`plan.rs`, pure): the run's partitions, their small files (and mid-sized ones where
 //!    the run says so), per partition of the current spec and for older specs together,
@@ -39,6 +39,7 @@
 
 mod catalog;
 mod expire;
+mod glue;
 mod human;
 mod jdbc;
 mod maintenance;
@@ -449,6 +450,12 @@ async fn connect(
             )
             .await?,
         ),
+        CatalogKind::Glue => Box::new(glue::GlueTableCatalog::connect(
+            context.http.clone(),
+            &context.aws,
+            catalog,
+            table,
+        )?),
         CatalogKind::JdbcSqlite | CatalogKind::JdbcPostgres => Box::new(
             jdbc::JdbcTableCatalog::connect(kind, &context.aws, catalog_name, catalog, table)
                 .await?,

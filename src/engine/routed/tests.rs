@@ -10,8 +10,9 @@ impl = "org.apache.iceberg.rest.RESTCatalog"
 uri = "http://127.0.0.1:1"
 warehouse = "s3://lake/warehouse"
 
-[catalogs.glue]
-impl = "org.apache.iceberg.aws.glue.GlueCatalog"
+[catalogs.hive]
+impl = "org.apache.iceberg.hive.HiveCatalog"
+uri = "thrift://metastore:9083"
 warehouse = "s3://lake/warehouse"
 
 [[tables]]
@@ -24,7 +25,7 @@ engine = "auto"
 table = "a.events"
 bucket = "lake"
 prefix = "events/"
-catalog = "glue"
+catalog = "hive"
 engine = "auto"
 
 [[tables]]
@@ -142,7 +143,7 @@ fn what_the_native_engine_cannot_do_is_refused_with_the_reason() {
         ..rewrite()
     };
     assert!(refused("a.orders", order).contains("sort order"));
-    assert!(refused("a.events", rewrite()).contains("Glue"));
+    assert!(refused("a.events", rewrite()).contains("Hive"));
 }
 
 #[test]
@@ -182,7 +183,7 @@ fn remove_orphan_files_and_rewrite_manifests_are_the_native_engines() {
     // A catalog the native engine cannot reach: Spark's.
     assert!(routed
         .native_job(&task("a.events", orphans(false)))
-        .is_err_and(|why| why.contains("Glue")));
+        .is_err_and(|why| why.contains("Hive")));
     // So is rewrite_manifests; statistics are still Spark's.
     let manifests = ClaimTicket {
         task: Task::Maintenance(crate::table::state::Maintenance::RewriteManifests),
@@ -246,7 +247,7 @@ async fn auto_sends_what_the_native_engine_cannot_do_to_spark_and_says_why() {
     );
     let ended = routed.run(&task("a.events", rewrite())).await;
     assert_eq!(ended.ran_on.engine, "spark");
-    assert!(ended.ran_on.detail.contains("Glue"), "{:?}", ended.ran_on);
+    assert!(ended.ran_on.detail.contains("Hive"), "{:?}", ended.ran_on);
 }
 
 #[tokio::test]
@@ -327,7 +328,6 @@ fn a_native_table_asking_for_what_only_spark_does_is_refused_at_start_with_the_k
             "strategy = \"zorder\"",
         ),
         ("strategy = \"auto\"", "strategy = \"auto\""),
-        ("delete_file_threshold = 10", "delete_file_threshold"),
         ("compute_statistics = true", "compute_statistics"),
         ("where = \"id > 0\"", "`where`"),
         (
@@ -354,6 +354,10 @@ fn a_native_table_asking_for_what_only_spark_does_is_refused_at_start_with_the_k
         "remove_orphan_files is the native engine's"
     );
     assert!(
+        engine_from_config(&config_with("native", "delete_file_threshold = 10")).is_ok(),
+        "a native table's deletes are applied by a data rewrite"
+    );
+    assert!(
         engine_from_config(&config_with(
             "native",
             "strategy = \"sort\"\nsort_order = \"id DESC\""
@@ -365,11 +369,11 @@ fn a_native_table_asking_for_what_only_spark_does_is_refused_at_start_with_the_k
 
 #[test]
 fn a_native_table_in_a_catalog_it_cannot_commit_to_is_refused_at_start() {
-    let text = format!("{CONFIG}\n[[tables]]\ntable = \"a.glued\"\nbucket = \"lake\"\nprefix = \"glued/\"\ncatalog = \"glue\"\nengine = \"native\"\n");
+    let text = format!("{CONFIG}\n[[tables]]\ntable = \"a.glued\"\nbucket = \"lake\"\nprefix = \"glued/\"\ncatalog = \"hive\"\nengine = \"native\"\n");
     let config = Arc::new(Config::from_toml_str(&text).unwrap());
     let refusal = engine_from_config(&config).err().unwrap();
     assert!(
-        refusal.contains("a.glued") && refusal.contains("Glue"),
+        refusal.contains("a.glued") && refusal.contains("Hive"),
         "{refusal}"
     );
     // Only native tables: no Spark engine to probe, nothing else needed.

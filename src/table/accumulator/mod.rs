@@ -580,12 +580,16 @@ impl Accumulator {
     /// The run a table due by its deletes alone gets, whichever fixes it with less work: only
     /// position deletes, few rows against the data (below the ratio threshold, Iceberg's 0.3 if
     /// none is set) — merge the delete files; equality deletes, many deleted rows, or counts not
-    /// read yet — rewrite the data files that carry deletes, applying them.
+    /// read yet — rewrite the data files that carry deletes, applying them. The data rewrite
+    /// also when the last merge failed (it is not tried again and again), and on the native
+    /// engine (`engine = "native"`), which applies deletes but does not merge them.
     fn deletes_plan(&self, strategy: RunStrategy) -> RunPlan {
         let deletes = &self.snapshot.state.deletes;
         let ratio = self.spec.deletes.ratio_ppm.unwrap_or(300_000);
         let read = deletes.read_millis.is_some();
-        if read && deletes.equality_files == 0 && deletes.ratio_ppm() < ratio {
+        let may_merge =
+            !deletes.merge_failed && self.spec.engine != crate::config::EngineChoice::Native;
+        if may_merge && read && deletes.equality_files == 0 && deletes.ratio_ppm() < ratio {
             return RunPlan::maintenance(Trigger::Deletes, Maintenance::RewritePositionDeletes);
         }
         RunPlan {

@@ -344,6 +344,8 @@ pub fn prepare_settlement(
                     data_rows: read.data_rows,
                     since_read: 0,
                     read_millis: Some(now),
+                    // A read starts over: a merge may be tried again.
+                    merge_failed: false,
                 };
             }
             if claim.task.maintenance() == Some(Maintenance::ComputeStatistics) {
@@ -486,12 +488,12 @@ pub fn prepare_settlement(
             duration_millis,
             attempts,
         } if claim.is_run() => {
-            // Statistics that could not be computed, orphan files that could not be listed and
-            // manifests that could not be rewritten are told (the run history, an alert) and
-            // never back the table off: its compactions are not theirs to hold. Statistics are
-            // tried again after the next run that changes the table, orphans a period later,
-            // manifests once the table has gained half of `max_manifests` more (as after a
-            // rewrite that left them).
+            // Maintenance that failed — statistics that could not be computed, orphan files that
+            // could not be listed, manifests or position deletes that could not be merged — is
+            // told (the run history, an alert) and never backs the table off: its compactions
+            // are not its to hold. Statistics are tried again after the next run that changes
+            // the table, orphans a period later, manifests once the table has gained half of
+            // `max_manifests` more (as after a rewrite that left them), deletes by a data rewrite.
             match claim.task.maintenance() {
                 Some(Maintenance::ComputeStatistics) => {}
                 Some(Maintenance::RemoveOrphans { .. }) => {
@@ -499,6 +501,11 @@ pub fn prepare_settlement(
                 }
                 Some(Maintenance::RewriteManifests) => {
                     state.manifests.left_by_rewrite = current.manifests.total();
+                }
+                // The cheap fix of the deletes failed: the next run applies them in a data
+                // rewrite (which removes the delete files it makes dangle) instead.
+                Some(Maintenance::RewritePositionDeletes) => {
+                    state.deletes.merge_failed = true;
                 }
                 _ => {
                     state.consecutive_failures = current.consecutive_failures.saturating_add(1);

@@ -1184,6 +1184,33 @@ fn a_table_due_by_deletes_gets_the_cheaper_fix() {
         }),
     );
     assert!(applies(&equality));
+
+    // A merge that fails (issue 50) never backs the table off: the next run applies the deletes
+    // in a data rewrite instead, until a read of the table starts over.
+    plan(&mut accumulator, Some(read));
+    let (ops, ticket) = accumulator
+        .begin_claim("merge-1", Trigger::Deletes, 3_000, true)
+        .unwrap();
+    assert_eq!(
+        ticket.task,
+        Task::Maintenance(Maintenance::RewritePositionDeletes)
+    );
+    store.commit(ops).unwrap();
+    accumulator.settle(true);
+    finish(&mut accumulator, &store, "merge-1", &failure(), 4_000);
+    let state = &accumulator.snapshot().state;
+    assert_eq!(
+        (state.consecutive_failures, state.next_attempt_millis),
+        (0, None)
+    );
+    assert!(state.deletes.merge_failed);
+    assert!(accumulator.may_start_run(4_000));
+    assert!(applies(&plan(&mut accumulator, None)), "a data rewrite now");
+    // A native table's deletes are always applied by a data rewrite: it does not merge them.
+    let mut native = (*accumulator.spec).clone();
+    native.engine = crate::config::EngineChoice::Native;
+    let mut native = Accumulator::load(Arc::new(native), &MemoryStore::new()).unwrap();
+    assert!(applies(&plan(&mut native, Some(read))));
 }
 
 /// Issue 20: every settled run joins the table's history; it keeps `run_history` runs, the

@@ -177,6 +177,30 @@ impl Lakehouse {
         }
     }
 
+    /// An AWS Glue catalog served by `glue_endpoint` (moto's Glue), as Iceberg's `GlueCatalog`
+    /// reaches it (`glue.endpoint`).
+    pub fn glue(dir: &Path, s3_endpoint: &str, bucket: &str, glue_endpoint: &str) -> Lakehouse {
+        let catalog_dir = dir.join("catalog");
+        std::fs::create_dir_all(&catalog_dir).unwrap();
+        Lakehouse {
+            catalog_dir,
+            catalog: CatalogConfig {
+                catalog_impl: "org.apache.iceberg.aws.glue.GlueCatalog".to_string(),
+                uri: String::new(),
+                warehouse: format!("s3://{bucket}/warehouse"),
+                io_impl: "org.apache.iceberg.aws.s3.S3FileIO".to_string(),
+                s3_endpoint: s3_endpoint.to_string(),
+                properties: BTreeMap::from([
+                    ("glue.endpoint".to_string(), glue_endpoint.to_string()),
+                    ("client.region".to_string(), "us-east-1".to_string()),
+                ]),
+            },
+            s3_endpoint: s3_endpoint.to_string(),
+            bucket: bucket.to_string(),
+            rest: None,
+        }
+    }
+
     /// A JDBC catalog on SQLite in `dir`.
     pub fn new(dir: &Path, s3_endpoint: &str, bucket: &str) -> Lakehouse {
         let catalog_dir = dir.join("catalog");
