@@ -14,13 +14,10 @@
 //! by default), `glue.skip-archive` (`true` by default, as in Java: no table version archived per
 //! commit); the region is `client.region`, else the AWS chain's; credentials are the AWS chain's.
 
-use std::str::FromStr;
-
 use async_trait::async_trait;
 use aws_config::SdkConfig;
 use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
-use iceberg::MetadataLocation;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
 use serde_json::{json, Map, Value};
@@ -28,6 +25,7 @@ use serde_json::{json, Map, Value};
 use super::catalog::{
     merged_properties, split_table_name, Change, CommitError, LoadedTable, TableCatalog,
 };
+use super::jdbc::{forget_metadata, write_next_metadata};
 use super::sigv4::SigV4;
 use super::NativeError;
 use crate::config::CatalogConfig;
@@ -258,13 +256,6 @@ impl GlueTableCatalog {
             input,
         })
     }
-
-    /// Deletes a metadata file that never became the table's (best effort).
-    async fn forget(&self, location: &str) {
-        if let Err(error) = self.file_io.delete(location).await {
-            tracing::warn!(file = %location, error = %error, "could not delete an uncommitted metadata file");
-        }
-    }
 }
 
 /// Why a Glue call has no answer to use.
@@ -321,40 +312,18 @@ impl TableCatalog for GlueTableCatalog {
         base: &LoadedTable,
         change: Change,
     ) -> Result<LoadedTable, CommitError> {
-        let (metadata, location) =
-            super::jdbc::next_metadata(base, change).map_err(|error| match error {
-                NativeError::CommitConflict(message) => CommitError::Conflict(message),
-                other => CommitError::Failed(other),
-            })?;
-        let location = location.to_string();
-        metadata
-            .write_to(
-                &self.file_io,
-                &MetadataLocation::from_str(&location).expect("just built"),
-            )
-            .await
-            .map_err(|error| {
-                CommitError::Failed(super::storage_error(
-                    "writing the next metadata file",
-                    error,
-                ))
-            })?;
-        let committed = LoadedTable {
-            metadata: std::sync::Arc::new(metadata),
-            metadata_location: location.clone(),
-            file_io: self.file_io.clone(),
-            storage: self.storage.clone(),
-        };
+        let committed = write_next_metadata(base, change).await?;
+        let location = committed.metadata_location.clone();
         // The Glue table as it is now: still at the base, and the version to update on.
         let current = match self.glue_table().await {
             Ok(current) => current,
             Err(error) => {
-                self.forget(&location).await;
+                forget_metadata(&self.file_io, &location).await;
                 return Err(CommitError::Failed(error));
             }
         };
         if current.metadata_location != base.metadata_location {
-            self.forget(&location).await;
+            forget_metadata(&self.file_io, &location).await;
             return Err(CommitError::Conflict(
                 "the Glue table's metadata_location changed since the run read it".to_string(),
             ));
@@ -387,15 +356,15 @@ impl TableCatalog for GlueTableCatalog {
             Err(GlueError::Answered(_, kind, message))
                 if kind == "ConcurrentModificationException" =>
             {
-                self.forget(&location).await;
+                forget_metadata(&self.file_io, &location).await;
                 Err(CommitError::Conflict(message))
             }
             Err(GlueError::NotSent(error)) => {
-                self.forget(&location).await;
+                forget_metadata(&self.file_io, &location).await;
                 Err(CommitError::Failed(error))
             }
             Err(GlueError::Answered(status, _, message)) if !status.is_server_error() => {
-                self.forget(&location).await;
+                forget_metadata(&self.file_io, &location).await;
                 Err(CommitError::Failed(NativeError::Other(message)))
             }
             // A 5xx or a lost answer: the update may have happened. Read what Glue holds.
@@ -403,13 +372,13 @@ impl TableCatalog for GlueTableCatalog {
                 match self.glue_table().await {
                     Ok(now) if now.metadata_location == location => Ok(committed),
                     Ok(now) if now.metadata_location == base.metadata_location => {
-                        self.forget(&location).await;
+                        forget_metadata(&self.file_io, &location).await;
                         Err(CommitError::Failed(NativeError::CatalogUnavailable(
                             message,
                         )))
                     }
                     Ok(_) => {
-                        self.forget(&location).await;
+                        forget_metadata(&self.file_io, &location).await;
                         Err(CommitError::Conflict(
                             "the Glue table's metadata_location changed during the commit"
                                 .to_string(),

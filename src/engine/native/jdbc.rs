@@ -206,12 +206,41 @@ impl JdbcTableCatalog {
                 .rows_affected(),
         })
     }
+}
 
-    async fn forget(&self, location: &str) {
-        if let Err(error) = self.file_io.delete(location).await {
-            tracing::warn!(file = %location, error = %error, "could not delete an uncommitted metadata file");
-        }
+/// Deletes a metadata file that never became the table's (best effort).
+pub async fn forget_metadata(file_io: &FileIO, location: &str) {
+    if let Err(error) = file_io.delete(location).await {
+        tracing::warn!(file = %location, error = %error, "could not delete an uncommitted metadata file");
     }
+}
+
+/// The first half of a commit to a catalog that points at metadata files (JDBC, Glue): the next
+/// metadata file of `base` with `change` applied ([`next_metadata`]), written beside the current
+/// one; the table as it is once the catalog points at it. Moving the pointer is the catalog's.
+pub async fn write_next_metadata(
+    base: &LoadedTable,
+    change: Change,
+) -> Result<LoadedTable, CommitError> {
+    let (metadata, location) = next_metadata(base, change).map_err(|error| match error {
+        NativeError::CommitConflict(message) => CommitError::Conflict(message),
+        other => CommitError::Failed(other),
+    })?;
+    metadata
+        .write_to(&base.file_io, &location)
+        .await
+        .map_err(|error| {
+            CommitError::Failed(super::storage_error(
+                "writing the next metadata file",
+                error,
+            ))
+        })?;
+    Ok(LoadedTable {
+        metadata: std::sync::Arc::new(metadata),
+        metadata_location: location.to_string(),
+        file_io: base.file_io.clone(),
+        storage: base.storage.clone(),
+    })
 }
 
 /// The table's next metadata with `change` applied to `base` (its requirements checked first),
@@ -277,33 +306,12 @@ impl TableCatalog for JdbcTableCatalog {
         base: &LoadedTable,
         change: Change,
     ) -> Result<LoadedTable, CommitError> {
-        let (metadata, location) = next_metadata(base, change).map_err(|error| match error {
-            NativeError::CommitConflict(message) => CommitError::Conflict(message),
-            other => CommitError::Failed(other),
-        })?;
-        let location = location.to_string();
-        metadata
-            .write_to(
-                &self.file_io,
-                &MetadataLocation::from_str(&location).expect("just built"),
-            )
-            .await
-            .map_err(|error| {
-                CommitError::Failed(super::storage_error(
-                    "writing the next metadata file",
-                    error,
-                ))
-            })?;
-        let committed = LoadedTable {
-            metadata: std::sync::Arc::new(metadata),
-            metadata_location: location.clone(),
-            file_io: self.file_io.clone(),
-            storage: self.storage.clone(),
-        };
+        let committed = write_next_metadata(base, change).await?;
+        let location = committed.metadata_location.clone();
         match self.swap(&base.metadata_location, &location).await {
             Ok(1) => Ok(committed),
             Ok(0) => {
-                self.forget(&location).await;
+                forget_metadata(&self.file_io, &location).await;
                 Err(CommitError::Conflict(
                     "the table's metadata_location changed since the run read it".to_string(),
                 ))
@@ -316,11 +324,11 @@ impl TableCatalog for JdbcTableCatalog {
                 match self.current_location().await {
                     Ok(Some(now)) if now == location => Ok(committed),
                     Ok(Some(now)) if now == base.metadata_location => {
-                        self.forget(&location).await;
+                        forget_metadata(&self.file_io, &location).await;
                         Err(CommitError::Failed(database_error("update", error)))
                     }
                     Ok(_) => {
-                        self.forget(&location).await;
+                        forget_metadata(&self.file_io, &location).await;
                         Err(CommitError::Conflict(
                             "the table's metadata_location changed since the run read it"
                                 .to_string(),

@@ -12,12 +12,14 @@ use std::collections::HashMap;
 
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
-    DataFile, FormatVersion, ManifestContentType, ManifestFile, ManifestListWriter,
-    ManifestWriterBuilder, Operation, Snapshot, Summary, MAIN_BRANCH,
+    DataFile, FormatVersion, ManifestContentType, ManifestFile, ManifestWriterBuilder, Snapshot,
+    MAIN_BRANCH,
 };
 
 use super::catalog::{CommitError, TableCatalog};
-use super::snapshot::{metadata_directory, new_snapshot_id, remove_files, MANIFEST_WRITES};
+use super::snapshot::{
+    metadata_directory, new_snapshot_id, remove_files, replace_snapshot, MANIFEST_WRITES,
+};
 use super::table::{partition_values, ManifestCache, TableState};
 use super::{NativeError, COMMIT_ATTEMPTS};
 
@@ -94,9 +96,9 @@ async fn stage(
     attempt: u32,
 ) -> Result<Option<(Snapshot, Vec<String>, ManifestsReport)>, NativeError> {
     let metadata = &base.table.metadata;
-    let Some(parent) = metadata.snapshot_for_ref(MAIN_BRANCH) else {
+    if metadata.snapshot_for_ref(MAIN_BRANCH).is_none() {
         return Ok(None);
-    };
+    }
     let spec = metadata.default_partition_spec();
     let (rewritten, kept): (Vec<_>, Vec<_>) = base.manifests.iter().partition(|loaded| {
         loaded.file.content == ManifestContentType::Data
@@ -207,50 +209,18 @@ async fn stage(
         };
         let list_path = format!("{directory}/snap-{snapshot_id}-{attempt}-{nonce}.avro");
         written.push(list_path.clone());
-        let output = file_io
-            .new_output(&list_path)
-            .map_err(|error| super::storage_error("creating the manifest list", error))?;
-        let sequence_number = metadata.last_sequence_number() + 1;
-        let mut list = ManifestListWriter::v2(
-            output
-                .writer()
-                .await
-                .map_err(|error| super::storage_error("writing the manifest list", error))?,
+        let manifests = created
+            .into_iter()
+            .chain(kept.iter().map(|loaded| loaded.file.clone()))
+            .collect();
+        let snapshot = replace_snapshot(
+            base,
             snapshot_id,
-            Some(parent.snapshot_id()),
-            sequence_number,
-        );
-        list.add_manifests(
-            created
-                .into_iter()
-                .chain(kept.iter().map(|loaded| loaded.file.clone())),
+            list_path,
+            manifests,
+            summary(&report, base, run_id),
         )
-        .map_err(|error| NativeError::Other(format!("cannot list the manifests: {error}")))?;
-        list.close()
-            .await
-            .map_err(|error| super::storage_error("writing the manifest list", error))?;
-        let last_timestamp = metadata
-            .snapshots()
-            .map(|snapshot| snapshot.timestamp_ms())
-            .max()
-            .unwrap_or(0)
-            .max(metadata.last_updated_ms());
-        let snapshot = Snapshot::builder()
-            .with_snapshot_id(snapshot_id)
-            .with_parent_snapshot_id(Some(parent.snapshot_id()))
-            .with_sequence_number(sequence_number)
-            .with_timestamp_ms(
-                chrono::Utc::now()
-                    .timestamp_millis()
-                    .max(last_timestamp + 1),
-            )
-            .with_manifest_list(list_path)
-            .with_summary(Summary {
-                operation: Operation::Replace,
-                additional_properties: summary(&report, base, run_id),
-            })
-            .with_schema_id(metadata.current_schema_id())
-            .build();
+        .await?;
         Ok((snapshot, report))
     }
     .await;

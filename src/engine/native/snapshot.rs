@@ -176,7 +176,6 @@ pub async fn stage_replace(
     let metadata = &base.table.metadata;
     let file_io = &base.table.file_io;
     let snapshot_id = new_snapshot_id(base);
-    let sequence_number = metadata.last_sequence_number() + 1;
     let directory = metadata_directory(base);
     let nonce = format!("{:016x}", fastrand::u64(..));
     let mut written = Vec::new();
@@ -335,49 +334,14 @@ pub async fn stage_replace(
 
         let list_path = format!("{directory}/snap-{snapshot_id}-{attempt}-{nonce}.avro");
         written.push(list_path.clone());
-        let list_output = file_io
-            .new_output(&list_path)
-            .map_err(|error| super::storage_error("creating the manifest list", error))?;
-        let parent = metadata
-            .snapshot_for_ref(MAIN_BRANCH)
-            .map(|snapshot| snapshot.snapshot_id());
-        let mut list = ManifestListWriter::v2(
-            list_output
-                .writer()
-                .await
-                .map_err(|error| super::storage_error("writing the manifest list", error))?,
+        let snapshot = replace_snapshot(
+            base,
             snapshot_id,
-            parent,
-            sequence_number,
-        );
-        list.add_manifests(manifests.into_iter())
-            .map_err(|error| NativeError::Other(format!("cannot list the manifests: {error}")))?;
-        list.close()
-            .await
-            .map_err(|error| super::storage_error("writing the manifest list", error))?;
-
-        let last_timestamp = metadata
-            .snapshots()
-            .map(|snapshot| snapshot.timestamp_ms())
-            .max()
-            .unwrap_or(0)
-            .max(metadata.last_updated_ms());
-        let snapshot = Snapshot::builder()
-            .with_snapshot_id(snapshot_id)
-            .with_parent_snapshot_id(parent)
-            .with_sequence_number(sequence_number)
-            .with_timestamp_ms(
-                chrono::Utc::now()
-                    .timestamp_millis()
-                    .max(last_timestamp + 1),
-            )
-            .with_manifest_list(list_path.clone())
-            .with_summary(Summary {
-                operation: Operation::Replace,
-                additional_properties: replace_summary(&change, &base.totals(), run_id),
-            })
-            .with_schema_id(metadata.current_schema_id())
-            .build();
+            list_path,
+            manifests,
+            replace_summary(&change, &base.totals(), run_id),
+        )
+        .await?;
         Ok((snapshot, change.removed_delete_files))
     }
     .await;
@@ -392,6 +356,64 @@ pub async fn stage_replace(
             Err(error)
         }
     }
+}
+
+/// The `replace` snapshot `snapshot_id` on `base` (its parent: `main`'s head; the next sequence
+/// number; a time after every snapshot's) with its manifest list, `manifests`, written at
+/// `list_path`.
+pub async fn replace_snapshot(
+    base: &TableState,
+    snapshot_id: i64,
+    list_path: String,
+    manifests: Vec<ManifestFile>,
+    summary: HashMap<String, String>,
+) -> Result<Snapshot, NativeError> {
+    let metadata = &base.table.metadata;
+    let sequence_number = metadata.last_sequence_number() + 1;
+    let list_output = base
+        .table
+        .file_io
+        .new_output(&list_path)
+        .map_err(|error| super::storage_error("creating the manifest list", error))?;
+    let parent = metadata
+        .snapshot_for_ref(MAIN_BRANCH)
+        .map(|snapshot| snapshot.snapshot_id());
+    let mut list = ManifestListWriter::v2(
+        list_output
+            .writer()
+            .await
+            .map_err(|error| super::storage_error("writing the manifest list", error))?,
+        snapshot_id,
+        parent,
+        sequence_number,
+    );
+    list.add_manifests(manifests.into_iter())
+        .map_err(|error| NativeError::Other(format!("cannot list the manifests: {error}")))?;
+    list.close()
+        .await
+        .map_err(|error| super::storage_error("writing the manifest list", error))?;
+    let last_timestamp = metadata
+        .snapshots()
+        .map(|snapshot| snapshot.timestamp_ms())
+        .max()
+        .unwrap_or(0)
+        .max(metadata.last_updated_ms());
+    Ok(Snapshot::builder()
+        .with_snapshot_id(snapshot_id)
+        .with_parent_snapshot_id(parent)
+        .with_sequence_number(sequence_number)
+        .with_timestamp_ms(
+            chrono::Utc::now()
+                .timestamp_millis()
+                .max(last_timestamp + 1),
+        )
+        .with_manifest_list(list_path)
+        .with_summary(Summary {
+            operation: Operation::Replace,
+            additional_properties: summary,
+        })
+        .with_schema_id(metadata.current_schema_id())
+        .build())
 }
 
 /// Deletes files that never became part of the table (best effort: what stays is an orphan for

@@ -16,20 +16,7 @@ pub fn crc_statement(table: &str) -> String {
 /// What PyIceberg (neither Spark nor iceberg-rust) reads of `table` (`namespace.name`) in the
 /// lakehouse's REST catalog, reached with `token`: its rows and [`crc_statement`]'s sum.
 pub fn pyiceberg_checksum(lakehouse: &Lakehouse, token: &str, table: &str) -> (String, String) {
-    let python = env("ICEPACK_TEST_PYICEBERG_PYTHON");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/pyiceberg_checksum.py"
-    );
-    let stdout = fixture_output(
-        std::process::Command::new(python)
-            .arg(script)
-            .arg(&lakehouse.catalog.uri)
-            .arg(token)
-            .arg(&lakehouse.s3_endpoint)
-            .arg(table),
-        "pyiceberg_checksum.py",
-    );
+    let stdout = checksum_script(lakehouse, token, table, &[]);
     let field = |name: &str| printed(&stdout, name);
     (field("rows"), field("crc"))
 }
@@ -41,22 +28,7 @@ pub fn pyiceberg_snapshot_checksums(
     token: &str,
     table: &str,
 ) -> Vec<(String, String, String)> {
-    let python = env("ICEPACK_TEST_PYICEBERG_PYTHON");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/pyiceberg_checksum.py"
-    );
-    let stdout = fixture_output(
-        std::process::Command::new(python)
-            .arg(script)
-            .arg(&lakehouse.catalog.uri)
-            .arg(token)
-            .arg(&lakehouse.s3_endpoint)
-            .arg(table)
-            .arg("snapshots"),
-        "pyiceberg_checksum.py",
-    );
-    stdout
+    checksum_script(lakehouse, token, table, &["snapshots"])
         .lines()
         .filter(|line| line.starts_with("snapshot="))
         .map(|line| {
@@ -69,4 +41,22 @@ pub fn pyiceberg_snapshot_checksums(
             (field("snapshot"), field("rows"), field("crc"))
         })
         .collect()
+}
+
+/// What `tests/fixtures/pyiceberg_checksum.py` prints for `table`, with `more` arguments.
+fn checksum_script(lakehouse: &Lakehouse, token: &str, table: &str, more: &[&str]) -> String {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/pyiceberg_checksum.py"
+    );
+    fixture_output(
+        std::process::Command::new(env("ICEPACK_TEST_PYICEBERG_PYTHON"))
+            .arg(script)
+            .arg(&lakehouse.catalog.uri)
+            .arg(token)
+            .arg(&lakehouse.s3_endpoint)
+            .arg(table)
+            .args(more),
+        "pyiceberg_checksum.py",
+    )
 }
